@@ -1,0 +1,109 @@
+"""BertConfig <-> the original bert_config.json."""
+import copy
+import json
+
+import tensorflow as tf
+
+from bert_tf.errors import BertTfError
+from bert_tf.fileio import write_text_atomically
+
+# Field name -> (type, default). The defaults are the original's BertConfig defaults.
+_FIELDS = {
+    "vocab_size": (int, None),
+    "hidden_size": (int, 768),
+    "num_hidden_layers": (int, 12),
+    "num_attention_heads": (int, 12),
+    "intermediate_size": (int, 3072),
+    "hidden_act": (str, "gelu"),
+    "hidden_dropout_prob": (float, 0.1),
+    "attention_probs_dropout_prob": (float, 0.1),
+    "max_position_embeddings": (int, 512),
+    "type_vocab_size": (int, 16),
+    "initializer_range": (float, 0.02),
+}
+# Fields a bert_config.json must carry; the rest fall back to the defaults above.
+_REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+             "intermediate_size")
+ACTIVATIONS = ("gelu", "gelu_new", "relu", "tanh", "linear", "swish", "silu")
+
+
+class BertConfig:
+  """Configuration of a BERT encoder, with the original's field names."""
+
+  def __init__(self, vocab_size, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+               intermediate_size=3072, hidden_act="gelu", hidden_dropout_prob=0.1,
+               attention_probs_dropout_prob=0.1, max_position_embeddings=512, type_vocab_size=16,
+               initializer_range=0.02, source="BertConfig"):
+    values = dict(vocab_size=vocab_size, hidden_size=hidden_size,
+                  num_hidden_layers=num_hidden_layers, num_attention_heads=num_attention_heads,
+                  intermediate_size=intermediate_size, hidden_act=hidden_act,
+                  hidden_dropout_prob=hidden_dropout_prob,
+                  attention_probs_dropout_prob=attention_probs_dropout_prob,
+                  max_position_embeddings=max_position_embeddings,
+                  type_vocab_size=type_vocab_size, initializer_range=initializer_range)
+    for name, value in values.items():
+      setattr(self, name, _checked(name, value, source))
+    if self.hidden_size % self.num_attention_heads:
+      raise BertTfError(
+          f"{source}: hidden_size ({self.hidden_size}) is not a multiple of "
+          f"num_attention_heads ({self.num_attention_heads})")
+    if self.hidden_act not in ACTIVATIONS:
+      raise BertTfError(f"{source}: hidden_act {self.hidden_act!r} is not one of {ACTIVATIONS}")
+
+  @property
+  def head_size(self):
+    return self.hidden_size // self.num_attention_heads
+
+  @classmethod
+  def from_dict(cls, json_object, source="BertConfig"):
+    if not isinstance(json_object, dict):
+      raise BertTfError(f"{source}: expected a JSON object, got {type(json_object).__name__}")
+    missing = [name for name in _REQUIRED if name not in json_object]
+    if missing:
+      raise BertTfError(f"{source}: missing field(s) {', '.join(missing)}")
+    # Unknown keys (e.g. Hugging Face's "model_type", "pad_token_id") are ignored, as the original
+    # ignored nothing but never met them.
+    known = {k: v for k, v in json_object.items() if k in _FIELDS}
+    return cls(source=source, **known)
+
+  @classmethod
+  def from_json_file(cls, json_file):
+    if not tf.io.gfile.exists(json_file):
+      raise BertTfError(f"{json_file}: bert config file not found")
+    with tf.io.gfile.GFile(json_file, "r") as reader:
+      text = reader.read()
+    try:
+      json_object = json.loads(text)
+    except json.JSONDecodeError as e:
+      raise BertTfError(f"{json_file}: not valid JSON ({e})") from None
+    return cls.from_dict(json_object, source=json_file)
+
+  def to_dict(self):
+    return {name: copy.deepcopy(getattr(self, name)) for name in _FIELDS}
+
+  def to_json_string(self):
+    return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+  def to_json_file(self, json_file):
+    write_text_atomically(json_file, self.to_json_string())
+
+  def __eq__(self, other):
+    return isinstance(other, BertConfig) and self.to_dict() == other.to_dict()
+
+  def __repr__(self):
+    return f"BertConfig({self.to_dict()})"
+
+
+def _checked(name, value, source):
+  expected, _ = _FIELDS[name]
+  if expected is float and isinstance(value, int) and not isinstance(value, bool):
+    value = float(value)
+  if isinstance(value, bool) or not isinstance(value, expected):
+    raise BertTfError(f"{source}: field {name} must be {expected.__name__}, "
+                      f"got {type(value).__name__} {value!r}")
+  if expected is int and value <= 0:
+    raise BertTfError(f"{source}: field {name} must be positive, got {value}")
+  if expected is float and not 0.0 <= value < 1.0 and name != "initializer_range":
+    raise BertTfError(f"{source}: field {name} must be in [0, 1), got {value}")
+  return value
+

@@ -1,0 +1,104 @@
+"""TFRecord schemas (the original's name_to_features), one per record kind, with writer and reader.
+
+Every script that writes or reads records goes through here, so a schema is stated once.
+"""
+import collections
+
+import tensorflow as tf
+
+from bert_tf.errors import BertTfError
+
+
+def pretraining_features(max_seq_length, max_predictions_per_seq):
+  """Records of create_pretraining_data.py, read by run_pretraining.py."""
+  return {
+      "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "masked_lm_positions": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
+      "masked_lm_ids": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
+      "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
+      "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+  }
+
+
+def classifier_features(max_seq_length, regression=False):
+  """Records of run_classifier.py (one sequence per example, as the original's train.tf_record)."""
+  return {
+      "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "label_ids": tf.io.FixedLenFeature([], tf.float32 if regression else tf.int64),
+      "is_real_example": tf.io.FixedLenFeature([], tf.int64),
+  }
+
+
+def multiple_choice_features(max_seq_length, num_choices):
+  """Records of run_swag.py: every choice's sequence, flattened [num_choices * max_seq_length]."""
+  length = num_choices * max_seq_length
+  return {
+      "input_ids": tf.io.FixedLenFeature([length], tf.int64),
+      "input_mask": tf.io.FixedLenFeature([length], tf.int64),
+      "segment_ids": tf.io.FixedLenFeature([length], tf.int64),
+      "label_ids": tf.io.FixedLenFeature([], tf.int64),
+      "is_real_example": tf.io.FixedLenFeature([], tf.int64),
+  }
+
+
+def to_example(features):
+  """An OrderedDict name -> list of int or float values, as a tf.train.Example."""
+  feature = collections.OrderedDict()
+  for name, values in features.items():
+    values = list(values) if hasattr(values, "__iter__") else [values]
+    if values and isinstance(values[0], float):
+      feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
+    else:
+      feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+  return tf.train.Example(features=tf.train.Features(feature=feature))
+
+
+def serialize(features):
+  # deterministic=True sorts the feature map, so the same records give the same bytes every run.
+  return to_example(features).SerializeToString(deterministic=True)
+
+
+def parse_fn(name_to_features, source="records"):
+  """A tf.data map function: serialized Example -> dict of tensors, int64 cast to int32.
+
+  TPUs support only int32, as the original noted, and int32 is what the models take everywhere.
+  """
+
+  def parse(record):
+    example = tf.io.parse_single_example(record, name_to_features)
+    return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t for name, t in example.items()}
+
+  return parse
+
+
+def check_record_shapes(path, name_to_features):
+  """Reads one record of `path` and raises a clear error if its features disagree with the schema."""
+  for raw in tf.data.TFRecordDataset(path).take(1):
+    example = tf.train.Example.FromString(raw.numpy())
+    for name, spec in name_to_features.items():
+      if name not in example.features.feature:
+        raise BertTfError(f"{path}: records have no feature {name!r}; expected "
+                          f"{sorted(name_to_features)}")
+      feature = example.features.feature[name]
+      length = len(feature.int64_list.value) + len(feature.float_list.value)
+      expected = spec.shape[0] if spec.shape else 1
+      if length != expected:
+        raise BertTfError(f"{path}: feature {name!r} has length {length} but the flags expect "
+                          f"{expected} (check --max_seq_length / --max_predictions_per_seq)")
+
+
+def input_files(patterns, flag_name="--input_file"):
+  """Comma-separated globs -> sorted file list; a glob that matches nothing is an error."""
+  files = []
+  for pattern in [p for p in patterns.split(",") if p.strip()]:
+    matched = sorted(tf.io.gfile.glob(pattern.strip()))
+    if not matched:
+      raise BertTfError(f"{flag_name}: {pattern.strip()!r} matches no file")
+    files.extend(matched)
+  if not files:
+    raise BertTfError(f"{flag_name}: no input file given")
+  return files

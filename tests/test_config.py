@@ -1,0 +1,63 @@
+import json
+
+import pytest
+import tensorflow as tf
+import tf_keras
+
+from bert_tf.config import BertConfig
+from bert_tf.errors import BertTfError
+
+
+def test_legacy_keras_is_active():
+  assert tf.keras.Model is tf_keras.Model
+
+
+def _write(tmp_path, obj):
+  path = tmp_path / "bert_config.json"
+  path.write_text(json.dumps(obj) if not isinstance(obj, str) else obj)
+  return str(path)
+
+
+BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+            intermediate_size=3072, hidden_act="gelu", hidden_dropout_prob=0.1,
+            attention_probs_dropout_prob=0.1, max_position_embeddings=512, type_vocab_size=2,
+            initializer_range=0.02)
+
+
+def test_round_trip(tmp_path):
+  config = BertConfig.from_json_file(_write(tmp_path, BASE))
+  assert config.to_dict() == BASE
+  out = str(tmp_path / "out.json")
+  config.to_json_file(out)
+  assert BertConfig.from_json_file(out) == config
+  assert config.head_size == 64
+
+
+@pytest.mark.parametrize("change,message", [
+    (dict(hidden_size="768"), "field hidden_size must be int"),
+    (dict(hidden_dropout_prob="x"), "hidden_dropout_prob must be float"),
+    (dict(num_attention_heads=7), "not a multiple of num_attention_heads"),
+    (dict(hidden_act="swishy"), "hidden_act"),
+    (dict(vocab_size=True), "vocab_size must be int"),
+])
+def test_bad_fields_name_the_file_and_field(tmp_path, change, message):
+  path = _write(tmp_path, dict(BASE, **change))
+  with pytest.raises(BertTfError, match=message) as info:
+    BertConfig.from_json_file(path)
+  assert path in str(info.value)
+
+
+def test_missing_field_and_file_and_bad_json(tmp_path):
+  obj = dict(BASE)
+  del obj["vocab_size"]
+  with pytest.raises(BertTfError, match="missing field.*vocab_size"):
+    BertConfig.from_json_file(_write(tmp_path, obj))
+  with pytest.raises(BertTfError, match="not found"):
+    BertConfig.from_json_file(str(tmp_path / "nope.json"))
+  with pytest.raises(BertTfError, match="not valid JSON"):
+    BertConfig.from_json_file(_write(tmp_path, "{"))
+
+
+def test_hugging_face_keys_are_ignored():
+  config = BertConfig.from_dict(dict(BASE, model_type="bert", pad_token_id=0))
+  assert config.vocab_size == 30522
