@@ -1,0 +1,1 @@
+"""Task data: read each raw format, make features, post-process predictions, compute the metric."""
