@@ -45,6 +45,32 @@ def multiple_choice_features(max_seq_length, num_choices):
   }
 
 
+def tagging_features(max_seq_length):
+  """Records of run_ner.py: a label per position, weight 1 only on each word's first sub-token."""
+  return {
+      "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "label_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "label_weights": tf.io.FixedLenFeature([max_seq_length], tf.float32),
+  }
+
+
+def squad_features(max_seq_length, is_training):
+  """Records of run_squad.py: one window of a context per record (training adds the answer)."""
+  name_to_features = {
+      "unique_ids": tf.io.FixedLenFeature([], tf.int64),
+      "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+  }
+  if is_training:
+    name_to_features["start_positions"] = tf.io.FixedLenFeature([], tf.int64)
+    name_to_features["end_positions"] = tf.io.FixedLenFeature([], tf.int64)
+    name_to_features["is_impossible"] = tf.io.FixedLenFeature([], tf.int64)
+  return name_to_features
+
+
 def to_example(features):
   """An OrderedDict name -> list of int or float values, as a tf.train.Example."""
   feature = collections.OrderedDict()

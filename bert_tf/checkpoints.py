@@ -1,0 +1,481 @@
+"""Weights in and out of our models: original TF1 checkpoints, our TF2 checkpoints, Hugging Face.
+
+Our variables carry the original TF1 names (see modeling.py), so every format is mapped through
+those names:
+  * TF1 (the original release): a name-based checkpoint keyed by exactly those names.
+  * TF2 (ours, written by training.py as `tf.train.Checkpoint(model=task_model, ...)`): object
+    based; its object graph records each variable's name, which is how we find them.
+  * Hugging Face: `model.safetensors` (+ `config.json`) with `bert.encoder.layer.0...` names and
+    transposed kernels; the `bert.` prefix may be absent (sentence-transformers) and LayerNorm
+    may be `weight|bias` or `gamma|beta`.
+
+`init_from_checkpoint` loads the encoder (and the `cls/` pretraining heads when the model has
+them), never a task head, so any checkpoint initialises any task model.
+"""
+import collections
+import json
+import os
+import struct
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+from bert_tf import modeling
+from bert_tf.config import BertConfig
+from bert_tf.errors import BertTfError
+from bert_tf.fileio import atomic_output
+from bert_tf.fileio import temporary_name
+from bert_tf.fileio import write_text_atomically
+
+WORD_EMBEDDINGS = "bert/embeddings/word_embeddings"
+HF_WEIGHTS_NAME = "model.safetensors"
+HF_CONFIG_NAME = "config.json"
+FORMATS = ("tf1", "tf2", "hf")
+_TF2_VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+
+LoadResult = collections.namedtuple("LoadResult", ["loaded", "not_found", "unused"])
+LoadResult.__doc__ = """Names (TF1 style) loaded, wanted by the model but absent, and present
+in the checkpoint but not used by the model."""
+
+
+def variable_name(variable):
+  """TF1 name of a variable: `bert/encoder/layer_0/.../kernel` (no `:0`)."""
+  name = variable.name
+  return name[:-2] if name.endswith(":0") else name
+
+
+def checkpoint_variables(model):
+  """OrderedDict TF1 name -> variable of what a checkpoint initialises in `model`.
+
+  That is the encoder (`model.encoder`, or `model` itself when it is a BertModel) plus the
+  model's `cls/` pretraining heads when it has them; task heads are left to their own training.
+  """
+  encoder = getattr(model, "encoder", model)
+  variables = list(encoder.variables)
+  if encoder is not model:
+    variables += [v for v in model.variables if variable_name(v).startswith("cls/")]
+  named = collections.OrderedDict()
+  for variable in variables:
+    named.setdefault(variable_name(variable), variable)
+  return named
+
+
+# --- Format detection -------------------------------------------------------------------------
+
+def _tf_checkpoint_prefix(path):
+  """The checkpoint prefix `path` names (a prefix or a directory), or None."""
+  if tf.io.gfile.isdir(path):
+    latest = tf.train.latest_checkpoint(path)
+    if latest:
+      return latest
+    indexes = sorted(tf.io.gfile.glob(os.path.join(path, "*.index")))
+    return indexes[-1][:-len(".index")] if len(indexes) == 1 else None
+  if path.endswith(".index") and tf.io.gfile.exists(path):
+    return path[:-len(".index")]
+  if tf.io.gfile.exists(path + ".index"):
+    return path
+  return None
+
+
+def _hf_weights_file(path):
+  if tf.io.gfile.isdir(path) and tf.io.gfile.exists(os.path.join(path, HF_WEIGHTS_NAME)):
+    return os.path.join(path, HF_WEIGHTS_NAME)
+  if path.endswith(".safetensors") and tf.io.gfile.exists(path):
+    return path
+  return None
+
+
+def detect_format(path):
+  """("tf1" | "tf2" | "hf", resolved path) for a checkpoint prefix, directory or safetensors."""
+  hf_file = _hf_weights_file(path)
+  if hf_file:
+    return "hf", hf_file
+  prefix = _tf_checkpoint_prefix(path)
+  if prefix is None:
+    if not tf.io.gfile.exists(path) and not tf.io.gfile.glob(path + "*"):
+      raise BertTfError(f"{path}: checkpoint not found")
+    raise BertTfError(f"{path}: not a TensorFlow checkpoint (no .index file) nor a Hugging "
+                      f"Face {HF_WEIGHTS_NAME}")
+  try:
+    names = [name for name, _ in tf.train.list_variables(prefix)]
+  except (tf.errors.OpError, ValueError) as e:
+    raise BertTfError(f"{prefix}: unreadable checkpoint ({e.__class__.__name__})") from None
+  is_tf2 = _OBJECT_GRAPH_KEY in names or any(n.endswith(_TF2_VALUE_SUFFIX) for n in names)
+  return ("tf2" if is_tf2 else "tf1"), prefix
+
+
+# --- Sources: name -> shape and a way to read each tensor --------------------------------------
+
+class _Source:
+  """Tensors keyed by TF1 name, read lazily."""
+
+  def __init__(self, path, shapes, read):
+    self.path = path
+    self.shapes = shapes
+    self.read = read
+
+
+def _tf1_source(prefix):
+  reader = tf.train.load_checkpoint(prefix)
+  return _Source(prefix, reader.get_variable_to_shape_map(), reader.get_tensor)
+
+
+def _tf2_source(prefix):
+  """Our object-based checkpoints, keyed by the variable names their object graph records.
+
+  Only objects under the root's `model` child (or the whole graph when there is none) count, so
+  optimizer slots are never mistaken for weights.
+  """
+  reader = tf.train.load_checkpoint(prefix)
+  graph = trackable_object_graph_pb2.TrackableObjectGraph()
+  graph.ParseFromString(reader.get_tensor(_OBJECT_GRAPH_KEY))
+  roots = [c.node_id for c in graph.nodes[0].children if c.local_name == "model"] or [0]
+  shapes_by_key = reader.get_variable_to_shape_map()
+  name_to_key = {}
+  seen = set()
+  pending = list(roots)
+  while pending:
+    node_id = pending.pop()
+    if node_id in seen:
+      continue
+    seen.add(node_id)
+    node = graph.nodes[node_id]
+    for attribute in node.attributes:
+      if attribute.name == "VARIABLE_VALUE" and attribute.full_name:
+        name_to_key.setdefault(attribute.full_name, attribute.checkpoint_key)
+    pending.extend(c.node_id for c in node.children)
+  shapes = {name: shapes_by_key[key] for name, key in name_to_key.items()}
+  return _Source(prefix, shapes, lambda name: reader.get_tensor(name_to_key[name]))
+
+
+def _hf_source(weights_file):
+  tensors = load_hf_safetensors(weights_file)
+  return _Source(weights_file, {k: list(v.shape) for k, v in tensors.items()}, tensors.__getitem__)
+
+
+def open_checkpoint(path, input_format=None):
+  """A _Source for `path`; the format is detected unless given ("tf1", "tf2" or "hf")."""
+  detected, resolved = detect_format(path)
+  if input_format and input_format != detected:
+    raise BertTfError(f"{path}: looks like a {detected} checkpoint, not {input_format}")
+  if detected == "hf":
+    return _hf_source(resolved)
+  return _tf2_source(resolved) if detected == "tf2" else _tf1_source(resolved)
+
+
+# --- Loading --------------------------------------------------------------------------------------
+
+def _check_shape(source, name, variable):
+  expected = list(variable.shape)
+  found = list(source.shapes[name])
+  if expected == found:
+    return
+  if name in (WORD_EMBEDDINGS, "cls/predictions/output_bias") and expected[1:] == found[1:]:
+    raise BertTfError(
+        f"{source.path}: vocab_size mismatch: {name} has shape {found} in the checkpoint "
+        f"({found[0]} tokens) but {expected} in the model (bert_config vocab_size "
+        f"{expected[0]}); use the bert_config.json and vocab.txt that came with the checkpoint")
+  raise BertTfError(f"{source.path}: variable {name} has shape {found} in the checkpoint but "
+                    f"{expected} in the model (check --bert_config_file)")
+
+
+def _is_training_state(name):
+  # The original's checkpoints also hold optimizer slots and the step counter.
+  return name == "global_step" or name.endswith(("/adam_m", "/adam_v")) or name.startswith("_")
+
+
+def load_source(model, source):
+  """Assigns every checkpoint variable of `model` (see checkpoint_variables) found in `source`."""
+  wanted = checkpoint_variables(model)
+  found = [name for name in wanted if name in source.shapes]
+  for name in found:
+    _check_shape(source, name, wanted[name])
+  for name in found:
+    variable = wanted[name]
+    variable.assign(np.asarray(source.read(name), dtype=variable.dtype.as_numpy_dtype))
+  not_found = [name for name in wanted if name not in source.shapes]
+  unused = sorted(name for name in source.shapes
+                  if name not in wanted and not _is_training_state(name))
+  if not found:
+    raise BertTfError(f"{source.path}: none of the model's {len(wanted)} variables is in this "
+                      f"checkpoint (e.g. {next(iter(wanted))})")
+  logging.info("%s: loaded %d variables", source.path, len(found))
+  for name in not_found:
+    logging.info("  not found in checkpoint (left as initialised): %s", name)
+  for name in unused:
+    logging.info("  in checkpoint but unused: %s", name)
+  return LoadResult(found, not_found, unused)
+
+
+def init_from_checkpoint(model, path, input_format=None):
+  """Loads a TF1 original, our TF2 or a Hugging Face checkpoint into `model`'s encoder (and its
+  `cls/` pretraining heads). Returns a LoadResult; raises BertTfError on a shape mismatch."""
+  return load_source(model, open_checkpoint(path, input_format))
+
+
+# --- TF1 name-based checkpoints -------------------------------------------------------------------
+
+def save_tf1_checkpoint(model, path, names=None):
+  """Writes the model's checkpoint variables (or those in `names`) as an original-layout TF1
+  checkpoint at prefix `path` (`path.index`, `path.data-00000-of-00001`). Returns `path`."""
+  named = checkpoint_variables(model)
+  if names is not None:
+    named = collections.OrderedDict((n, v) for n, v in named.items() if n in set(names))
+  write_tf1_tensors(path, collections.OrderedDict(
+      (name, tf.convert_to_tensor(variable)) for name, variable in named.items()))
+  return path
+
+
+def write_tf1_tensors(path, tensors):
+  """Writes OrderedDict name -> tensor as a name-based checkpoint, atomically."""
+  directory = os.path.dirname(path)
+  if directory:
+    tf.io.gfile.makedirs(directory)
+  tmp = temporary_name(path)
+  data_suffix = ".data-00000-of-00001"
+  try:
+    with tf.device("/cpu:0"):
+      tf.raw_ops.SaveV2(prefix=tmp, tensor_names=list(tensors),
+                        shape_and_slices=[""] * len(tensors), tensors=list(tensors.values()))
+  except BaseException:
+    for suffix in (".index", data_suffix):
+      if tf.io.gfile.exists(tmp + suffix):
+        tf.io.gfile.remove(tmp + suffix)
+    raise
+  # The .index file is what makes a checkpoint visible, so it goes last.
+  tf.io.gfile.rename(tmp + data_suffix, path + data_suffix, overwrite=True)
+  tf.io.gfile.rename(tmp + ".index", path + ".index", overwrite=True)
+
+
+# --- TF2 object-based checkpoints -----------------------------------------------------------------
+
+def save_tf2_checkpoint(model, path, with_heads=True):
+  """Writes `tf.train.Checkpoint(model=model)` at prefix `path`, as training.py lays them out
+  (with_heads=False: the encoder only, as `model/encoder/...`). Returns the prefix written."""
+  if with_heads:
+    checkpoint = tf.train.Checkpoint(model=model)
+  else:
+    checkpoint = tf.train.Checkpoint(model=tf.train.Checkpoint(
+        encoder=getattr(model, "encoder", model)))
+  directory = os.path.dirname(path)
+  if directory:
+    tf.io.gfile.makedirs(directory)
+  tmp = temporary_name(path)
+  written = checkpoint.write(tmp)
+  data_files = tf.io.gfile.glob(tmp + ".data-*")
+  for data_file in data_files:
+    tf.io.gfile.rename(data_file, path + data_file[len(tmp):], overwrite=True)
+  tf.io.gfile.rename(written + ".index", path + ".index", overwrite=True)
+  return path
+
+
+# --- Hugging Face safetensors ---------------------------------------------------------------------
+# safetensors is a JSON header (8-byte little-endian length first) followed by raw little-endian
+# tensors; reading and writing it needs nothing beyond numpy.
+
+_SAFETENSORS_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16,
+                       "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8,
+                       "U8": np.uint8, "BOOL": np.bool_}
+
+
+def read_safetensors(path):
+  """dict name -> numpy array (bfloat16 is widened to float32)."""
+  with tf.io.gfile.GFile(path, "rb") as f:
+    data = f.read()
+  try:
+    (header_size,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + header_size])
+  except (struct.error, ValueError):
+    raise BertTfError(f"{path}: not a safetensors file") from None
+  body = memoryview(data)[8 + header_size:]
+  tensors = {}
+  for name, info in header.items():
+    if name == "__metadata__":
+      continue
+    begin, end = info["data_offsets"]
+    dtype = info["dtype"]
+    if dtype == "BF16":
+      bits = np.frombuffer(body[begin:end], dtype="<u2").astype(np.uint32) << 16
+      array = bits.view(np.float32)
+    elif dtype in _SAFETENSORS_DTYPES:
+      little_endian = np.dtype(_SAFETENSORS_DTYPES[dtype]).newbyteorder("<")
+      array = np.frombuffer(body[begin:end], dtype=little_endian)
+    else:
+      raise BertTfError(f"{path}: tensor {name} has unsupported dtype {dtype}")
+    tensors[name] = array.reshape(info["shape"])
+  return tensors
+
+
+def write_safetensors(path, tensors, metadata=None):
+  """Writes dict name -> numpy array (float32/float16/int) as safetensors, atomically."""
+  codes = {np.dtype(v): k for k, v in _SAFETENSORS_DTYPES.items()}
+  header = {"__metadata__": dict(metadata or {"format": "pt"})}
+  offset = 0
+  blobs = []
+  for name in sorted(tensors):
+    array = np.ascontiguousarray(tensors[name])
+    blob = array.astype(array.dtype.newbyteorder("<")).tobytes()
+    header[name] = {"dtype": codes[array.dtype], "shape": list(array.shape),
+                    "data_offsets": [offset, offset + len(blob)]}
+    blobs.append(blob)
+    offset += len(blob)
+  header_bytes = json.dumps(header, separators=(",", ":")).encode("utf-8")
+  header_bytes += b" " * (-len(header_bytes) % 8)  # Keeps tensor data 8-byte aligned.
+  with atomic_output(path) as tmp:
+    with tf.io.gfile.GFile(tmp, "wb") as f:
+      f.write(struct.pack("<Q", len(header_bytes)))
+      f.write(header_bytes)
+      for blob in blobs:
+        f.write(blob)
+
+
+def hf_name(name):
+  """TF1 name -> (Hugging Face BertForPreTraining name, whether the tensor is transposed)."""
+  parts = name.split("/")
+  leaf = parts[-1]
+  if name == "cls/predictions/output_bias":
+    return "cls.predictions.bias", False
+  if name == "cls/seq_relationship/output_weights":  # Already [out, in], like a torch Linear.
+    return "cls.seq_relationship.weight", False
+  if name == "cls/seq_relationship/output_bias":
+    return "cls.seq_relationship.bias", False
+  path = ".".join(parts[:-1]).replace("encoder.layer_", "encoder.layer.")
+  if leaf.endswith("_embeddings"):
+    return f"{path}.{leaf}.weight", False
+  leaf = {"kernel": "weight", "gamma": "weight", "beta": "bias"}.get(leaf, leaf)
+  return f"{path}.{leaf}", parts[-1] == "kernel"
+
+
+def _canonical_hf_name(name):
+  """Hugging Face names as hf_name writes them: with `bert.`, LayerNorm weight|bias."""
+  if name.endswith(".gamma"):
+    name = name[:-len(".gamma")] + ".weight"
+  elif name.endswith(".beta"):
+    name = name[:-len(".beta")] + ".bias"
+  if not name.startswith(("bert.", "cls.")):
+    name = "bert." + name
+  return name
+
+
+def load_hf_safetensors(path):
+  """A Hugging Face BERT safetensors file (or its directory) -> dict TF1 name -> numpy array.
+
+  Tensors with no TF1 counterpart (e.g. `embeddings.position_ids`) keep their own names.
+  """
+  weights_file = _hf_weights_file(path) or path
+  if not tf.io.gfile.exists(weights_file):
+    raise BertTfError(f"{path}: no {HF_WEIGHTS_NAME} found")
+  tensors = read_safetensors(weights_file)
+  by_hf_name = {_canonical_hf_name(k): v for k, v in tensors.items()}
+  converted = {}
+  for hf, array in by_hf_name.items():
+    tf1 = _tf1_name_from_hf(hf)
+    if tf1 is None:
+      converted[hf] = array
+    else:
+      converted[tf1] = array.T if hf_name(tf1)[1] else array
+  return converted
+
+
+def _tf1_name_from_hf(name):
+  """Inverse of hf_name, or None for a tensor that has no TF1 counterpart."""
+  special = {"cls.predictions.bias": "cls/predictions/output_bias",
+             "cls.seq_relationship.weight": "cls/seq_relationship/output_weights",
+             "cls.seq_relationship.bias": "cls/seq_relationship/output_bias"}
+  if name in special:
+    return special[name]
+  parts = name.split(".")
+  if parts[-1] not in ("weight", "bias") or name.startswith("cls.predictions.decoder"):
+    return None
+  path = "/".join(parts[:-1]).replace("encoder/layer/", "encoder/layer_")
+  if parts[-2].endswith("_embeddings"):
+    return path
+  if parts[-2] == "LayerNorm":
+    return f"{path}/{'gamma' if parts[-1] == 'weight' else 'beta'}"
+  return f"{path}/{'kernel' if parts[-1] == 'weight' else 'bias'}"
+
+
+def hf_config_dict(config, with_heads):
+  """config.json for Hugging Face transformers' BertModel / BertForPreTraining."""
+  d = config.to_dict()
+  d.update(model_type="bert", layer_norm_eps=1e-12, pad_token_id=0,
+           position_embedding_type="absolute",
+           architectures=["BertForPreTraining" if with_heads else "BertModel"])
+  return d
+
+
+def save_hf_safetensors(model, directory, names=None):
+  """Writes `directory/model.safetensors` and `directory/config.json` for transformers.
+
+  Includes the pretraining heads (as BertForPreTraining) when the model has them.
+  """
+  named = checkpoint_variables(model)
+  if names is not None:
+    named = collections.OrderedDict((n, v) for n, v in named.items() if n in set(names))
+  tensors = {}
+  for name, variable in named.items():
+    key, transpose = hf_name(name)
+    value = variable.numpy()
+    tensors[key] = np.ascontiguousarray(value.T if transpose else value)
+  tf.io.gfile.makedirs(directory)
+  config = getattr(model, "encoder", model).config
+  with_heads = any(name.startswith("cls/") for name in named)
+  write_safetensors(os.path.join(directory, HF_WEIGHTS_NAME), tensors)
+  write_text_atomically(os.path.join(directory, HF_CONFIG_NAME),
+                        json.dumps(hf_config_dict(config, with_heads), indent=2, sort_keys=True)
+                        + "\n")
+  return directory
+
+
+# --- Conversion (convert_checkpoint.py) -----------------------------------------------------------
+
+def _output_format(output, output_format):
+  if output_format:
+    return output_format
+  if output.endswith(".safetensors") or output.endswith("/") or tf.io.gfile.isdir(output):
+    return "hf"
+  raise BertTfError(f"--output_format: required (one of {', '.join(FORMATS)}) when --output "
+                    f"({output}) is neither a .safetensors file nor a directory")
+
+
+def _config_for(input_path, bert_config_file):
+  if bert_config_file:
+    return BertConfig.from_json_file(bert_config_file)
+  weights_file = _hf_weights_file(input_path)
+  hf_config = weights_file and os.path.join(os.path.dirname(weights_file), HF_CONFIG_NAME)
+  if not hf_config or not tf.io.gfile.exists(hf_config):
+    raise BertTfError("--bert_config_file: required unless --input is a Hugging Face model with "
+                      "its config.json")
+  with tf.io.gfile.GFile(hf_config) as f:
+    try:
+      d = json.load(f)
+    except ValueError as e:
+      raise BertTfError(f"{hf_config}: not valid JSON ({e})") from None
+  if d.get("layer_norm_eps", 1e-12) != 1e-12:
+    logging.warning("%s: layer_norm_eps %s; BERT (and we) use 1e-12", hf_config,
+                    d["layer_norm_eps"])
+  return BertConfig.from_dict(d, source=hf_config)
+
+
+def convert_checkpoint(input_path, output, bert_config_file=None, input_format=None,
+                       output_format=None):
+  """Reads any supported checkpoint and writes what it held in `output_format`.
+
+  Only the variables the input had are written (no randomly initialised heads). Returns the path
+  written.
+  """
+  output_format = _output_format(output, output_format)
+  source = open_checkpoint(input_path, input_format)
+  config = _config_for(input_path, bert_config_file)
+  model = modeling.BertPretrainer(config)
+  loaded = load_source(model, source).loaded
+  if output_format == "tf1":
+    return save_tf1_checkpoint(model, output, names=loaded)
+  if output_format == "tf2":
+    with_heads = all(name in loaded for name in checkpoint_variables(model))
+    return save_tf2_checkpoint(model, output, with_heads=with_heads)
+  directory = os.path.dirname(output) if output.endswith(".safetensors") else output
+  return save_hf_safetensors(model, directory or ".", names=loaded)

@@ -1,0 +1,83 @@
+"""Runtime flags every run_*.py shares (strategy, precision, seed, TPU, checkpointing, optimizer).
+
+A script calls define_runtime_flags() at import time, then in main():
+  strategy = common_flags.runtime_from_flags()   # strategy first, then precision, seed, determinism
+and passes the remaining FLAGS values to bert_tf.training.train(...).
+"""
+from absl import flags
+
+from bert_tf import training
+
+FLAGS = flags.FLAGS
+
+
+def define_runtime_flags():
+  """Defines the shared flags (once; a second call is a no-op so tests can import several scripts)."""
+  if "distribution_strategy" in FLAGS:
+    return
+  flags.DEFINE_enum("distribution_strategy", "one_device", training.STRATEGIES,
+                    "How to spread training over devices: one_device (GPU:0 if any, else CPU), "
+                    "mirrored (all local GPUs, or --num_gpus), multi_worker_mirrored (one process "
+                    "per worker, cluster from the TF_CONFIG environment variable) or tpu. "
+                    "--use_tpu implies tpu.")
+  flags.DEFINE_integer("num_gpus", None, "GPUs for --distribution_strategy=mirrored "
+                       "(default: all visible; 0 means the CPU).")
+  flags.DEFINE_enum("dtype", "float32", list(training.PRECISIONS),
+                    "Compute precision: float32, bfloat16 (mixed_bfloat16: bf16 compute, float32 "
+                    "variables) or float16 (mixed_float16 with dynamic loss scaling).")
+  flags.DEFINE_bool("use_xla", False, "Compile the train/eval steps with XLA (jit_compile).")
+  flags.DEFINE_integer("seed", 12345, "Seed of every random choice: initialization, dropout, "
+                       "input shuffling. The same flags give the same weights.")
+  flags.DEFINE_bool("deterministic", True, "Enable TF op determinism (bit-identical reruns and "
+                    "resumption; slightly slower on GPU).")
+  flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
+                    "adamw: the original AdamWeightDecay; lamb: LAMB for large batches.")
+  flags.DEFINE_integer("gradient_accumulation_steps", 1,
+                       "Split each batch of --train_batch_size into this many micro-batches and "
+                       "apply their summed gradients once (same result, less memory).")
+  flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
+  flags.DEFINE_integer("keep_checkpoint_max", 5, "How many recent checkpoints to keep.")
+  flags.DEFINE_integer("iterations_per_loop", 1000,
+                       "Steps run inside one tf.function call between host-side work (logging, "
+                       "checkpoints, NaN checks).")
+  flags.DEFINE_integer("log_steps", 100, "Steps between progress lines and summaries.")
+  # The original's TPU flags.
+  flags.DEFINE_bool("use_tpu", False, "Whether to use TPU or GPU/CPU.")
+  flags.DEFINE_string("tpu_name", None,
+                      "The Cloud TPU to use for training. This should be either the name used "
+                      "when creating the Cloud TPU, or a grpc://ip.address.of.tpu:8470 url.")
+  flags.DEFINE_string("tpu_zone", None,
+                      "[Optional] GCE zone where the Cloud TPU is located in. If not specified, "
+                      "we will attempt to automatically detect the GCE project from metadata.")
+  flags.DEFINE_string("gcp_project", None,
+                      "[Optional] Project name for the Cloud TPU-enabled project. If not "
+                      "specified, we will attempt to automatically detect the GCE project from "
+                      "metadata.")
+  flags.DEFINE_string("master", None, "[Optional] TensorFlow master URL.")
+  flags.DEFINE_integer("num_tpu_cores", 8,
+                       "Only used if `use_tpu` is True. Total number of TPU cores to use.")
+
+
+def strategy_name_from_flags():
+  return "tpu" if FLAGS.use_tpu else FLAGS.distribution_strategy
+
+
+def runtime_from_flags():
+  """The strategy for the flags, after which precision, seed and determinism are set. Call first:
+  multi_worker_mirrored must be created before any other TensorFlow op runs."""
+  strategy = training.get_strategy(strategy_name_from_flags(), num_gpus=FLAGS.num_gpus,
+                                   tpu_name=FLAGS.tpu_name, tpu_zone=FLAGS.tpu_zone,
+                                   gcp_project=FLAGS.gcp_project, master=FLAGS.master)
+  training.set_precision(FLAGS.dtype)
+  training.set_seed(FLAGS.seed, deterministic=FLAGS.deterministic)
+  return strategy
+
+
+def train_kwargs_from_flags():
+  """The train(...) keyword arguments that come straight from the shared flags."""
+  return dict(optimizer_type=FLAGS.optimizer,
+              gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+              save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+              keep_checkpoint_max=FLAGS.keep_checkpoint_max,
+              steps_per_loop=FLAGS.iterations_per_loop, log_steps=FLAGS.log_steps,
+              use_xla=FLAGS.use_xla, seed=FLAGS.seed)

@@ -1,0 +1,355 @@
+"""CoNLL-2003 NER: read the column format, make windowed features labelled on first sub-tokens,
+score entities as conlleval does, and write predictions back in the format conlleval reads.
+
+The paper (section 5.3) feeds each WordPiece-tokenized word to BERT and labels only its first
+sub-token; the other sub-tokens are "X": no label, no loss, no prediction.
+"""
+import collections
+import re
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import records
+from bert_tf.errors import BertTfError
+from bert_tf.fileio import atomic_output
+
+DOCSTART = "-DOCSTART-"
+_TAG = re.compile(r"^(O|[BIES]-\S+)$")
+
+# One sentence of a CoNLL file. `lines` are the original lines (all columns) to write back with a
+# predicted tag; `docstarts` are the -DOCSTART- lines that came just before it.
+Sentence = collections.namedtuple("Sentence", ["words", "tags", "lines", "line_numbers",
+                                               "docstarts"])
+
+# One window of one sentence. Position token_positions[k] holds the first sub-token of word
+# word_indexes[k] of sentence sentence_index; only those positions have label_weights 1.
+TaggingFeatures = collections.namedtuple("TaggingFeatures", [
+    "input_ids", "input_mask", "segment_ids", "label_ids", "label_weights", "sentence_index",
+    "word_indexes", "token_positions"])
+
+
+def read_conll(path):
+  """CoNLL columns (word first, tag last, blank line between sentences) -> list of Sentence."""
+  if not tf.io.gfile.exists(path):
+    raise BertTfError(f"{path}: file not found")
+  sentences = []
+  num_columns, first_line = None, None
+  words, tags, lines, numbers, docstarts = [], [], [], [], []
+  docstarts_inside, blank_runs, previous_blank = 0, 0, False
+
+  def end_sentence():
+    if words:
+      sentences.append(Sentence(list(words), list(tags), list(lines), list(numbers),
+                                list(docstarts)))
+      docstarts.clear()
+    for part in (words, tags, lines, numbers):
+      part.clear()
+
+  with tf.io.gfile.GFile(path, "r") as reader:
+    for number, raw in enumerate(reader, 1):
+      line = raw.strip()
+      if not line:
+        blank_runs += previous_blank
+        previous_blank = True
+        end_sentence()
+        continue
+      previous_blank = False
+      columns = line.split()
+      if num_columns is None:
+        if len(columns) < 2:
+          raise BertTfError(f"{path}:{number}: expected at least 2 columns (word ... tag), "
+                            f"got {len(columns)}: {line!r}")
+        num_columns, first_line = len(columns), number
+      elif len(columns) != num_columns:
+        raise BertTfError(f"{path}:{number}: expected {num_columns} columns (as on line "
+                          f"{first_line}), got {len(columns)}: {line!r}")
+      if columns[0] == DOCSTART:
+        # A document boundary is also a sentence boundary, wherever it appears.
+        if words:
+          docstarts_inside += 1
+          end_sentence()
+        docstarts.append(line)
+        continue
+      if not _TAG.match(columns[-1]):
+        raise BertTfError(f"{path}:{number}: tag {columns[-1]!r} (last column) is not O or "
+                          f"B-/I-/E-/S-<type>")
+      words.append(columns[0])
+      tags.append(columns[-1])
+      lines.append(line)
+      numbers.append(number)
+  end_sentence()
+  if docstarts_inside:
+    logging.warning("%s: %d %s line(s) inside a sentence; treated as sentence boundaries", path,
+                    docstarts_inside, DOCSTART)
+  if blank_runs:
+    logging.info("%s: skipped %d empty sentence block(s) (repeated blank lines)", path, blank_runs)
+  if not sentences:
+    raise BertTfError(f"{path}: no sentences found (expected CoNLL columns: word ... tag, one "
+                      f"word a line, a blank line between sentences)")
+  return sentences
+
+
+def detect_scheme(sentences):
+  """'IOBES', 'IOB1' (I- may open an entity) or 'IOB2' (every entity opens with B-)."""
+  for sentence in sentences:
+    if any(tag[:2] in ("E-", "S-") for tag in sentence.tags):
+      return "IOBES"
+  for sentence in sentences:
+    previous = "O"
+    for tag in sentence.tags:
+      if tag.startswith("I-") and previous[2:] != tag[2:]:
+        return "IOB1"
+      previous = tag
+  return "IOB2"
+
+
+def get_labels(sentences):
+  """The label set of the training sentences: "O" first, then sorted, so ids are stable."""
+  tags = {tag for sentence in sentences for tag in sentence.tags}
+  return ["O"] * ("O" in tags) + sorted(tags - {"O"})
+
+
+def word_pieces(words, tokenizer, max_tokens):
+  """Each word's WordPieces (never empty: [UNK] for a word the tokenizer drops), at most
+  max_tokens of them; the first piece, the one labelled, is always kept."""
+  return [(tokenizer.tokenize(word) or ["[UNK]"])[:max_tokens] for word in words]
+
+
+def window_spans(piece_counts, max_tokens):
+  """Splits a sentence into windows of at most max_tokens pieces: [(first, start, end, last)].
+
+  Words [start, end) are labelled in that window; words [first, start) and [end, last) are context
+  only. Every word is labelled in exactly one window; a sentence that fits is one window.
+  """
+  n = len(piece_counts)
+  if sum(piece_counts) <= max_tokens:
+    return [(0, 0, n, n)]
+  # Labelled chunks of at most half a window leave the other half for context on both sides.
+  chunks, start, used = [], 0, 0
+  for i, count in enumerate(piece_counts):
+    if i > start and used + count > max_tokens // 2:
+      chunks.append((start, i))
+      start, used = i, 0
+    used += count
+  chunks.append((start, n))
+  spans = []
+  for start, end in chunks:
+    room = max_tokens - sum(piece_counts[start:end])
+    first, last = start, end
+    left = room // 2
+    while first > 0 and piece_counts[first - 1] <= left:
+      first -= 1
+      left -= piece_counts[first]
+      room -= piece_counts[first]
+    while last < n and piece_counts[last] <= room:
+      room -= piece_counts[last]
+      last += 1
+    spans.append((first, start, end, last))
+  return spans
+
+
+def convert_sentences_to_features(sentences, label_list, max_seq_length, tokenizer,
+                                  source="sentences"):
+  """Sentences -> list of TaggingFeatures, one per window. Tags outside label_list are reported
+  (they get weight 0, so they add no loss; scoring still counts them against the gold file)."""
+  if max_seq_length < 3:
+    raise BertTfError(f"--max_seq_length: must be at least 3 ([CLS] word [SEP]), got "
+                      f"{max_seq_length}")
+  label_map = {label: i for i, label in enumerate(label_list)}
+  max_tokens = max_seq_length - 2
+  unknown = collections.Counter()
+  first_unknown = {}
+  features, num_split = [], 0
+  for sentence_index, sentence in enumerate(sentences):
+    pieces = word_pieces(sentence.words, tokenizer, max_tokens)
+    spans = window_spans([len(p) for p in pieces], max_tokens)
+    num_split += len(spans) > 1
+    for first, start, end, last in spans:
+      tokens, label_ids, label_weights = ["[CLS]"], [0], [0.0]
+      word_indexes, token_positions = [], []
+      for w in range(first, last):
+        if start <= w < end:
+          tag = sentence.tags[w]
+          if tag not in label_map:
+            unknown[tag] += 1
+            first_unknown.setdefault(tag, sentence.line_numbers[w])
+          word_indexes.append(w)
+          token_positions.append(len(tokens))
+          label_ids.append(label_map.get(tag, 0))
+          label_weights.append(1.0 if tag in label_map else 0.0)
+          label_ids.extend([0] * (len(pieces[w]) - 1))
+          label_weights.extend([0.0] * (len(pieces[w]) - 1))
+        else:
+          label_ids.extend([0] * len(pieces[w]))
+          label_weights.extend([0.0] * len(pieces[w]))
+        tokens.extend(pieces[w])
+      tokens.append("[SEP]")
+      label_ids.append(0)
+      label_weights.append(0.0)
+      input_ids = tokenizer.convert_tokens_to_ids(tokens)
+      padding = max_seq_length - len(input_ids)
+      features.append(TaggingFeatures(
+          input_ids=input_ids + [0] * padding,
+          input_mask=[1] * len(input_ids) + [0] * padding,
+          segment_ids=[0] * max_seq_length,
+          label_ids=label_ids + [0] * padding,
+          label_weights=label_weights + [0.0] * padding,
+          sentence_index=sentence_index, word_indexes=word_indexes,
+          token_positions=token_positions))
+  if num_split:
+    logging.info("%s: %d sentence(s) longer than max_seq_length=%d split into windows", source,
+                 num_split, max_seq_length)
+  if unknown:
+    logging.warning("%s: %d word(s) with tags not in the training label set %s: %s", source,
+                    sum(unknown.values()), label_list,
+                    ", ".join(f"{tag!r} x{n} (first on line {first_unknown[tag]})"
+                              for tag, n in sorted(unknown.items())))
+  return features
+
+
+def feature_values(feature):
+  """The record of one TaggingFeatures, in records.tagging_features' order."""
+  return collections.OrderedDict([
+      ("input_ids", feature.input_ids), ("input_mask", feature.input_mask),
+      ("segment_ids", feature.segment_ids), ("label_ids", feature.label_ids),
+      ("label_weights", feature.label_weights)])
+
+
+def write_records(features, path):
+  with atomic_output(path) as tmp:
+    with tf.io.TFRecordWriter(tmp) as writer:
+      for feature in features:
+        writer.write(records.serialize(feature_values(feature)))
+
+
+def predictions_to_tags(sentences, features, predicted_ids, label_list):
+  """Per-window predicted label ids [num_windows, T] -> one predicted tag per word per sentence."""
+  tags = [[None] * len(sentence.words) for sentence in sentences]
+  if len(predicted_ids) != len(features):
+    raise BertTfError(f"got {len(predicted_ids)} predictions for {len(features)} windows")
+  for feature, ids in zip(features, predicted_ids):
+    for w, position in zip(feature.word_indexes, feature.token_positions):
+      tags[feature.sentence_index][w] = label_list[int(ids[position])]
+  missing = sum(tag is None for sentence_tags in tags for tag in sentence_tags)
+  if missing:
+    raise BertTfError(f"{missing} word(s) got no prediction (windows do not cover the sentences)")
+  return tags
+
+
+def write_predictions(path, sentences, predicted_tags):
+  """The input file with a predicted-tag column appended: `word ... gold predicted`, as conlleval
+  reads it; -DOCSTART- lines are kept (predicted O, which conlleval ignores as O/O)."""
+  with atomic_output(path) as tmp:
+    with tf.io.gfile.GFile(tmp, "w") as writer:
+      for sentence, tags in zip(sentences, predicted_tags):
+        for line in sentence.docstarts:
+          writer.write(f"{line} O\n\n")
+        for line, tag in zip(sentence.lines, tags):
+          writer.write(f"{line} {tag}\n")
+        writer.write("\n")
+
+
+def _split_tag(tag):
+  if tag == "O":
+    return "O", ""
+  prefix, _, entity_type = tag.partition("-")
+  return prefix, entity_type
+
+
+def _chunk_ends(prefix, next_prefix, entity_type, next_type):
+  """Whether the chunk holding a `prefix-entity_type` tag ends before `next_prefix-next_type`."""
+  return (prefix in ("E", "S") or (prefix in ("B", "I") and next_prefix in ("B", "S", "O")) or
+          (prefix != "O" and entity_type != next_type))
+
+
+def _chunk_starts(prefix, next_prefix, entity_type, next_type):
+  """Whether a chunk starts at `next_prefix-next_type` after a `prefix-entity_type` tag."""
+  return (next_prefix in ("B", "S") or
+          (next_prefix in ("I", "E") and prefix in ("O", "E", "S")) or
+          (next_prefix != "O" and entity_type != next_type))
+
+
+def get_entities(tags):
+  """Entities of one tag sequence as conlleval reads them: a set of (type, start, end).
+
+  IOB1, IOB2 and IOBES all read right: an I- after O or after another type opens an entity, a B-
+  always opens one, and a type change always closes one.
+  """
+  entities = set()
+  prefix, entity_type, start = "O", "", None
+  for i, tag in enumerate(list(tags) + ["O"]):
+    next_prefix, next_type = _split_tag(tag)
+    if start is not None and _chunk_ends(prefix, next_prefix, entity_type, next_type):
+      entities.add((entity_type, start, i))
+      start = None
+    if _chunk_starts(prefix, next_prefix, entity_type, next_type):
+      start = i
+    prefix, entity_type = next_prefix, next_type
+  return entities
+
+
+def _precision_recall_f1(correct, predicted, gold):
+  precision = correct / predicted if predicted else 0.0
+  recall = correct / gold if gold else 0.0
+  f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+  return {"precision": precision, "recall": recall, "f1": f1, "support": gold,
+          "predicted": predicted, "correct": correct}
+
+
+def entity_scores(gold_sequences, predicted_sequences):
+  """CoNLL entity-level scores: an entity counts when its span and type are both exact.
+
+  Returns {"overall": {...}, "types": {type: {...}}, "accuracy": token accuracy}, each {...} with
+  precision, recall, f1, support (gold entities), predicted and correct counts.
+  """
+  if len(gold_sequences) != len(predicted_sequences):
+    raise BertTfError(f"{len(gold_sequences)} gold sentences but {len(predicted_sequences)} "
+                      f"predicted")
+  counts = collections.defaultdict(collections.Counter)
+  tokens = correct_tokens = 0
+  for gold, predicted in zip(gold_sequences, predicted_sequences):
+    if len(gold) != len(predicted):
+      raise BertTfError(f"a sentence has {len(gold)} gold tags but {len(predicted)} predicted")
+    tokens += len(gold)
+    correct_tokens += sum(g == p for g, p in zip(gold, predicted))
+    gold_entities, predicted_entities = get_entities(gold), get_entities(predicted)
+    for entity in gold_entities:
+      counts[entity[0]]["gold"] += 1
+    for entity in predicted_entities:
+      counts[entity[0]]["predicted"] += 1
+    for entity in gold_entities & predicted_entities:
+      counts[entity[0]]["correct"] += 1
+  total = sum(counts.values(), collections.Counter())
+  return {
+      "overall": _precision_recall_f1(total["correct"], total["predicted"], total["gold"]),
+      "types": {t: _precision_recall_f1(c["correct"], c["predicted"], c["gold"])
+                for t, c in sorted(counts.items())},
+      "accuracy": correct_tokens / tokens if tokens else 0.0,
+  }
+
+
+def scores_to_results(scores, prefix="eval"):
+  """Flat `name -> value` for eval_results.txt: overall as eval_*, per type as eval_<TYPE>_*."""
+  results = collections.OrderedDict()
+  for name in ("precision", "recall", "f1"):
+    results[f"{prefix}_{name}"] = scores["overall"][name]
+  results[f"{prefix}_accuracy"] = scores["accuracy"]
+  results[f"{prefix}_entities"] = scores["overall"]["support"]
+  for entity_type, type_scores in scores["types"].items():
+    for name in ("precision", "recall", "f1", "support"):
+      results[f"{prefix}_{entity_type}_{name}"] = type_scores[name]
+  return results
+
+
+def format_report(scores):
+  """A conlleval-style table, for the log and the end of eval_results.txt."""
+  overall = scores["overall"]
+  lines = [f"accuracy: {100 * scores['accuracy']:6.2f}%; precision: "
+           f"{100 * overall['precision']:6.2f}%; recall: {100 * overall['recall']:6.2f}%; "
+           f"FB1: {100 * overall['f1']:6.2f}  ({overall['support']} gold, "
+           f"{overall['predicted']} found, {overall['correct']} correct)"]
+  for entity_type, s in scores["types"].items():
+    lines.append(f"{entity_type:>17}: precision: {100 * s['precision']:6.2f}%; recall: "
+                 f"{100 * s['recall']:6.2f}%; FB1: {100 * s['f1']:6.2f}  {s['predicted']}")
+  return "\n".join(lines)

@@ -1,0 +1,314 @@
+"""GLUE and XNLI data for run_classifier.py: tsv processors, features, and TFRecords.
+
+The processors follow the original run_classifier.py (CoLA, MNLI, MRPC, XNLI) and GLUE's standard
+tsv layouts for the rest (SST-2, QQP, STS-B, QNLI, RTE, WNLI, MNLI mismatched). Test sets carry no
+labels; their examples get the task's first label (0.0 for STS-B), as the original did.
+"""
+import collections
+import csv
+import os
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import records
+from bert_tf.errors import BertTfError
+from bert_tf.fileio import atomic_output
+
+
+class InputExample:
+  """One example: guid, untokenized text_a, optional text_b, and the label (a string, or a float
+  for a regression task)."""
+
+  def __init__(self, guid, text_a, text_b=None, label=None):
+    self.guid = guid
+    self.text_a = text_a
+    self.text_b = text_b
+    self.label = label
+
+
+class InputFeatures:
+  """The ids of one example, padded to max_seq_length."""
+
+  def __init__(self, input_ids, input_mask, segment_ids, label_id, is_real_example=True):
+    self.input_ids = input_ids
+    self.input_mask = input_mask
+    self.segment_ids = segment_ids
+    self.label_id = label_id
+    self.is_real_example = is_real_example
+
+
+def read_tsv(input_file):
+  """Rows of a tab separated file, with no quote character (GLUE text holds bare quotes)."""
+  if not tf.io.gfile.exists(input_file):
+    raise BertTfError(f"{input_file}: file not found")
+  with tf.io.gfile.GFile(input_file, "r") as f:
+    text = f.read()
+  # MRPC's header starts with a UTF-8 byte order mark; the original skipped that line anyway.
+  text = text.lstrip("\ufeff")
+  return list(csv.reader(text.splitlines(), delimiter="\t", quotechar=None))
+
+
+class DataProcessor:
+  """Reads one task's train/dev/test tsv files into InputExamples.
+
+  A subclass states its files, its labels and, per split, whether the file has a header and which
+  columns hold the guid, text_a, text_b and label (None: absent).
+  """
+
+  train_file = "train.tsv"
+  dev_file = "dev.tsv"
+  test_file = "test.tsv"
+  labels = ["0", "1"]
+  regression = False
+  # split -> (has_header, guid column, text_a column, text_b column, label column).
+  columns = {}
+  # The GLUE submission file's name, without ".tsv".
+  submission_name = None
+
+  def get_train_examples(self, data_dir):
+    examples = self._create_examples(os.path.join(data_dir, self.train_file), "train")
+    if not examples:
+      raise BertTfError(f"{os.path.join(data_dir, self.train_file)}: no training examples")
+    return examples
+
+  def get_dev_examples(self, data_dir):
+    return self._create_examples(os.path.join(data_dir, self.dev_file), "dev")
+
+  def get_test_examples(self, data_dir):
+    return self._create_examples(os.path.join(data_dir, self.test_file), "test")
+
+  def get_labels(self):
+    return list(self.labels)
+
+  def _create_examples(self, path, split):
+    has_header, guid_column, a_column, b_column, label_column = self.columns[split]
+    lines = read_tsv(path)
+    examples = []
+    width = None
+    for i, line in enumerate(lines):
+      if has_header and i == 0:
+        width = len(line)
+        continue
+      if width is None:
+        width = len(line)
+      needed = max(c for c in (guid_column, a_column, b_column, label_column) if c is not None)
+      if len(line) != width or len(line) <= needed:
+        raise BertTfError(f"{path}: line {i + 1} has {len(line)} tab-separated columns, expected "
+                          f"{width if width > needed else needed + 1}")
+      guid = f"{split}-{line[guid_column] if guid_column is not None else i}"
+      text_a = line[a_column]
+      text_b = line[b_column] if b_column is not None else None
+      label = self._label(line[label_column], path, i) if label_column is not None else None
+      if label is None:
+        label = 0.0 if self.regression else self.labels[0]
+      examples.append(InputExample(guid=guid, text_a=text_a, text_b=text_b, label=label))
+    return examples
+
+  def _label(self, value, path, i):
+    if self.regression:
+      try:
+        return float(value)
+      except ValueError:
+        raise BertTfError(f"{path}: line {i + 1}: label {value!r} is not a number") from None
+    if value not in self.labels:
+      raise BertTfError(f"{path}: line {i + 1}: label {value!r} is not one of {self.labels}")
+    return value
+
+
+class ColaProcessor(DataProcessor):
+  """CoLA: train/dev have no header (source, label, original label, sentence); test has one."""
+  columns = {"train": (False, None, 3, None, 1), "dev": (False, None, 3, None, 1),
+             "test": (True, None, 1, None, None)}
+  submission_name = "CoLA"
+
+
+class Sst2Processor(DataProcessor):
+  columns = {"train": (True, None, 0, None, 1), "dev": (True, None, 0, None, 1),
+             "test": (True, None, 1, None, None)}
+  submission_name = "SST-2"
+
+
+class MrpcProcessor(DataProcessor):
+  columns = {"train": (True, None, 3, 4, 0), "dev": (True, None, 3, 4, 0),
+             "test": (True, None, 3, 4, None)}
+  submission_name = "MRPC"
+
+
+class QqpProcessor(DataProcessor):
+  """QQP: id, qid1, qid2, question1, question2, is_duplicate; test: id, question1, question2."""
+  columns = {"train": (True, 0, 3, 4, 5), "dev": (True, 0, 3, 4, 5),
+             "test": (True, 0, 1, 2, None)}
+  submission_name = "QQP"
+
+
+class StsbProcessor(DataProcessor):
+  """STS-B: a similarity score in [0, 5], learned by regression (one output, squared loss)."""
+  labels = [None]
+  regression = True
+  columns = {"train": (True, 0, 7, 8, 9), "dev": (True, 0, 7, 8, 9),
+             "test": (True, 0, 7, 8, None)}
+  submission_name = "STS-B"
+
+
+class MnliProcessor(DataProcessor):
+  """MNLI, matched dev and test (as the original); sentences in columns 8 and 9, label last
+  (dev has five annotator columns before it, so the last column is the one that is sure)."""
+  dev_file = "dev_matched.tsv"
+  test_file = "test_matched.tsv"
+  labels = ["contradiction", "entailment", "neutral"]
+  columns = {"train": (True, 0, 8, 9, -1), "dev": (True, 0, 8, 9, -1),
+             "test": (True, 0, 8, 9, None)}
+  submission_name = "MNLI-m"
+
+
+class MnliMismatchedProcessor(MnliProcessor):
+  dev_file = "dev_mismatched.tsv"
+  test_file = "test_mismatched.tsv"
+  submission_name = "MNLI-mm"
+
+
+class QnliProcessor(DataProcessor):
+  labels = ["entailment", "not_entailment"]
+  columns = {"train": (True, 0, 1, 2, 3), "dev": (True, 0, 1, 2, 3),
+             "test": (True, 0, 1, 2, None)}
+  submission_name = "QNLI"
+
+
+class RteProcessor(QnliProcessor):
+  submission_name = "RTE"
+
+
+class WnliProcessor(DataProcessor):
+  columns = {"train": (True, 0, 1, 2, 3), "dev": (True, 0, 1, 2, 3),
+             "test": (True, 0, 1, 2, None)}
+  submission_name = "WNLI"
+
+
+class XnliProcessor(DataProcessor):
+  """XNLI as the original: train from multinli/multinli.train.<language>.tsv (premise,
+  hypothesis, label with "contradictory" renamed), dev from xnli.dev.tsv rows of that language."""
+  labels = ["contradiction", "entailment", "neutral"]
+
+  def __init__(self, language="zh"):
+    self.language = language
+    self.train_file = os.path.join("multinli", f"multinli.train.{language}.tsv")
+    self.dev_file = "xnli.dev.tsv"
+    self.test_file = "xnli.test.tsv"
+
+  def _create_examples(self, path, split):
+    examples = []
+    for i, line in enumerate(read_tsv(path)):
+      if i == 0:
+        continue
+      if split == "train":
+        _check_width(path, i, line, 3)
+        label = "contradiction" if line[2] == "contradictory" else line[2]
+        text_a, text_b = line[0], line[1]
+      else:
+        _check_width(path, i, line, 8)
+        if line[0] != self.language:
+          continue
+        text_a, text_b, label = line[6], line[7], line[1]
+      examples.append(InputExample(guid=f"{split}-{i}", text_a=text_a, text_b=text_b,
+                                   label=self._label(label, path, i)))
+    return examples
+
+
+def _check_width(path, i, line, needed):
+  if len(line) < needed:
+    raise BertTfError(f"{path}: line {i + 1} has {len(line)} tab-separated columns, expected at "
+                      f"least {needed}")
+
+
+PROCESSORS = collections.OrderedDict([
+    ("cola", ColaProcessor),
+    ("sst-2", Sst2Processor),
+    ("mrpc", MrpcProcessor),
+    ("qqp", QqpProcessor),
+    ("sts-b", StsbProcessor),
+    ("mnli", MnliProcessor),
+    ("mnli-mm", MnliMismatchedProcessor),
+    ("qnli", QnliProcessor),
+    ("rte", RteProcessor),
+    ("wnli", WnliProcessor),
+    ("xnli", XnliProcessor),
+])
+# Other spellings people use for the same tasks.
+ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts": "sts-b", "mnli-m": "mnli",
+           "mnli_mismatched": "mnli-mm", "mnli-mismatched": "mnli-mm"}
+
+
+def get_processor(task_name):
+  name = task_name.lower()
+  name = ALIASES.get(name, name)
+  if name not in PROCESSORS:
+    raise BertTfError(f"--task_name: unknown task {task_name!r}; known tasks: "
+                      f"{', '.join(PROCESSORS)}")
+  return PROCESSORS[name]()
+
+
+def truncate_seq_pair(tokens_a, tokens_b, max_length):
+  """Pops a token off the longer sequence until the pair fits, as the original."""
+  while len(tokens_a) + len(tokens_b) > max_length:
+    if len(tokens_a) > len(tokens_b):
+      tokens_a.pop()
+    else:
+      tokens_b.pop()
+
+
+def convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer):
+  """[CLS] A [SEP] (B [SEP]), segment ids 0 then 1, zero padding; label as an id (or a float)."""
+  tokens_a = tokenizer.tokenize(example.text_a)
+  tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
+  if tokens_b:
+    truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+  else:
+    tokens_a = tokens_a[:max_seq_length - 2]
+
+  tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
+  segment_ids = [0] * len(tokens)
+  if tokens_b:
+    tokens += tokens_b + ["[SEP]"]
+    segment_ids += [1] * (len(tokens_b) + 1)
+  input_ids = tokenizer.convert_tokens_to_ids(tokens)
+  input_mask = [1] * len(input_ids)
+  padding = max_seq_length - len(input_ids)
+  input_ids += [0] * padding
+  input_mask += [0] * padding
+  segment_ids += [0] * padding
+
+  if label_list == [None]:
+    label_id = float(example.label)
+  else:
+    label_id = label_list.index(example.label)
+  if ex_index < 5:
+    logging.info("*** Example ***")
+    logging.info("guid: %s", example.guid)
+    logging.info("tokens: %s", " ".join(tokens))
+    logging.info("input_ids: %s", " ".join(str(x) for x in input_ids))
+    logging.info("label: %s (id = %s)", example.label, label_id)
+  return InputFeatures(input_ids, input_mask, segment_ids, label_id)
+
+
+def feature_dict(feature):
+  return collections.OrderedDict([
+      ("input_ids", feature.input_ids),
+      ("input_mask", feature.input_mask),
+      ("segment_ids", feature.segment_ids),
+      ("label_ids", [feature.label_id]),
+      ("is_real_example", [int(feature.is_real_example)]),
+  ])
+
+
+def file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
+                                            output_file):
+  """Writes the examples' features as TFRecords (records.classifier_features), atomically."""
+  with atomic_output(output_file) as tmp:
+    with tf.io.TFRecordWriter(tmp) as writer:
+      for ex_index, example in enumerate(examples):
+        if ex_index % 10000 == 0:
+          logging.info("Writing example %d of %d", ex_index, len(examples))
+        feature = convert_single_example(ex_index, example, label_list, max_seq_length,
+                                         tokenizer)
+        writer.write(records.serialize(feature_dict(feature)))

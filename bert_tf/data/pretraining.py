@@ -1,0 +1,739 @@
+"""Pretraining instances: the original create_pretraining_data.py's records, record for record, at corpus scale.
+
+The original draws every choice from one `random.Random(random_seed)` in a fixed pattern, so the same
+flags give the same records in the same order. We keep that pattern call for call (which is why the
+choosing stays in one process), but everything around it is done differently:
+
+* Reading and tokenizing run in `num_workers` processes over chunks of lines, in order.
+* The corpus is held as token ids in one numpy array with sentence offsets, not lists of strings.
+* An instance is kept as four offsets into that array plus its masked positions and replacements; the
+  token ids are only put together when the record is serialized (also in `num_workers` processes).
+* A shuffle consumes the random stream exactly as `random.Random.shuffle` does, without its
+  per-element Python call overhead.
+
+Memory is about 2 bytes a token (4 for vocabs over 65,536 ids) plus ~50 bytes an instance, where the
+original holds every document and every instance as Python lists of strings.
+"""
+import collections
+import contextlib
+import dataclasses
+import hashlib
+import multiprocessing
+import random
+import re
+import time
+from array import array
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import fileio
+from bert_tf import records
+from bert_tf.errors import BertTfError
+
+# Characters that str.split() treats as whitespace but the original tokenizer deletes as control
+# characters (so the text around them joins up). A line holding one is tokenized whole.
+_JOINING_CONTROLS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x1f\x85]")
+
+# Read input files in blocks of about this size; one block of whole lines is one unit of parallel work.
+_CHUNK_BYTES = 1 << 20
+# Instances per unit of parallel serialization.
+_WRITE_BLOCK = 2000
+
+# random.Random.shuffle/randint draw through _randbelow_with_getrandbits; _shuffle and _randint below
+# draw the same bits without the Python call overhead. On an interpreter where that is not the case,
+# fall back to the Random methods themselves.
+_FAST_RANDOM = random.Random._randbelow is random.Random._randbelow_with_getrandbits
+
+
+@dataclasses.dataclass
+class Options:
+  """How instances are made: the original's flags plus the masking and NSP ablations."""
+  max_seq_length: int = 128
+  max_predictions_per_seq: int = 20
+  random_seed: int = 12345
+  dupe_factor: int = 10
+  masked_lm_prob: float = 0.15
+  short_seq_prob: float = 0.1
+  do_whole_word_mask: bool = False
+  # The paper's Table 8 ablation: what a chosen token becomes ([MASK] / itself / a random token).
+  mask_prob_mask: float = 0.8
+  mask_prob_keep: float = 0.1
+  mask_prob_random: float = 0.1
+  # The "No NSP" ablation: one segment per instance, next_sentence_labels always 0.
+  no_nsp: bool = False
+
+  def validate(self):
+    def check(ok, flag, message):
+      if not ok:
+        raise BertTfError(f"--{flag}: {message}")
+    check(self.max_seq_length >= 5, "max_seq_length",
+          f"must be at least 5 ([CLS] A [SEP] B [SEP] with one token each side), got {self.max_seq_length}")
+    check(self.max_predictions_per_seq >= 1, "max_predictions_per_seq",
+          f"must be at least 1, got {self.max_predictions_per_seq}")
+    check(self.dupe_factor >= 1, "dupe_factor", f"must be at least 1, got {self.dupe_factor}")
+    check(0.0 <= self.masked_lm_prob <= 1.0, "masked_lm_prob", f"must be in [0, 1], got {self.masked_lm_prob}")
+    check(0.0 <= self.short_seq_prob <= 1.0, "short_seq_prob", f"must be in [0, 1], got {self.short_seq_prob}")
+    probs = (self.mask_prob_mask, self.mask_prob_keep, self.mask_prob_random)
+    check(all(0.0 <= p <= 1.0 for p in probs) and abs(sum(probs) - 1.0) < 1e-6, "mask_prob_mask",
+          f"--mask_prob_mask, --mask_prob_keep and --mask_prob_random must be in [0, 1] and sum to 1, "
+          f"got {probs[0]} + {probs[1]} + {probs[2]} = {sum(probs)}")
+
+
+class Progress:
+  """An absl log line every `seconds` seconds during a long phase."""
+
+  def __init__(self, phase, seconds):
+    self.phase = phase
+    self.seconds = seconds
+    self.start = self.last = time.time()
+
+  def maybe_log(self, message_fn):
+    now = time.time()
+    if self.seconds is not None and now - self.last >= self.seconds:
+      self.last = now
+      logging.info("%s: %s (%.0f s)", self.phase, message_fn(now - self.start), now - self.start)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Reading and tokenizing.
+
+_tokenizer_for_workers = None  # set before the pool forks, so workers inherit it
+
+
+def _line_chunks(path):
+  """Blocks of whole lines of a file, as bytes (the last may lack a final newline)."""
+  with tf.io.gfile.GFile(path, "rb") as reader:
+    rest = b""
+    while True:
+      block = reader.read(_CHUNK_BYTES)
+      if not block:
+        break
+      block = rest + block
+      cut = block.rfind(b"\n") + 1
+      if cut == 0:  # no newline yet: a line longer than a block
+        rest = block
+        continue
+      rest = block[cut:]
+      yield block[:cut]
+    if rest:
+      yield rest
+
+
+def _decode(chunk):
+  """Text of a chunk, and how many of its lines had invalid UTF-8 (dropped bytes, as the original)."""
+  try:
+    return chunk.decode("utf-8"), 0
+  except UnicodeDecodeError:
+    lines = chunk.split(b"\n")
+    bad = 0
+    for i, line in enumerate(lines):
+      try:
+        lines[i] = line.decode("utf-8")
+      except UnicodeDecodeError:
+        lines[i] = line.decode("utf-8", "ignore")
+        bad += 1
+    return "\n".join(lines), bad
+
+
+def _tokenize_chunk(chunk, tokenizer=None):
+  """Token ids of a chunk's lines, as the original reads them.
+
+  Returns (ids, events, bad_lines, num_bytes): `events` holds, per line in order, the number of
+  tokens of a line that has any, and -1 for a blank line (which starts a new document).
+  """
+  tokenizer = tokenizer or _tokenizer_for_workers
+  text, bad_lines = _decode(chunk)
+  lines = text.split("\n")
+  if lines and not lines[-1]:
+    lines.pop()  # the newline ending the chunk's last line
+  vocab = tokenizer.vocab
+  cache = tokenizer.__dict__.setdefault("_pretraining_id_cache", {})
+  ids = array("i")
+  events = array("i")
+  for line in lines:
+    line = line.strip()
+    if not line:
+      events.append(-1)
+      continue
+    if _JOINING_CONTROLS.search(line):
+      line_ids = _ids_of(tokenizer, vocab, line)
+    else:
+      # A word's tokens do not depend on its neighbours, so each distinct word is tokenized once.
+      line_ids = []
+      for word in line.split():
+        word_ids = cache.get(word)
+        if word_ids is None:
+          word_ids = _ids_of(tokenizer, vocab, word)
+          if len(cache) < 2_000_000:
+            cache[word] = word_ids
+        line_ids.extend(word_ids)
+    if line_ids:
+      ids.extend(line_ids)
+      events.append(len(line_ids))
+  return (np.frombuffer(ids, dtype=np.int32), np.frombuffer(events, dtype=np.int32), bad_lines,
+          len(chunk))
+
+
+def _ids_of(tokenizer, vocab, text):
+  tokens = tokenizer.tokenize(text)
+  try:
+    return tuple(vocab[token] for token in tokens)
+  except KeyError as e:
+    raise BertTfError(f"--vocab_file: the tokenizer produced {e.args[0]!r}, which is not in the vocab "
+                      f"(a vocab needs [UNK] for words it cannot spell)") from None
+
+
+class Corpus:
+  """Every document's sentences as token ids: the original's `all_documents`, before its shuffle.
+
+  tokens: all token ids, sentence after sentence. sentence_starts[s] .. sentence_starts[s + 1]: the
+  tokens of sentence s. document_starts[d] .. document_starts[d + 1]: the sentences of document d.
+  """
+
+  def __init__(self, tokens, sentence_starts, document_starts, stats):
+    self.tokens = tokens
+    self.sentence_starts = sentence_starts
+    self.document_starts = document_starts
+    self.stats = stats
+
+  @property
+  def num_documents(self):
+    return len(self.document_starts) - 1
+
+
+def read_corpus(input_files, tokenizer, num_workers=1, progress_seconds=30, pool=None):
+  """Reads one-sentence-per-line files (blank lines between documents) into a Corpus of token ids."""
+  global _tokenizer_for_workers
+  id_dtype = np.uint16 if len(tokenizer.vocab) <= (1 << 16) else np.int32
+  id_parts, event_parts = [], []
+  stats = collections.Counter()
+  progress = Progress("reading", progress_seconds)
+
+  def chunks():
+    for path in input_files:
+      if not tf.io.gfile.exists(path):
+        raise BertTfError(f"--input_file: {path} does not exist")
+      yield from _line_chunks(path)
+
+  def take(result):
+    ids, events, bad_lines, num_bytes = result
+    id_parts.append(ids.astype(id_dtype))
+    event_parts.append(events)
+    stats["bytes"] += num_bytes
+    stats["invalid_utf8_lines"] += bad_lines
+    stats["tokens"] += len(ids)
+    stats["blank_lines"] += int(np.sum(events < 0))
+    progress.maybe_log(lambda s: f"{stats['bytes'] / 1e6:.1f} MB, {stats['blank_lines']} blank lines, "
+                       f"{stats['tokens']} tokens, {stats['bytes'] / 1e6 / max(s, 1e-9):.2f} MB/s")
+
+  if num_workers > 1:
+    _tokenizer_for_workers = tokenizer
+    with _pool(num_workers) as workers:
+      for result in workers.imap(_tokenize_chunk, chunks()):
+        take(result)
+    _tokenizer_for_workers = None
+  else:
+    for chunk in chunks():
+      take(_tokenize_chunk(chunk, tokenizer))
+
+  tokens = np.concatenate(id_parts) if id_parts else np.zeros([0], id_dtype)
+  events = np.concatenate(event_parts) if event_parts else np.zeros([0], np.int32)
+  is_break = events < 0
+  lengths = events[~is_break]
+  sentence_starts = np.zeros([len(lengths) + 1], np.int64)
+  np.cumsum(lengths, out=sentence_starts[1:])
+  # A blank line starts a new document at the number of sentences read so far; empty ones are dropped.
+  sentences_before = np.cumsum(~is_break)[is_break]
+  bounds = np.concatenate([[0], sentences_before, [len(lengths)]]).astype(np.int64)
+  starts, ends = bounds[:-1], bounds[1:]
+  keep = ends > starts
+  document_starts = np.concatenate([starts[keep], ends[keep][-1:]]) if keep.any() else np.zeros([1], np.int64)
+  stats["sentences"] = len(lengths)
+  stats["documents"] = len(document_starts) - 1
+  if stats["invalid_utf8_lines"]:
+    logging.warning("%d input lines had invalid UTF-8; their bad bytes were dropped (as the original does)",
+                    stats["invalid_utf8_lines"])
+  return Corpus(tokens, sentence_starts, document_starts, stats)
+
+
+@contextlib.contextmanager
+def _pool(num_workers):
+  # fork: workers inherit the tokenizer and the instances without pickling them.
+  pool = multiprocessing.get_context("fork").Pool(num_workers)
+  try:
+    yield pool
+  finally:
+    pool.terminate()
+    pool.join()
+
+
+# ----------------------------------------------------------------------------------------------------
+# Choosing instances: one random stream, in the original's order.
+
+
+def _shuffle(x, rng):
+  """random.Random.shuffle(x), drawing exactly the same random bits."""
+  if not _FAST_RANDOM:
+    rng.shuffle(x)
+    return
+  getrandbits = rng.getrandbits
+  for i in range(len(x) - 1, 0, -1):
+    n = i + 1
+    k = n.bit_length()
+    j = getrandbits(k)
+    while j >= n:
+      j = getrandbits(k)
+    x[i], x[j] = x[j], x[i]
+
+
+def _randint(rng, a, b):
+  """rng.randint(a, b), drawing exactly the same random bits."""
+  if not _FAST_RANDOM:
+    return rng.randint(a, b)
+  n = b - a + 1
+  k = n.bit_length()
+  r = rng.getrandbits(k)
+  while r >= n:
+    r = rng.getrandbits(k)
+  return a + r
+
+
+class Vocab:
+  """The ids instance-making needs, checked up front."""
+
+  def __init__(self, vocab, vocab_file="--vocab_file"):
+    for token in ("[CLS]", "[SEP]", "[MASK]"):
+      if token not in vocab:
+        raise BertTfError(f"{vocab_file}: the vocab has no {token} token, which pretraining records need")
+    self.cls_id = vocab["[CLS]"]
+    self.sep_id = vocab["[SEP]"]
+    self.mask_id = vocab["[MASK]"]
+    # The original picks a random replacement from list(vocab.keys()).
+    self.word_ids = [vocab[token] for token in vocab]
+    self.size = max(vocab.values()) + 1
+    is_continuation = np.zeros([self.size], np.bool_)
+    for token, index in vocab.items():
+      if token.startswith("##"):
+        is_continuation[index] = True
+    self.is_continuation = is_continuation
+
+
+class Instances:
+  """Instances as offsets: segment A is tokens[a0:a1], B is tokens[b0:b1] (empty for --no_nsp).
+
+  spans: [N, 5] int64 (a0, a1, b0, b1, is_random_next); masked positions and replacement ids of
+  instance i are positions[mask_starts[i]:mask_starts[i + 1]] (sorted) and replacements[...], where a
+  replacement of -1 keeps the original token.
+  """
+
+  def __init__(self):
+    self.spans = array("q")
+    self.mask_starts = array("q", [0])
+    self.positions = array("i")
+    self.replacements = array("i")
+
+  def __len__(self):
+    return len(self.mask_starts) - 1
+
+  def freeze(self):
+    self.spans = np.frombuffer(self.spans, np.int64).reshape([-1, 5])
+    self.mask_starts = np.frombuffer(self.mask_starts, np.int64)
+    self.positions = np.frombuffer(self.positions, np.int32)
+    self.replacements = np.frombuffer(self.replacements, np.int32)
+
+
+class InstanceMaker:
+  """create_training_instances of the original, on a Corpus of ids, with the same random draws."""
+
+  def __init__(self, corpus, vocab, options, rng):
+    self.corpus = corpus
+    self.vocab = vocab
+    self.options = options
+    self.rng = rng
+    self.instances = Instances()
+    self.stats = collections.Counter()
+    tokens = corpus.tokens
+    self.has_specials = bool(np.any((tokens == vocab.cls_id) | (tokens == vocab.sep_id)))
+    self.continues_word = vocab.is_continuation[tokens] if options.do_whole_word_mask else None
+    # The original's literals on the default path, so its floating-point comparisons are unchanged.
+    keep_or_random = options.mask_prob_keep + options.mask_prob_random
+    self.keep_given_not_mask = 0.5 if keep_or_random == 0.2 and options.mask_prob_keep == 0.1 else (
+        options.mask_prob_keep / keep_or_random if keep_or_random > 0 else 1.0)
+
+  def make(self, progress_seconds=30):
+    options, rng = self.options, self.rng
+    num_documents = self.corpus.num_documents
+    order = list(range(num_documents))
+    _shuffle(order, rng)
+    self.order = order
+    progress = Progress("making instances", progress_seconds)
+    make_document = self._no_nsp_instances if options.no_nsp else self._document_instances
+    for dupe in range(options.dupe_factor):
+      for document_index in range(num_documents):
+        make_document(document_index)
+        if document_index % 256 == 0:
+          progress.maybe_log(lambda s: f"pass {dupe + 1}/{options.dupe_factor}, document "
+                             f"{document_index}/{num_documents}, {len(self.instances)} instances")
+    self.instances.freeze()
+    # The original's rng.shuffle(instances) depends only on their number.
+    output_order = list(range(len(self.instances)))
+    _shuffle(output_order, rng)
+    self.stats["instances"] = len(self.instances)
+    return self.instances, np.asarray(output_order, np.int64)
+
+  def _sentence_bounds(self, document_index):
+    document = self.order[document_index]
+    first, last = self.corpus.document_starts[document:document + 2]
+    return self.corpus.sentence_starts[first:last + 1].tolist()
+
+  def _target_length(self, max_num_tokens):
+    self.stats["documents"] += 1
+    if self.rng.random() < self.options.short_seq_prob:
+      self.stats["short_targets"] += 1
+      return _randint(self.rng, 2, max_num_tokens)
+    return max_num_tokens
+
+  def _document_instances(self, document_index):
+    """create_instances_from_document: sentence pairs, half with a random B (when there is a choice)."""
+    rng = self.rng
+    starts = self._sentence_bounds(document_index)
+    num_sentences = len(starts) - 1
+    max_num_tokens = self.options.max_seq_length - 3
+    target_seq_length = self._target_length(max_num_tokens)
+    chunk_first = 0
+    current_length = 0
+    i = 0
+    while i < num_sentences:
+      current_length += starts[i + 1] - starts[i]
+      if i == num_sentences - 1 or current_length >= target_seq_length:
+        chunk_size = i - chunk_first + 1
+        a_end = _randint(rng, 1, chunk_size - 1) if chunk_size >= 2 else 1
+        a0, a1 = starts[chunk_first], starts[chunk_first + a_end]
+        if chunk_size == 1 or rng.random() < 0.5:
+          is_random_next = 1
+          self.stats["random_next_forced" if chunk_size == 1 else "random_next_drawn"] += 1
+          b0, b1 = self._random_segment(document_index, target_seq_length - (a1 - a0))
+          i -= chunk_size - a_end  # the unused sentences go back
+        else:
+          is_random_next = 0
+          self.stats["actual_next"] += 1
+          b0, b1 = a1, starts[i + 1]
+        a0, a1, b0, b1 = self._truncate_pair(a0, a1, b0, b1, max_num_tokens)
+        self._add(a0, a1, b0, b1, is_random_next)
+        chunk_first = i + 1
+        current_length = 0
+      i += 1
+
+  def _random_segment(self, document_index, target_b_length):
+    """Whole sentences of another document from a random start, until target_b_length tokens."""
+    rng = self.rng
+    num_documents = len(self.order)
+    for _ in range(10):
+      random_document_index = _randint(rng, 0, num_documents - 1)
+      if random_document_index != document_index:
+        break
+    document = self.order[random_document_index]
+    first, last = (int(s) for s in self.corpus.document_starts[document:document + 2])
+    random_start = _randint(rng, 0, last - first - 1)
+    sentence_starts = self.corpus.sentence_starts
+    b0 = int(sentence_starts[first + random_start])
+    # At least one sentence; then stop at the first sentence end reaching the target, or the document end.
+    end = int(np.searchsorted(sentence_starts, b0 + target_b_length, side="left"))
+    end = min(max(end, first + random_start + 1), last)
+    return b0, int(sentence_starts[end])
+
+  def _truncate_pair(self, a0, a1, b0, b1, max_num_tokens):
+    """truncate_seq_pair: drop a token from the front or the back of the longer segment, by coin flip."""
+    random_ = self.rng.random
+    while (a1 - a0) + (b1 - b0) > max_num_tokens:
+      if a1 - a0 > b1 - b0:
+        if random_() < 0.5:
+          a0 += 1
+        else:
+          a1 -= 1
+      elif random_() < 0.5:
+        b0 += 1
+      else:
+        b1 -= 1
+    return a0, a1, b0, b1
+
+  def _no_nsp_instances(self, document_index):
+    """The "No NSP" ablation: runs of whole sentences up to the target length, as one segment."""
+    starts = self._sentence_bounds(document_index)
+    num_sentences = len(starts) - 1
+    max_num_tokens = self.options.max_seq_length - 2
+    target_seq_length = self._target_length(max_num_tokens)
+    chunk_first = 0
+    for i in range(num_sentences):
+      if i == num_sentences - 1 or starts[i + 1] - starts[chunk_first] >= target_seq_length:
+        a0, a1 = starts[chunk_first], starts[i + 1]
+        random_ = self.rng.random
+        while a1 - a0 > max_num_tokens:
+          if random_() < 0.5:
+            a0 += 1
+          else:
+            a1 -= 1
+        self._add(a0, a1, 0, 0, 0)
+        chunk_first = i + 1
+
+  def _candidates(self, a0, a1, b0, b1):
+    """Positions that may be masked (all but [CLS]/[SEP]), grouped into whole words if asked."""
+    len_a, len_b = a1 - a0, b1 - b0
+    token_positions = list(range(1, len_a + 1)) + list(range(len_a + 2, len_a + 2 + len_b))
+    if not (self.has_specials or self.continues_word is not None):
+      return token_positions
+    tokens = self.corpus.tokens
+    ids = np.concatenate([tokens[a0:a1], tokens[b0:b1]])
+    keep = (ids != self.vocab.cls_id) & (ids != self.vocab.sep_id)
+    positions = np.asarray(token_positions, np.int64)[keep]
+    if self.continues_word is None:
+      return positions.tolist()
+    # A "##" piece joins the word before it, even across the middle [SEP] (as the original).
+    continues = np.concatenate([self.continues_word[a0:a1], self.continues_word[b0:b1]])[keep]
+    if len(continues):
+      continues[0] = False
+    word_starts = np.flatnonzero(~continues).tolist() + [len(positions)]
+    positions = positions.tolist()
+    return [positions[s:e] for s, e in zip(word_starts[:-1], word_starts[1:])]
+
+  def _add(self, a0, a1, b0, b1, is_random_next):
+    """create_masked_lm_predictions, then keeps the instance as offsets and masked positions."""
+    options, rng, vocab = self.options, self.rng, self.vocab
+    random_ = rng.random
+    num_tokens = (a1 - a0) + (b1 - b0) + (3 if b1 > b0 else 2)
+    num_to_predict = min(options.max_predictions_per_seq,
+                         max(1, int(round(num_tokens * options.masked_lm_prob))))
+    candidates = self._candidates(a0, a1, b0, b1)
+    _shuffle(candidates, rng)
+    whole_words = self.continues_word is not None
+    masked = []
+    for group in candidates:
+      if len(masked) >= num_to_predict:
+        break
+      if whole_words:
+        # A word that would overflow num_to_predict is skipped (words never overlap, so nothing is covered).
+        if len(masked) + len(group) > num_to_predict:
+          continue
+      else:
+        group = (group,)
+      for position in group:
+        if random_() < options.mask_prob_mask:
+          replacement = vocab.mask_id
+        elif random_() < self.keep_given_not_mask:
+          replacement = -1
+        else:
+          replacement = vocab.word_ids[_randint(rng, 0, len(vocab.word_ids) - 1)]
+        masked.append((position, replacement))
+    masked.sort()
+    instances = self.instances
+    instances.spans.extend((a0, a1, b0, b1, is_random_next))
+    for position, replacement in masked:
+      instances.positions.append(position)
+      instances.replacements.append(replacement)
+    instances.mask_starts.append(len(instances.positions))
+    self.stats["tokens"] += num_tokens
+    self.stats["candidates"] += sum(map(len, candidates)) if whole_words else len(candidates)
+    self.stats["masked"] += len(masked)
+    self.stats["expected_masked"] += num_to_predict
+
+
+# ----------------------------------------------------------------------------------------------------
+# Writing.
+
+_write_state = None  # (corpus tokens, instances, output order, RecordEncoder), inherited by workers
+
+
+def instance_features(tokens, instances, index, vocab, options):
+  """The original's record of one instance: an OrderedDict of padded int / float lists."""
+  a0, a1, b0, b1, is_random_next = (int(v) for v in instances.spans[index])
+  max_seq_length = options.max_seq_length
+  len_a, len_b = a1 - a0, b1 - b0
+  input_ids = np.zeros([max_seq_length], np.int64)
+  input_ids[0] = vocab.cls_id
+  input_ids[1:1 + len_a] = tokens[a0:a1]
+  input_ids[1 + len_a] = vocab.sep_id
+  length = len_a + 2
+  if len_b:
+    input_ids[length:length + len_b] = tokens[b0:b1]
+    input_ids[length + len_b] = vocab.sep_id
+    length += len_b + 1
+  input_mask = np.zeros([max_seq_length], np.int64)
+  input_mask[:length] = 1
+  segment_ids = np.zeros([max_seq_length], np.int64)
+  segment_ids[len_a + 2:length] = 1
+
+  m0, m1 = instances.mask_starts[index:index + 2]
+  positions = instances.positions[m0:m1]
+  labels = input_ids[positions]
+  replacements = instances.replacements[m0:m1]
+  input_ids[positions] = np.where(replacements < 0, labels, replacements)
+  num_masked = m1 - m0
+  padding = [0] * (options.max_predictions_per_seq - num_masked)
+
+  features = collections.OrderedDict()
+  features["input_ids"] = input_ids.tolist()
+  features["input_mask"] = input_mask.tolist()
+  features["segment_ids"] = segment_ids.tolist()
+  features["masked_lm_positions"] = positions.tolist() + padding
+  features["masked_lm_ids"] = labels.tolist() + padding
+  features["masked_lm_weights"] = [1.0] * num_masked + [0.0] * len(padding)
+  features["next_sentence_labels"] = [is_random_next]
+  return features
+
+
+def _varint(value):
+  out = bytearray()
+  while value > 0x7F:
+    out.append((value & 0x7F) | 0x80)
+    value >>= 7
+  out.append(value)
+  return bytes(out)
+
+
+def _field(number, payload, varint=_varint):
+  """A length-delimited protobuf field."""
+  return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+class RecordEncoder:
+  """Serializes instances straight to the bytes records.serialize(instance_features(...)) gives.
+
+  A tf.train.Example is a map of name -> Feature; deterministic serialization writes the names in
+  sorted order, each list as one packed field. Building protobuf objects per record cost ~100 us; this
+  joins precomputed varints instead (tests check the bytes are the same).
+  """
+
+  def __init__(self, vocab, options):
+    self.vocab = vocab
+    self.options = options
+    self.varints = [_varint(v) for v in range(max(vocab.size, 4 * options.max_seq_length + 64))]
+    self.keys = {name: _field(1, name.encode()) for name in records.pretraining_features(1, 1)}
+
+  def encode(self, tokens, instances, index):
+    options, vocab, varints = self.options, self.vocab, self.varints
+    max_seq_length, max_predictions = options.max_seq_length, options.max_predictions_per_seq
+    a0, a1, b0, b1, is_random_next = instances.spans[index].tolist()
+    ids = [vocab.cls_id] + tokens[a0:a1].tolist() + [vocab.sep_id]
+    len_a = a1 - a0
+    if b1 > b0:
+      ids += tokens[b0:b1].tolist() + [vocab.sep_id]
+    length = len(ids)
+    m0, m1 = instances.mask_starts[index:index + 2].tolist()
+    positions = instances.positions[m0:m1].tolist()
+    labels = [ids[p] for p in positions]
+    for p, replacement in zip(positions, instances.replacements[m0:m1].tolist()):
+      if replacement >= 0:
+        ids[p] = replacement
+    num_masked, num_padding = len(positions), max_predictions - len(positions)
+    pad_ids = b"\x00" * (max_seq_length - length)
+    pad_predictions = b"\x00" * num_padding
+    lists = (
+        ("input_ids", 3, b"".join(map(varints.__getitem__, ids)) + pad_ids),
+        ("input_mask", 3, b"\x01" * length + pad_ids),
+        ("masked_lm_ids", 3, b"".join(map(varints.__getitem__, labels)) + pad_predictions),
+        ("masked_lm_positions", 3, b"".join(map(varints.__getitem__, positions)) + pad_predictions),
+        ("masked_lm_weights", 2, b"\x00\x00\x80\x3f" * num_masked + b"\x00\x00\x00\x00" * num_padding),
+        ("next_sentence_labels", 3, varints[is_random_next]),
+        ("segment_ids", 3, b"\x00" * (len_a + 2) + b"\x01" * (length - len_a - 2) + pad_ids),
+    )
+    varint = self._varint
+    entries = b"".join(
+        _field(1, self.keys[name] + _field(2, _field(kind, _field(1, packed, varint), varint), varint), varint)
+        for name, kind, packed in lists)
+    return _field(1, entries, varint)
+
+  def _varint(self, value):
+    return self.varints[value] if value < len(self.varints) else _varint(value)
+
+
+def _serialize_block(bounds):
+  tokens, instances, output_order, encoder = _write_state
+  lo, hi = bounds
+  return [encoder.encode(tokens, instances, index) for index in output_order[lo:hi].tolist()]
+
+
+def write_instances(corpus, instances, output_order, vocab, options, output_files, num_workers=1,
+                    progress_seconds=30):
+  """Writes records in `output_order`, round-robin over `output_files`; each file appears whole or not at all."""
+  global _write_state
+  _write_state = (corpus.tokens, instances, output_order, RecordEncoder(vocab, options))
+  blocks = [(lo, min(lo + _WRITE_BLOCK, len(output_order))) for lo in range(0, len(output_order), _WRITE_BLOCK)]
+  progress = Progress("writing", progress_seconds)
+  written = 0
+  try:
+    with contextlib.ExitStack() as stack:
+      writers = []
+      for path in output_files:
+        tmp = stack.enter_context(fileio.atomic_output(path))
+        writers.append(stack.enter_context(tf.io.TFRecordWriter(tmp)))
+      serialized_blocks = map(_serialize_block, blocks)
+      if num_workers > 1 and len(blocks) > 1:
+        workers = stack.enter_context(_pool(num_workers))
+        serialized_blocks = workers.imap(_serialize_block, blocks)
+      for serialized in serialized_blocks:
+        for record in serialized:
+          writers[written % len(writers)].write(record)
+          written += 1
+        progress.maybe_log(lambda s: f"{written}/{len(output_order)} instances, {written / max(s, 1e-9):.0f}/s")
+      for writer in writers:
+        writer.close()
+  finally:
+    _write_state = None
+  return written
+
+
+# ----------------------------------------------------------------------------------------------------
+# The whole run, and shards of a large corpus.
+
+
+def shard_seed(random_seed, shard_index, num_shards):
+  """The seed of one shard: --random_seed itself when there is one shard, else derived from both."""
+  if num_shards == 1:
+    return random_seed
+  digest = hashlib.sha256(f"{random_seed}/{shard_index}/{num_shards}".encode()).digest()
+  return int.from_bytes(digest[:4], "little")
+
+
+def shard_output_files(output_files, shard_index, num_shards):
+  if num_shards == 1:
+    return list(output_files)
+  return [f"{path}-{shard_index:05d}-of-{num_shards:05d}" for path in output_files]
+
+
+def shard_input_files(input_files, shard_index, num_shards):
+  """Input files of one shard: every num_shards-th file of the sorted list, from shard_index."""
+  return input_files[shard_index::num_shards]
+
+
+def create_pretraining_data(input_files, output_files, tokenizer, options, num_workers=1,
+                            progress_seconds=30):
+  """Reads, makes instances and writes records as the original does; returns counts for the log."""
+  options.validate()
+  if not output_files:
+    raise BertTfError("--output_file: no output file given")
+  vocab = Vocab(tokenizer.vocab)
+  start = time.time()
+  corpus = read_corpus(input_files, tokenizer, num_workers, progress_seconds)
+  if corpus.num_documents == 0:
+    raise BertTfError(f"--input_file: no text in {', '.join(input_files)} (every line is blank or "
+                      f"tokenizes to nothing)")
+  read_seconds = time.time() - start
+  maker = InstanceMaker(corpus, vocab, options, random.Random(options.random_seed))
+  instances, output_order = maker.make(progress_seconds)
+  make_seconds = time.time() - start - read_seconds
+  written = write_instances(corpus, instances, output_order, vocab, options, output_files, num_workers,
+                            progress_seconds)
+  stats = collections.Counter({f"corpus_{k}": v for k, v in corpus.stats.items()})
+  stats.update({f"instances_{k}": v for k, v in maker.stats.items()})
+  stats["written"] = written
+  stats["seconds_reading"] = read_seconds
+  stats["seconds_making"] = make_seconds
+  stats["seconds_total"] = time.time() - start
+  logging.info("Read %.1f MB (%d documents, %d tokens) in %.1f s; made %d instances in %.1f s; "
+               "wrote them in %.1f s: %.2f MB/s overall", corpus.stats["bytes"] / 1e6,
+               corpus.num_documents, len(corpus.tokens), read_seconds, written, make_seconds,
+               stats["seconds_total"] - read_seconds - make_seconds,
+               corpus.stats["bytes"] / 1e6 / max(stats["seconds_total"], 1e-9))
+  return stats

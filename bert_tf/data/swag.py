@@ -1,0 +1,104 @@
+"""SWAG data for run_swag.py: csv examples, four sequences per example, and TFRecords.
+
+Two csv layouts are read, told apart by their header:
+  regular: video-id, fold-ind, startphrase, sent1, sent2, gold-source, ending0..ending3, label
+           (test files have no label column);
+  full:    ..., gold-ending, distractor-0..distractor-3, ..., sent1, sent2; the gold ending goes to
+           a position drawn from --seed among the first num_choices - 1 distractors.
+Choice i is the pair A = sent1, B = sent2 + " " + ending_i, laid out as a GLUE pair.
+"""
+import collections
+import csv
+import random
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import records
+from bert_tf.data import glue
+from bert_tf.errors import BertTfError
+from bert_tf.fileio import atomic_output
+
+NUM_CHOICES = 4
+REGULAR_COLUMNS = ("sent1", "sent2", "ending0", "ending1", "ending2", "ending3")
+FULL_COLUMNS = ("sent1", "sent2", "gold-ending", "distractor-0", "distractor-1", "distractor-2")
+
+
+class SwagExample:
+  """One SWAG question: the context, the start of the ending, the candidate endings, the label."""
+
+  def __init__(self, guid, context, start_ending, endings, label=None):
+    self.guid = guid
+    self.context = context
+    self.start_ending = start_ending
+    self.endings = endings
+    self.label = label
+
+
+def read_swag_examples(input_file, seed=12345):
+  """SwagExamples of a regular or full SWAG csv (label 0 where the file has none)."""
+  if not tf.io.gfile.exists(input_file):
+    raise BertTfError(f"{input_file}: file not found")
+  with tf.io.gfile.GFile(input_file, "r") as f:
+    reader = csv.DictReader(f.read().lstrip("\ufeff").splitlines())
+    header = reader.fieldnames or []
+    rows = list(reader)
+  if all(c in header for c in REGULAR_COLUMNS):
+    full = False
+  elif all(c in header for c in FULL_COLUMNS):
+    full = True
+  else:
+    raise BertTfError(f"{input_file}: not a SWAG csv; its header needs the columns "
+                      f"{', '.join(REGULAR_COLUMNS)}[, label] (regular) or "
+                      f"{', '.join(FULL_COLUMNS)} (full); it has {', '.join(header) or 'none'}")
+  rng = random.Random(seed)
+  examples = []
+  for i, row in enumerate(rows):
+    line = i + 2  # the header is line 1
+    if None in row or None in row.values():
+      count = sum(v is not None for k, v in row.items() if k is not None) + len(row.get(None, []))
+      raise BertTfError(f"{input_file}: line {line} has {count} columns where the header has "
+                        f"{len(header)}")
+    guid = row.get("") or row.get("video-id") or str(i)
+    if full:
+      endings = [row[f"distractor-{k}"] for k in range(NUM_CHOICES - 1)]
+      label = rng.randrange(NUM_CHOICES)
+      endings.insert(label, row["gold-ending"])
+    else:
+      endings = [row[f"ending{k}"] for k in range(NUM_CHOICES)]
+      label = row.get("label") or "0"
+      if label not in ("0", "1", "2", "3"):
+        raise BertTfError(f"{input_file}: line {line}: label {label!r} is not one of 0, 1, 2, 3")
+      label = int(label)
+    examples.append(SwagExample(guid=f"swag-{guid}", context=row["sent1"],
+                                start_ending=row["sent2"], endings=endings, label=label))
+  if not examples:
+    raise BertTfError(f"{input_file}: no examples")
+  return examples
+
+
+def convert_example(ex_index, example, max_seq_length, tokenizer):
+  """The example's four [CLS] context [SEP] start ending [SEP] sequences, flattened."""
+  features = collections.OrderedDict(
+      [("input_ids", []), ("input_mask", []), ("segment_ids", [])])
+  for ending in example.endings:
+    pair = glue.InputExample(guid=example.guid, text_a=example.context,
+                             text_b=f"{example.start_ending} {ending}".strip(), label="0")
+    choice = glue.convert_single_example(ex_index, pair, ["0"], max_seq_length, tokenizer)
+    features["input_ids"] += choice.input_ids
+    features["input_mask"] += choice.input_mask
+    features["segment_ids"] += choice.segment_ids
+  features["label_ids"] = [example.label]
+  features["is_real_example"] = [1]
+  return features
+
+
+def file_based_convert_examples_to_features(examples, max_seq_length, tokenizer, output_file):
+  """Writes records.multiple_choice_features records, atomically."""
+  with atomic_output(output_file) as tmp:
+    with tf.io.TFRecordWriter(tmp) as writer:
+      for ex_index, example in enumerate(examples):
+        if ex_index % 10000 == 0:
+          logging.info("Writing example %d of %d", ex_index, len(examples))
+        writer.write(records.serialize(convert_example(ex_index, example, max_seq_length,
+                                                       tokenizer)))

@@ -1,0 +1,198 @@
+"""Frozen BERT features: the original extract_features.py (`A ||| B` lines in, JSON lines of
+per-token layer activations out) and the paper's feature-based NER model (Table 7): chosen
+layers of a frozen encoder into a two-layer BiLSTM and a linear classifier."""
+import collections
+import json
+import re
+
+import tensorflow as tf
+import tf_keras
+from absl import logging
+
+from bert_tf import heads
+from bert_tf import modeling
+from bert_tf import tokenization
+from bert_tf.errors import BertTfError
+from bert_tf.fileio import atomic_output
+
+InputExample = collections.namedtuple("InputExample", ["unique_id", "text_a", "text_b"])
+InputFeatures = collections.namedtuple("InputFeatures", [
+    "unique_id", "tokens", "input_ids", "input_mask", "input_type_ids"])
+
+# The paper's Table 7 choices of what a frozen BERT hands to the BiLSTM.
+FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four", "concat_last_four",
+                  "sum_all")
+
+
+def read_examples(input_file):
+  """One example per line, `text_a` or `text_a ||| text_b`; unique_id is the line index."""
+  if not tf.io.gfile.exists(input_file):
+    raise BertTfError(f"{input_file}: --input_file not found")
+  examples = []
+  with tf.io.gfile.GFile(input_file, "r") as reader:
+    for unique_id, line in enumerate(reader):
+      line = tokenization.convert_to_unicode(line).strip()
+      match = re.match(r"^(.*) \|\|\| (.*)$", line)
+      text_a, text_b = (line, None) if match is None else (match.group(1), match.group(2))
+      examples.append(InputExample(unique_id, text_a, text_b))
+  if not examples:
+    raise BertTfError(f"{input_file}: --input_file is empty (expected one sentence a line, or "
+                      f"`sentence A ||| sentence B`)")
+  return examples
+
+
+def _truncate_pair(tokens_a, tokens_b, max_length):
+  """Drops tokens from the end of the longer sequence until the pair fits (the original's rule)."""
+  while len(tokens_a) + len(tokens_b) > max_length:
+    (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
+
+
+def convert_examples_to_features(examples, seq_length, tokenizer):
+  """[CLS] A [SEP] (B [SEP]), truncated to seq_length as the original does, zero-padded."""
+  features, truncated = [], 0
+  for example in examples:
+    tokens_a = tokenizer.tokenize(example.text_a)
+    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else []
+    length = len(tokens_a) + len(tokens_b)
+    if tokens_b:
+      _truncate_pair(tokens_a, tokens_b, seq_length - 3)
+    else:
+      tokens_a = tokens_a[:seq_length - 2]
+    truncated += len(tokens_a) + len(tokens_b) < length
+    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
+    input_type_ids = [0] * len(tokens)
+    if tokens_b:
+      tokens += tokens_b + ["[SEP]"]
+      input_type_ids += [1] * (len(tokens_b) + 1)
+    input_ids = tokenizer.convert_tokens_to_ids(tokens)
+    padding = seq_length - len(input_ids)
+    features.append(InputFeatures(example.unique_id, tokens, input_ids + [0] * padding,
+                                  [1] * len(input_ids) + [0] * padding,
+                                  input_type_ids + [0] * padding))
+  if truncated:
+    logging.warning("%d of %d lines truncated to --max_seq_length=%d word pieces", truncated,
+                    len(features), seq_length)
+  return features
+
+
+def parse_layers(layers, num_hidden_layers):
+  """`--layers` "-1,-2,-3,-4" -> [-1, -2, -3, -4], indexes into the encoder layers as the
+  original's get_all_encoder_layers() (-1 is the last layer)."""
+  try:
+    indexes = [int(x) for x in layers.split(",") if x.strip()]
+  except ValueError:
+    raise BertTfError(f"--layers: expected comma-separated integers, got {layers!r}") from None
+  if not indexes:
+    raise BertTfError("--layers: no layer given")
+  for index in indexes:
+    if not -num_hidden_layers <= index < num_hidden_layers:
+      raise BertTfError(f"--layers: {index} is out of range for a {num_hidden_layers}-layer "
+                        f"model (use -{num_hidden_layers}..{num_hidden_layers - 1})")
+  return indexes
+
+
+class FeatureExtractor(tf_keras.Model):
+  """The encoder's layers `layer_indexes`, as a [num_layers, B, T, H] float32 tensor."""
+
+  def __init__(self, config, layer_indexes, name="feature_extractor", **kwargs):
+    super().__init__(name=name, **kwargs)
+    self.config = config
+    self.layer_indexes = list(layer_indexes)
+    self.encoder = modeling.BertModel(config, name="bert")
+
+  def call(self, inputs, training=False):
+    layers = self.encoder(heads.encoder_inputs(inputs), training=False)["encoder_outputs"]
+    return tf.cast(tf.stack([layers[i] for i in self.layer_indexes]), tf.float32)
+
+
+def extract(extractor, features, batch_size):
+  """Yields (feature, [num_layers, len(tokens), H] numpy array) for each feature, in order."""
+  predict = tf.function(extractor, reduce_retracing=True)
+  for begin in range(0, len(features), batch_size):
+    batch = features[begin:begin + batch_size]
+    inputs = {
+        "input_ids": tf.constant([f.input_ids for f in batch], tf.int32),
+        "input_mask": tf.constant([f.input_mask for f in batch], tf.int32),
+        "segment_ids": tf.constant([f.input_type_ids for f in batch], tf.int32),
+    }
+    layers = predict(inputs).numpy()
+    for k, feature in enumerate(batch):
+      yield feature, layers[:, k, :len(feature.tokens)]
+
+
+def feature_json(feature, layer_values, layer_indexes):
+  """One output line as the original writes it: linex_index, then per token its layers' values
+  rounded to 6 decimals."""
+  all_features = []
+  for i, token in enumerate(feature.tokens):
+    all_layers = []
+    for j, layer_index in enumerate(layer_indexes):
+      all_layers.append(collections.OrderedDict([
+          ("index", layer_index),
+          ("values", [round(float(x), 6) for x in layer_values[j, i]])]))
+    all_features.append(collections.OrderedDict([("token", token), ("layers", all_layers)]))
+  return json.dumps(collections.OrderedDict([("linex_index", feature.unique_id),
+                                             ("features", all_features)]))
+
+
+def write_features(output_file, extractor, features, batch_size):
+  with atomic_output(output_file) as tmp:
+    with tf.io.gfile.GFile(tmp, "w") as writer:
+      for feature, layer_values in extract(extractor, features, batch_size):
+        writer.write(feature_json(feature, layer_values, extractor.layer_indexes) + "\n")
+
+
+def select_layers(outputs, feature_layers):
+  """The BertModel outputs the paper's feature-based NER reads (Table 7), [B, T, H or 4H]."""
+  layers = outputs["encoder_outputs"]
+  if feature_layers == "embeddings":
+    return outputs["embedding_output"]
+  if feature_layers == "second_to_last":
+    return layers[-2]
+  if feature_layers == "last":
+    return layers[-1]
+  if feature_layers == "sum_last_four":
+    return tf.add_n(layers[-4:])
+  if feature_layers == "concat_last_four":
+    return tf.concat(layers[-4:], axis=-1)
+  if feature_layers == "sum_all":
+    return tf.add_n(layers)
+  raise BertTfError(f"--feature_layers: {feature_layers!r} is not one of {FEATURE_LAYERS}")
+
+
+class BertFeatureTagger(tf_keras.Model):
+  """Feature-based NER: a frozen encoder's `feature_layers` into a two-layer BiLSTM
+  (`lstm_units` per direction) and a linear classifier; `logits` [B, T, num_labels] float32.
+
+  The encoder is not trained (no gradient, no dropout); padding is masked out of the LSTMs.
+  """
+
+  def __init__(self, config, num_labels, feature_layers="concat_last_four", lstm_units=768,
+               dropout_rate=None, name="bert_feature_tagger", **kwargs):
+    super().__init__(name=name, **kwargs)
+    if feature_layers not in FEATURE_LAYERS:
+      raise BertTfError(f"--feature_layers: {feature_layers!r} is not one of {FEATURE_LAYERS}")
+    if feature_layers in ("sum_last_four", "concat_last_four") and config.num_hidden_layers < 4:
+      raise BertTfError(f"--feature_layers: {feature_layers} needs at least 4 layers, the model "
+                        f"has {config.num_hidden_layers}")
+    self.config = config
+    self.num_labels = num_labels
+    self.feature_layers = feature_layers
+    self.encoder = modeling.BertModel(config, name="bert")
+    self.encoder.trainable = False
+    rate = config.hidden_dropout_prob if dropout_rate is None else dropout_rate
+    self.dropout = tf_keras.layers.Dropout(rate)
+    self.lstms = [
+        tf_keras.layers.Bidirectional(
+            tf_keras.layers.LSTM(lstm_units, return_sequences=True), name=f"bilstm_{i}")
+        for i in range(2)]
+    self.classifier = heads.OutputProjection(num_labels, config.initializer_range,
+                                             name="classifier")
+
+  def call(self, inputs, training=False):
+    outputs = self.encoder(heads.encoder_inputs(inputs), training=False)
+    x = tf.stop_gradient(select_layers(outputs, self.feature_layers))
+    mask = tf.cast(inputs["input_mask"], tf.bool)
+    for lstm in self.lstms:
+      x = lstm(self.dropout(x, training=training), mask=mask, training=training)
+    return {"logits": self.classifier(self.dropout(x, training=training))}

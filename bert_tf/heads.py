@@ -1,0 +1,133 @@
+"""Task models: a BertModel encoder plus the small head each fine-tuning task puts on top.
+
+Every model here is a tf_keras.Model holding its encoder as `.encoder`, takes the input dict
+{input_ids, input_mask, segment_ids} (other keys, such as label_ids, are ignored) and returns a dict
+of float32 logits, so that losses stay float32 under a mixed precision policy.
+
+Head variables carry the original scripts' names: run_classifier.py's `output_weights`
+[num_labels, H] and `output_bias`, run_squad.py's `cls/squad/output_weights` [2, H] and
+`cls/squad/output_bias`.
+"""
+import tensorflow as tf
+import tf_keras
+
+from bert_tf import modeling
+
+INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+
+
+class OutputProjection(tf_keras.layers.Layer):
+  """logits = x W^T + b with W [num_outputs, H], laid out as the original's `output_weights`.
+
+  Computed in float32: the head is tiny, and its logits feed the loss.
+  """
+
+  def __init__(self, num_outputs, initializer_range, **kwargs):
+    super().__init__(dtype="float32", **kwargs)
+    self.num_outputs = num_outputs
+    self.initializer_range = initializer_range
+
+  def build(self, input_shape):
+    self.output_weights = self.add_weight(
+        "output_weights", shape=[self.num_outputs, int(input_shape[-1])],
+        initializer=modeling.create_initializer(self.initializer_range))
+    self.output_bias = self.add_weight(
+        "output_bias", shape=[self.num_outputs], initializer="zeros")
+    super().build(input_shape)
+
+  def call(self, x):
+    x = tf.cast(x, tf.float32)
+    return tf.matmul(x, self.output_weights, transpose_b=True) + self.output_bias
+
+
+def encoder_inputs(inputs):
+  return {name: inputs[name] for name in INPUT_NAMES}
+
+
+class BertClassifier(tf_keras.Model):
+  """Sequence classification over the pooled [CLS] output (run_classifier.py's create_model).
+
+  num_labels=1 makes it a regressor (STS-B): `logits` [B, 1] is the predicted score.
+  """
+
+  def __init__(self, config, num_labels, dropout_rate=None, name="bert_classifier", **kwargs):
+    super().__init__(name=name, **kwargs)
+    self.config = config
+    self.num_labels = num_labels
+    self.encoder = modeling.BertModel(config, name="bert")
+    rate = config.hidden_dropout_prob if dropout_rate is None else dropout_rate
+    self.dropout = tf_keras.layers.Dropout(rate)
+    self.classifier = OutputProjection(num_labels, config.initializer_range, name="classifier")
+
+  def call(self, inputs, training=False):
+    outputs = self.encoder(encoder_inputs(inputs), training=training)
+    pooled = self.dropout(outputs["pooled_output"], training=training)
+    return {"logits": self.classifier(pooled)}
+
+
+class BertMultipleChoice(tf_keras.Model):
+  """SWAG-style multiple choice: one vector scores each choice's pooled [CLS] state.
+
+  Inputs are [B, num_choices * T] (as the records store them) or [B, num_choices, T];
+  `logits` is [B, num_choices], to go through a softmax over the choices.
+  """
+
+  def __init__(self, config, num_choices, dropout_rate=None, name="bert_multiple_choice",
+               **kwargs):
+    super().__init__(name=name, **kwargs)
+    self.config = config
+    self.num_choices = num_choices
+    self.encoder = modeling.BertModel(config, name="bert")
+    rate = config.hidden_dropout_prob if dropout_rate is None else dropout_rate
+    self.dropout = tf_keras.layers.Dropout(rate)
+    self.classifier = OutputProjection(1, config.initializer_range, name="classifier")
+
+  def call(self, inputs, training=False):
+    flat = {}
+    for name in INPUT_NAMES:
+      t = inputs[name]
+      seq_length = t.shape[-1] if t.shape.rank == 3 else t.shape[-1] // self.num_choices
+      flat[name] = tf.reshape(t, [-1, seq_length])
+    outputs = self.encoder(flat, training=training)
+    pooled = self.dropout(outputs["pooled_output"], training=training)
+    return {"logits": tf.reshape(self.classifier(pooled), [-1, self.num_choices])}
+
+
+class BertSpanLabeler(tf_keras.Model):
+  """SQuAD: start and end logits [B, T] from one linear layer over the sequence output.
+
+  The original run_squad.py applies no dropout before its output layer, so the default here is
+  none; pass dropout_rate to add some.
+  """
+
+  def __init__(self, config, dropout_rate=0.0, name="bert_span_labeler", **kwargs):
+    super().__init__(name=name, **kwargs)
+    self.config = config
+    self.encoder = modeling.BertModel(config, name="bert")
+    self.dropout = tf_keras.layers.Dropout(dropout_rate)
+    self.span_head = OutputProjection(2, config.initializer_range, name="cls/squad")
+
+  def call(self, inputs, training=False):
+    outputs = self.encoder(encoder_inputs(inputs), training=training)
+    sequence = self.dropout(outputs["sequence_output"], training=training)
+    logits = self.span_head(sequence)  # [B, T, 2]
+    return {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
+
+
+class BertTokenClassifier(tf_keras.Model):
+  """NER: per-token logits [B, T, num_labels] from one linear layer over the sequence output."""
+
+  def __init__(self, config, num_labels, dropout_rate=None, name="bert_token_classifier",
+               **kwargs):
+    super().__init__(name=name, **kwargs)
+    self.config = config
+    self.num_labels = num_labels
+    self.encoder = modeling.BertModel(config, name="bert")
+    rate = config.hidden_dropout_prob if dropout_rate is None else dropout_rate
+    self.dropout = tf_keras.layers.Dropout(rate)
+    self.classifier = OutputProjection(num_labels, config.initializer_range, name="classifier")
+
+  def call(self, inputs, training=False):
+    outputs = self.encoder(encoder_inputs(inputs), training=training)
+    sequence = self.dropout(outputs["sequence_output"], training=training)
+    return {"logits": self.classifier(sequence)}

@@ -1,0 +1,368 @@
+"""The BERT encoder and pretraining heads, with the original release's variable names.
+
+Every variable is created when the model is constructed, under name scopes that reproduce the
+original TF1 scopes (`bert/encoder/layer_0/attention/self/query/kernel`, `cls/predictions/...`),
+so an original checkpoint maps onto our variables by name and back.
+
+The encoder keeps activations as 2-D [batch * seq, hidden] tensors and does every dense layer as
+`tf.matmul` + `tf.nn.bias_add` (+ exact GELU): on CPU, oneDNN fuses exactly that pattern.
+Under a mixed precision policy, matmuls run in the compute dtype while the embeddings, LayerNorm
+and the attention softmax run in float32; the head logits are float32.
+"""
+import math
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import tensorflow as tf  # noqa: E402
+import tf_keras  # noqa: E402
+
+LAYER_NORM_EPSILON = 1e-12
+# The original adds this to attention logits of masked positions instead of -inf.
+MASK_ADDER = -10000.0
+
+
+def create_initializer(initializer_range=0.02):
+  return tf_keras.initializers.TruncatedNormal(stddev=initializer_range)
+
+
+def gelu(x):
+  """The exact (erf) GELU of the original release."""
+  return tf.nn.gelu(x, approximate=False)
+
+
+def gelu_new(x):
+  """The tanh approximation of GELU (Hugging Face's `gelu_new`)."""
+  return tf.nn.gelu(x, approximate=True)
+
+
+_ACTIVATIONS = {
+    "gelu": gelu,
+    "gelu_new": gelu_new,
+    "relu": tf.nn.relu,
+    "tanh": tf.tanh,
+    "swish": tf.nn.silu,
+    "silu": tf.nn.silu,
+    "linear": None,
+}
+
+
+def get_activation(name):
+  """Activation function for a config's `hidden_act` string (None or "linear" -> None)."""
+  if name is None or callable(name):
+    return name
+  key = name.lower()
+  if key not in _ACTIVATIONS:
+    raise ValueError(f"Unsupported activation: {name}")
+  return _ACTIVATIONS[key]
+
+
+def _build_in_scope(layer, input_shape=None):
+  """Creates a sub-layer's variables under its name, inside the caller's current scope."""
+  with tf.name_scope(layer.name):
+    layer.build(input_shape)
+
+
+class Dense2D(tf_keras.layers.Layer):
+  """A dense layer (`kernel`, `bias`) done as 2-D matmul + bias_add, the pattern oneDNN fuses.
+
+  Inputs of rank > 2 are flattened to 2-D and reshaped back.
+  """
+
+  def __init__(self, input_dim, units, activation=None, initializer_range=0.02, **kwargs):
+    super().__init__(**kwargs)
+    self.input_dim = input_dim
+    self.units = units
+    self.activation = get_activation(activation)
+    self.initializer_range = initializer_range
+
+  def build(self, input_shape=None):
+    self.kernel = self.add_weight("kernel", shape=[self.input_dim, self.units],
+                                  initializer=create_initializer(self.initializer_range))
+    self.bias = self.add_weight("bias", shape=[self.units], initializer="zeros")
+    super().build(input_shape)
+
+  def call(self, x):
+    rank = x.shape.rank
+    if rank != 2:
+      leading = tf.shape(x)[:-1]
+      x = tf.reshape(x, [-1, self.input_dim])
+    y = tf.nn.bias_add(tf.matmul(x, self.kernel), self.bias)
+    if self.activation is not None:
+      y = self.activation(y)
+    if rank != 2:
+      y = tf.reshape(y, tf.concat([leading, [self.units]], axis=0))
+    return y
+
+
+class LayerNorm(tf_keras.layers.Layer):
+  """The original's layer normalization (`gamma`, `beta`, epsilon 1e-12), always in float32.
+
+  Returns float32; callers cast back to their compute dtype.
+  """
+
+  def __init__(self, hidden_size, **kwargs):
+    kwargs["dtype"] = "float32"
+    super().__init__(**kwargs)
+    self.hidden_size = hidden_size
+
+  def build(self, input_shape=None):
+    self.gamma = self.add_weight("gamma", shape=[self.hidden_size], initializer="ones")
+    self.beta = self.add_weight("beta", shape=[self.hidden_size], initializer="zeros")
+    super().build(input_shape)
+
+  def call(self, x):
+    mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+    scale = tf.math.rsqrt(variance + LAYER_NORM_EPSILON) * self.gamma
+    return (x - mean) * scale + self.beta
+
+
+class Embeddings(tf_keras.layers.Layer):
+  """Word + token type + position embeddings, LayerNorm and dropout, in float32."""
+
+  def __init__(self, config, **kwargs):
+    kwargs["dtype"] = "float32"
+    super().__init__(**kwargs)
+    self.config = config
+    self.layer_norm = LayerNorm(config.hidden_size, name="LayerNorm")
+    self.dropout = tf_keras.layers.Dropout(config.hidden_dropout_prob)
+
+  def build(self, input_shape=None):
+    config = self.config
+    # One initializer object per variable: tf_keras repeats an unseeded initializer's values.
+    def initializer():
+      return create_initializer(config.initializer_range)
+
+    self.word_embeddings = self.add_weight(
+        "word_embeddings", shape=[config.vocab_size, config.hidden_size], initializer=initializer())
+    self.token_type_embeddings = self.add_weight(
+        "token_type_embeddings", shape=[config.type_vocab_size, config.hidden_size],
+        initializer=initializer())
+    self.position_embeddings = self.add_weight(
+        "position_embeddings", shape=[config.max_position_embeddings, config.hidden_size],
+        initializer=initializer())
+    _build_in_scope(self.layer_norm)
+    super().build(input_shape)
+
+  def call(self, input_ids, segment_ids, training=False):
+    seq_length = tf.shape(input_ids)[1]
+    x = tf.gather(self.word_embeddings, input_ids)
+    x += tf.gather(self.token_type_embeddings, segment_ids)
+    x += self.position_embeddings[tf.newaxis, :seq_length]
+    return self.dropout(self.layer_norm(x), training=training)
+
+
+class TransformerLayer(tf_keras.layers.Layer):
+  """One post-LayerNorm transformer block, on 2-D [batch * seq, hidden] activations."""
+
+  def __init__(self, config, **kwargs):
+    super().__init__(**kwargs)
+    hidden, inner, init = config.hidden_size, config.intermediate_size, config.initializer_range
+    self.num_heads = config.num_attention_heads
+    self.head_size = config.head_size
+    self.hidden_size = hidden
+    self.query = Dense2D(hidden, hidden, initializer_range=init, name="attention/self/query")
+    self.key = Dense2D(hidden, hidden, initializer_range=init, name="attention/self/key")
+    self.value = Dense2D(hidden, hidden, initializer_range=init, name="attention/self/value")
+    self.attention_output = Dense2D(hidden, hidden, initializer_range=init,
+                                    name="attention/output/dense")
+    self.attention_layer_norm = LayerNorm(hidden, name="attention/output/LayerNorm")
+    self.intermediate = Dense2D(hidden, inner, activation=config.hidden_act,
+                                initializer_range=init, name="intermediate/dense")
+    self.output_dense = Dense2D(inner, hidden, initializer_range=init, name="output/dense")
+    self.output_layer_norm = LayerNorm(hidden, name="output/LayerNorm")
+    self.attention_dropout = tf_keras.layers.Dropout(config.attention_probs_dropout_prob)
+    self.hidden_dropout = tf_keras.layers.Dropout(config.hidden_dropout_prob)
+
+  def build(self, input_shape=None):
+    for layer in (self.query, self.key, self.value, self.attention_output,
+                  self.attention_layer_norm, self.intermediate, self.output_dense,
+                  self.output_layer_norm):
+      _build_in_scope(layer)
+    super().build(input_shape)
+
+  def _split_heads(self, x, batch_size, seq_length):
+    x = tf.reshape(x, [batch_size, seq_length, self.num_heads, self.head_size])
+    return tf.transpose(x, [0, 2, 1, 3])
+
+  def call(self, x, attention_adder, batch_size, seq_length, training=False):
+    """x: [B*T, H]; attention_adder: float32 [B, 1, 1 or T, T] of 0 / -10000."""
+    # One matmul for query, key and value: a third of the kernel launches on small batches.
+    qkv_kernel = tf.concat([self.query.kernel, self.key.kernel, self.value.kernel], axis=1)
+    qkv_bias = tf.concat([self.query.bias, self.key.bias, self.value.bias], axis=0)
+    qkv = tf.nn.bias_add(tf.matmul(x, qkv_kernel), qkv_bias)
+    query, key, value = tf.split(qkv, 3, axis=1)
+    query = self._split_heads(query, batch_size, seq_length)
+    key = self._split_heads(key, batch_size, seq_length)
+    value = self._split_heads(value, batch_size, seq_length)
+
+    scores = tf.matmul(query, key, transpose_b=True)
+    scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size)) + attention_adder
+    probs = tf.cast(tf.nn.softmax(scores), x.dtype)
+    probs = self.attention_dropout(probs, training=training)
+    context = tf.transpose(tf.matmul(probs, value), [0, 2, 1, 3])
+    context = tf.reshape(context, [batch_size * seq_length, self.hidden_size])
+
+    attention = self.hidden_dropout(self.attention_output(context), training=training)
+    attention = tf.cast(self.attention_layer_norm(attention + x), x.dtype)
+    output = self.output_dense(self.intermediate(attention))
+    output = self.hidden_dropout(output, training=training)
+    return tf.cast(self.output_layer_norm(output + attention), x.dtype)
+
+
+def attention_mask_adder(input_mask, causal=False):
+  """float32 [B, 1, 1 or T, T]: 0 where attention is allowed, -10000 where it is not."""
+  allowed = tf.cast(input_mask, tf.float32)[:, tf.newaxis, tf.newaxis, :]
+  if causal:
+    seq_length = tf.shape(input_mask)[1]
+    lower = tf.linalg.band_part(tf.ones([seq_length, seq_length], tf.float32), -1, 0)
+    allowed = allowed * lower[tf.newaxis, tf.newaxis]
+  return (1.0 - allowed) * MASK_ADDER
+
+
+class BertModel(tf_keras.Model):
+  """The BERT encoder.
+
+  `model({"input_ids", "input_mask", "segment_ids"}, training)` (int32 [B, T]; the mask defaults
+  to all ones and the segments to zeros) returns {"sequence_output": [B, T, H],
+  "pooled_output": [B, H], "encoder_outputs": [L x [B, T, H]], "embedding_output": [B, T, H]},
+  in the policy's compute dtype. `causal=True` lets each position attend only to itself and the
+  positions on its left (the paper's left-to-right ablation).
+  """
+
+  def __init__(self, config, causal=False, name="bert", **kwargs):
+    super().__init__(name=name, **kwargs)
+    self.config = config
+    self.causal = causal
+    self.embeddings = Embeddings(config, name="embeddings")
+    self.transformer_layers = [
+        TransformerLayer(config, name=f"encoder/layer_{i}")
+        for i in range(config.num_hidden_layers)]
+    self.pooler = Dense2D(config.hidden_size, config.hidden_size, activation="tanh",
+                          initializer_range=config.initializer_range, name="pooler/dense")
+    # A trailing "/" makes the scope absolute: the names stay `bert/...` whatever scope the
+    # model is constructed in (e.g. inside a task model).
+    with tf.name_scope(name + "/"):
+      _build_in_scope(self.embeddings)
+      for layer in self.transformer_layers:
+        _build_in_scope(layer)
+      _build_in_scope(self.pooler)
+    self.built = True
+
+  @property
+  def embedding_table(self):
+    return self.embeddings.word_embeddings
+
+  def call(self, inputs, training=False):
+    input_ids = inputs["input_ids"]
+    input_mask = inputs.get("input_mask")
+    if input_mask is None:
+      input_mask = tf.ones_like(input_ids)
+    segment_ids = inputs.get("segment_ids")
+    if segment_ids is None:
+      segment_ids = tf.zeros_like(input_ids)
+    batch_size, seq_length = tf.shape(input_ids)[0], tf.shape(input_ids)[1]
+    hidden_size = self.config.hidden_size
+
+    embedding_output = tf.cast(self.embeddings(input_ids, segment_ids, training=training),
+                               self.compute_dtype)
+    attention_adder = attention_mask_adder(input_mask, self.causal)
+    x = tf.reshape(embedding_output, [batch_size * seq_length, hidden_size])
+    encoder_outputs = []
+    for layer in self.transformer_layers:
+      x = layer(x, attention_adder, batch_size, seq_length, training=training)
+      encoder_outputs.append(tf.reshape(x, [batch_size, seq_length, hidden_size]))
+    sequence_output = encoder_outputs[-1]
+    pooled_output = self.pooler(sequence_output[:, 0])
+    return {
+        "sequence_output": sequence_output,
+        "pooled_output": pooled_output,
+        "encoder_outputs": encoder_outputs,
+        "embedding_output": embedding_output,
+    }
+
+
+def gather_positions(sequence_output, positions):
+  """[B, T, H] gathered at int [B, P] positions -> [B * P, H]."""
+  batch_size, seq_length = tf.shape(sequence_output)[0], tf.shape(sequence_output)[1]
+  width = sequence_output.shape[-1]
+  offsets = tf.range(batch_size, dtype=positions.dtype)[:, tf.newaxis] * tf.cast(
+      seq_length, positions.dtype)
+  flat_positions = tf.reshape(positions + offsets, [-1])
+  flat_sequence = tf.reshape(sequence_output, [-1, width])
+  return tf.gather(flat_sequence, flat_positions)
+
+
+class MaskedLMHead(tf_keras.layers.Layer):
+  """`cls/predictions`: transform (dense + activation + LayerNorm), then the word embeddings
+  transposed (tied weights) plus `output_bias`. Logits are float32."""
+
+  def __init__(self, config, **kwargs):
+    super().__init__(**kwargs)
+    self.config = config
+    self.transform = Dense2D(config.hidden_size, config.hidden_size,
+                             activation=config.hidden_act,
+                             initializer_range=config.initializer_range, name="transform/dense")
+    self.layer_norm = LayerNorm(config.hidden_size, name="transform/LayerNorm")
+
+  def build(self, input_shape=None):
+    _build_in_scope(self.transform)
+    _build_in_scope(self.layer_norm)
+    # Added to float32 logits, so it is read in float32 whatever the policy.
+    self.output_bias = self.add_weight("output_bias", shape=[self.config.vocab_size],
+                                       initializer="zeros", experimental_autocast=False)
+    super().build(input_shape)
+
+  def call(self, sequence_output, positions, embedding_table):
+    batch_size, num_positions = tf.shape(positions)[0], tf.shape(positions)[1]
+    x = gather_positions(sequence_output, positions)
+    x = tf.cast(self.layer_norm(self.transform(x)), self.compute_dtype)
+    logits = tf.matmul(x, tf.cast(embedding_table, self.compute_dtype), transpose_b=True)
+    logits = tf.nn.bias_add(tf.cast(logits, tf.float32), self.output_bias)
+    return tf.reshape(logits, [batch_size, num_positions, self.config.vocab_size])
+
+
+class NextSentenceHead(tf_keras.layers.Layer):
+  """`cls/seq_relationship`: [B, H] pooled output -> float32 [B, 2] logits."""
+
+  def __init__(self, config, **kwargs):
+    kwargs["dtype"] = "float32"
+    super().__init__(**kwargs)
+    self.config = config
+
+  def build(self, input_shape=None):
+    self.output_weights = self.add_weight(
+        "output_weights", shape=[2, self.config.hidden_size],
+        initializer=create_initializer(self.config.initializer_range))
+    self.output_bias = self.add_weight("output_bias", shape=[2], initializer="zeros")
+    super().build(input_shape)
+
+  def call(self, pooled_output):
+    return tf.nn.bias_add(tf.matmul(pooled_output, self.output_weights, transpose_b=True),
+                          self.output_bias)
+
+
+class BertPretrainer(tf_keras.Model):
+  """`.encoder` (a BertModel) + the original's masked LM and next sentence heads.
+
+  `pretrainer(features, training)`, where features also hold int32 `masked_lm_positions` [B, P],
+  returns the encoder outputs plus float32 "mlm_logits" [B, P, V] and "nsp_logits" [B, 2].
+  """
+
+  def __init__(self, config, causal=False, name="pretrainer", **kwargs):
+    super().__init__(name=name, **kwargs)
+    self.config = config
+    self.encoder = BertModel(config, causal=causal)
+    self.masked_lm = MaskedLMHead(config, name="predictions")
+    self.next_sentence = NextSentenceHead(config, name="seq_relationship")
+    with tf.name_scope("cls/"):
+      _build_in_scope(self.masked_lm)
+      _build_in_scope(self.next_sentence)
+    self.built = True
+
+  def call(self, features, training=False):
+    outputs = dict(self.encoder(features, training=training))
+    outputs["mlm_logits"] = self.masked_lm(
+        outputs["sequence_output"], features["masked_lm_positions"], self.encoder.embedding_table)
+    outputs["nsp_logits"] = self.next_sentence(outputs["pooled_output"])
+    return outputs

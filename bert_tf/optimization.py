@@ -1,0 +1,153 @@
+"""The original BERT optimizer (AdamWeightDecay with warmup then linear decay) and LAMB.
+
+The original (bert/optimization.py) updated every parameter p with gradient g as:
+  m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * g^2          (no bias correction)
+  update = m / (sqrt(v) + eps) + weight_decay_rate * p               (decay skipped for
+                                                                      LayerNorm/layer_norm/bias)
+  p = p - lr(step) * update
+with gradients clipped to global norm 1.0 first, and lr(step) = init_lr * step / warmup during
+warmup, else init_lr * (1 - step / num_train_steps) (step = updates done so far, from 0).
+"""
+import re
+
+import tensorflow as tf
+import tf_keras
+
+from bert_tf.errors import BertTfError
+
+EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+OPTIMIZER_TYPES = ("adamw", "lamb")
+
+
+class WarmupLinearDecay(tf_keras.optimizers.schedules.LearningRateSchedule):
+  """Linear warmup to init_lr over num_warmup_steps, then linear decay to 0 at num_train_steps."""
+
+  def __init__(self, init_lr, num_train_steps, num_warmup_steps):
+    super().__init__()
+    self.init_lr = float(init_lr)
+    self.num_train_steps = int(num_train_steps)
+    self.num_warmup_steps = int(num_warmup_steps)
+
+  def __call__(self, step):
+    step = tf.cast(step, tf.float32)
+    # tf.train.polynomial_decay with power 1 and cycle=False clamps the step at num_train_steps.
+    done = tf.minimum(step, float(self.num_train_steps)) / float(max(self.num_train_steps, 1))
+    decayed = self.init_lr * (1.0 - done)
+    if not self.num_warmup_steps:
+      return decayed
+    warmup = self.init_lr * step / float(self.num_warmup_steps)
+    return tf.where(step < float(self.num_warmup_steps), warmup, decayed)
+
+  def get_config(self):
+    return {"init_lr": self.init_lr, "num_train_steps": self.num_train_steps,
+            "num_warmup_steps": self.num_warmup_steps}
+
+
+class _DecoupledDecayOptimizer(tf_keras.optimizers.Optimizer):
+  """Shared part of AdamWeightDecay and LAMB: m/v slots and the weight-decay exclusion list."""
+
+  def __init__(self, learning_rate, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999,
+               epsilon=1e-6, exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY,
+               global_clipnorm=1.0, name="optimizer", **kwargs):
+    # jit_compile=False: XLA does not help on CPU, and the update must equal the formula exactly.
+    super().__init__(name=name, global_clipnorm=global_clipnorm, jit_compile=False, **kwargs)
+    self._learning_rate = self._build_learning_rate(learning_rate)
+    self.weight_decay_rate = weight_decay_rate
+    self.beta_1 = beta_1
+    self.beta_2 = beta_2
+    self.epsilon = epsilon
+    self.exclude_from_weight_decay_patterns = list(exclude_from_weight_decay or [])
+
+  def build(self, var_list):
+    super().build(var_list)
+    if hasattr(self, "_built") and self._built:
+      return
+    self._built = True
+    # Slot names follow the original's "<variable>/adam_m" and "<variable>/adam_v".
+    self._m = [self.add_variable_from_reference(var, "adam_m") for var in var_list]
+    self._v = [self.add_variable_from_reference(var, "adam_v") for var in var_list]
+
+  def is_excluded(self, name):
+    return any(re.search(p, name) for p in self.exclude_from_weight_decay_patterns)
+
+  def do_use_weight_decay(self, name):
+    """Whether the variable called `name` gets weight decay (the original's _do_use_weight_decay)."""
+    return bool(self.weight_decay_rate) and not self.is_excluded(name)
+
+  def _moments(self, gradient, variable):
+    index = self._index_dict[self._var_key(variable)]
+    m, v = self._m[index], self._v[index]
+    m.assign(self.beta_1 * m + (1.0 - self.beta_1) * gradient)
+    v.assign(self.beta_2 * v + (1.0 - self.beta_2) * tf.square(gradient))
+    return m, v
+
+  def get_config(self):
+    config = super().get_config()
+    config.update({
+        "learning_rate": self._serialize_hyperparameter(self._learning_rate),
+        "weight_decay_rate": self.weight_decay_rate, "beta_1": self.beta_1,
+        "beta_2": self.beta_2, "epsilon": self.epsilon,
+        "exclude_from_weight_decay": self.exclude_from_weight_decay_patterns,
+    })
+    return config
+
+
+class AdamWeightDecay(_DecoupledDecayOptimizer):
+  """The original AdamWeightDecayOptimizer: Adam without bias correction, decoupled decay."""
+
+  def __init__(self, learning_rate, name="AdamWeightDecay", **kwargs):
+    super().__init__(learning_rate, name=name, **kwargs)
+
+  def update_step(self, gradient, variable):
+    m, v = self._moments(gradient, variable)
+    update = m / (tf.sqrt(v) + self.epsilon)
+    if self.do_use_weight_decay(variable.name):
+      update += self.weight_decay_rate * variable
+    variable.assign_sub(tf.cast(self.learning_rate, variable.dtype) * update)
+
+
+class Lamb(_DecoupledDecayOptimizer):
+  """LAMB (You et al. 2019): Adam with bias correction and a per-layer trust ratio.
+
+  The trust ratio ||p|| / ||update|| is skipped (taken as 1) for the variables excluded from
+  weight decay, as in the reference implementation, and when either norm is zero.
+  """
+
+  def __init__(self, learning_rate, name="Lamb", **kwargs):
+    super().__init__(learning_rate, name=name, **kwargs)
+
+  def update_step(self, gradient, variable):
+    m, v = self._moments(gradient, variable)
+    step = tf.cast(self.iterations + 1, variable.dtype)
+    m_hat = m / (1.0 - tf.pow(tf.cast(self.beta_1, variable.dtype), step))
+    v_hat = v / (1.0 - tf.pow(tf.cast(self.beta_2, variable.dtype), step))
+    update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
+    if self.do_use_weight_decay(variable.name):
+      update += self.weight_decay_rate * variable
+    ratio = 1.0
+    if not self.is_excluded(variable.name):
+      w_norm = tf.norm(variable)
+      u_norm = tf.norm(update)
+      ratio = tf.where(tf.logical_and(w_norm > 0, u_norm > 0), w_norm / u_norm, 1.0)
+    variable.assign_sub(tf.cast(self.learning_rate, variable.dtype) * ratio * update)
+
+
+def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer_type="adamw",
+                     weight_decay_rate=0.01, clip_norm=1.0, beta_1=0.9, beta_2=0.999,
+                     epsilon=1e-6, exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY):
+  """The original's optimizer set-up (schedule, decay, clipping) as a tf_keras optimizer.
+
+  Gradients are clipped to global norm `clip_norm` (after the cross-replica sum) by the optimizer
+  itself; optimizer.iterations is the global step.
+  """
+  if optimizer_type not in OPTIMIZER_TYPES:
+    raise BertTfError(f"--optimizer: {optimizer_type!r} is not one of {OPTIMIZER_TYPES}")
+  if num_train_steps <= 0:
+    raise BertTfError(f"--num_train_steps: must be positive, got {num_train_steps}")
+  if num_warmup_steps < 0:
+    raise BertTfError(f"--num_warmup_steps: must be >= 0, got {num_warmup_steps}")
+  schedule = WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps)
+  cls = AdamWeightDecay if optimizer_type == "adamw" else Lamb
+  return cls(schedule, weight_decay_rate=weight_decay_rate, beta_1=beta_1, beta_2=beta_2,
+             epsilon=epsilon, exclude_from_weight_decay=exclude_from_weight_decay,
+             global_clipnorm=clip_norm or None)

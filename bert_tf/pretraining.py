@@ -1,0 +1,94 @@
+"""Pretraining objective, metrics and input pipeline (the original run_pretraining.py's model_fn).
+
+loss = masked-LM loss sum(w * ce) / (sum(w) + 1e-5) + mean next-sentence loss, as the original.
+The ablations of the paper's Table 5: use_nsp=False drops the NSP term (--no_nsp);
+left_to_right rebuilds the unmasked text and predicts every next token (--left_to_right, with a
+causal BertPretrainer).
+"""
+import tensorflow as tf
+
+from bert_tf import records
+from bert_tf import training
+
+
+def _cross_entropy(logits, labels):
+  log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+  return -tf.reduce_sum(log_probs * tf.one_hot(labels, tf.shape(logits)[-1]), axis=-1)
+
+
+def masked_lm_loss(features, outputs):
+  per_prediction = _cross_entropy(outputs["mlm_logits"], features["masked_lm_ids"])
+  weights = tf.cast(features["masked_lm_weights"], tf.float32)
+  return tf.reduce_sum(weights * per_prediction) / (tf.reduce_sum(weights) + 1e-5)
+
+
+def next_sentence_loss(features, outputs):
+  labels = tf.reshape(features["next_sentence_labels"], [-1])
+  return tf.reduce_mean(_cross_entropy(outputs["nsp_logits"], labels))
+
+
+def loss_fn(use_nsp=True):
+  """The train/eval loss_fn(features, outputs) of bert_tf.training."""
+
+  def pretraining_loss(features, outputs):
+    loss = masked_lm_loss(features, outputs)
+    if use_nsp:
+      loss += next_sentence_loss(features, outputs)
+    return loss
+
+  return pretraining_loss
+
+
+def metric_fn(use_nsp=True):
+  """The original's eval metrics as {name: (values, weights)} for bert_tf.training."""
+
+  def pretraining_metrics(features, outputs):
+    mlm_logits = outputs["mlm_logits"]
+    mlm_ids = features["masked_lm_ids"]
+    weights = features["masked_lm_weights"]
+    mlm_predictions = tf.argmax(mlm_logits, axis=-1, output_type=tf.int32)
+    metrics = {
+        "masked_lm_accuracy": (tf.cast(tf.equal(mlm_predictions, mlm_ids), tf.float32), weights),
+        "masked_lm_loss": (_cross_entropy(mlm_logits, mlm_ids), weights),
+    }
+    if use_nsp:
+      labels = tf.reshape(features["next_sentence_labels"], [-1])
+      nsp_predictions = tf.argmax(outputs["nsp_logits"], axis=-1, output_type=tf.int32)
+      metrics["next_sentence_accuracy"] = (
+          tf.cast(tf.equal(nsp_predictions, labels), tf.float32), None)
+      metrics["next_sentence_loss"] = (_cross_entropy(outputs["nsp_logits"], labels), None)
+    return metrics
+
+  return pretraining_metrics
+
+
+def left_to_right_targets(features):
+  """Per example: undo the masking, then predict token t+1 from positions <= t (all of them).
+
+  create_pretraining_data replaced the masked tokens (with [MASK], a random or the same token);
+  masked_lm_ids hold the originals, so scattering them back gives the unmasked text.
+  """
+  input_ids = features["input_ids"]
+  seq_length = input_ids.shape[0]
+  weights = features["masked_lm_weights"]
+  real = weights > 0
+  positions = tf.boolean_mask(features["masked_lm_positions"], real)
+  original_ids = tf.tensor_scatter_nd_update(input_ids, positions[:, tf.newaxis],
+                                             tf.boolean_mask(features["masked_lm_ids"], real))
+  features = dict(features)
+  features["input_ids"] = original_ids
+  features["masked_lm_positions"] = tf.range(seq_length - 1, dtype=input_ids.dtype)
+  features["masked_lm_ids"] = original_ids[1:]
+  features["masked_lm_weights"] = tf.cast(features["input_mask"][1:], tf.float32)
+  return features
+
+
+def input_fn(input_files, max_seq_length, max_predictions_per_seq, batch_size, is_training,
+             seed=0, gradient_accumulation_steps=1, left_to_right=False):
+  """The pretraining records as a bert_tf.training input_fn. Eval repeats, as the original
+  (it runs --max_eval_steps batches)."""
+  return training.records_input_fn(
+      input_files, records.pretraining_features(max_seq_length, max_predictions_per_seq),
+      batch_size, is_training, seed=seed, gradient_accumulation_steps=gradient_accumulation_steps,
+      map_fn=left_to_right_targets if left_to_right else None, repeat=True,
+      drop_remainder=is_training)

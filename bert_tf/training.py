@@ -1,0 +1,520 @@
+"""The one train / evaluate / predict loop every run_*.py uses, with strategy and precision set-up.
+
+API (stable; later changes only add keyword arguments):
+
+  strategy = get_strategy(distribution_strategy="one_device", num_gpus=None, tpu_name=None,
+                          tpu_zone=None, gcp_project=None, master=None)
+      one of STRATEGIES: one_device | mirrored | multi_worker_mirrored | tpu. Create it before any
+      other TensorFlow op (multi_worker_mirrored needs that). Scripts usually call
+      bert_tf.common_flags.runtime_from_flags(), which does this, then set_precision and set_seed.
+  set_precision(dtype)        dtype in PRECISIONS: float32 | bfloat16 | float16 (loss-scaled)
+  set_seed(seed, deterministic=True)
+      seeds Python/NumPy/TF, enables op determinism and makes dropout layers draw from
+      tf.random.Generator objects, whose state the loop checkpoints (exact resume).
+
+  model = train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning_rate,
+                num_warmup_steps, output_dir, init_checkpoint=None, optimizer_type="adamw",
+                weight_decay_rate=0.01, save_checkpoints_steps=1000, keep_checkpoint_max=5,
+                steps_per_loop=1000, log_steps=100, gradient_accumulation_steps=1, metric_fn=None,
+                seed=None, use_xla=False, train_batch_size=None)
+      model_fn()                      -> a tf_keras.Model (called inside strategy.scope()); a task
+                                         model holds its encoder as `.encoder`.
+      loss_fn(features, outputs)      -> float32 scalar: the mean loss of this replica's
+                                         micro-batch (the loop scales it for replicas/accumulation).
+      train_input_fn(input_context)   -> tf.data.Dataset of feature dicts, batched per replica and
+                                         repeated forever. With gradient accumulation the batches
+                                         are micro-batches: use per_replica_batch_size(input_context,
+                                         train_batch_size, gradient_accumulation_steps), or
+                                         records_input_fn(...) which does all of it.
+      metric_fn(features, outputs)    -> {name: (values, weights or None)}: the metric is
+                                         sum(values * weights) / sum(weights) over what was seen
+                                         (logged during training when gradient_accumulation_steps
+                                         is 1; evaluate() uses the same function).
+      Checkpoints (tf.train.Checkpoint(model=, optimizer=, train_iterators=, rngs=)) go to
+      output_dir every save_checkpoints_steps and at the end; an existing checkpoint there is
+      resumed (global step, optimizer slots, input position, dropout RNG), and init_checkpoint is
+      then ignored. Otherwise init_checkpoint (an original TF1 checkpoint, one of ours, or a Hugging
+      Face directory) is loaded with bert_tf.checkpoints.init_from_checkpoint. A NaN/Inf loss raises
+      BertTfError without saving. TensorBoard summaries go to output_dir/train; a progress line
+      (steps/s, examples/s, ETA) is logged every log_steps. Returns the trained model;
+      global_step(model) gives its step.
+
+  results = evaluate(strategy, model, eval_input_fn, metric_fn, loss_fn=None, steps=None,
+                     global_step=None)
+      eval_input_fn(input_context) -> batched dataset (finite, or repeated with `steps` given).
+      Returns {metric names..., "loss" if loss_fn, "global_step" if given}: plain Python floats.
+  write_eval_results(path, results)    writes sorted "key = value" lines, as the original.
+
+  for batch in predict(strategy, model, predict_input_fn): ...
+      yields one dict per batch: the features and the model outputs, as NumPy arrays.
+
+  model, step = restore_model(strategy, model_fn, input_fn, output_dir=None, init_checkpoint=None)
+      a model built for input_fn's features, with the latest checkpoint of output_dir or else
+      init_checkpoint loaded (for --do_eval / --do_predict without --do_train).
+
+  records_input_fn(input_files, name_to_features, batch_size, is_training, seed=0,
+                   gradient_accumulation_steps=1, map_fn=None, drop_remainder=None,
+                   shuffle_buffer_size=100, cycle_length=4, repeat=None)
+      -> input_fn(input_context): TFRecords through bert_tf.records.parse_fn; for training it shards
+      by file across input pipelines (by record when there are fewer files), repeats, shuffles the
+      files and interleaves them, shuffles records (seeded), batches per replica and prefetches.
+"""
+import os
+import time
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from bert_tf import optimization
+from bert_tf import records
+from bert_tf.errors import BertTfError
+
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
+PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+
+
+# ---------------------------------------------------------------------------- set-up
+
+
+def get_strategy(distribution_strategy="one_device", num_gpus=None, tpu_name=None, tpu_zone=None,
+                 gcp_project=None, master=None):
+  """The tf.distribute.Strategy named by --distribution_strategy."""
+  if distribution_strategy not in STRATEGIES:
+    raise BertTfError(f"--distribution_strategy: {distribution_strategy!r} is not one of "
+                      f"{STRATEGIES}")
+  if distribution_strategy == "tpu":
+    tpu = tpu_name or master or ""
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu, zone=tpu_zone,
+                                                                  project=gcp_project)
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
+  if distribution_strategy == "multi_worker_mirrored":
+    return tf.distribute.MultiWorkerMirroredStrategy()
+  gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
+  if distribution_strategy == "one_device":
+    return tf.distribute.OneDeviceStrategy(gpus[0] if gpus and num_gpus != 0 else "/cpu:0")
+  if num_gpus is None:
+    devices = gpus
+  elif num_gpus > len(gpus):
+    raise BertTfError(f"--num_gpus: {num_gpus} requested but {len(gpus)} GPU(s) are visible")
+  else:
+    devices = gpus[:num_gpus]
+  # Without GPUs, mirror over the logical CPU devices (tests split the CPU into two).
+  devices = devices or [d.name for d in tf.config.list_logical_devices("CPU")]
+  return tf.distribute.MirroredStrategy(devices)
+
+
+def set_precision(dtype):
+  """Sets the global Keras policy: bfloat16 and float16 compute with float32 variables."""
+  if dtype not in PRECISIONS:
+    raise BertTfError(f"--dtype: {dtype!r} is not one of {sorted(PRECISIONS)}")
+  tf_keras.mixed_precision.set_global_policy(PRECISIONS[dtype])
+
+
+def set_seed(seed, deterministic=True):
+  """Seeds everything; with `deterministic`, the same flags give bit-identical weights."""
+  tf_keras.utils.set_random_seed(seed)
+  if deterministic:
+    tf.config.experimental.enable_op_determinism()
+  # Dropout then draws from tf.random.Generator variables, which are checkpointed, so a resumed
+  # run draws the same masks as one that was never stopped.
+  tf_keras.backend.experimental.enable_tf_random_generator()
+
+
+def per_replica_batch_size(input_context, global_batch_size, gradient_accumulation_steps=1):
+  """Examples per replica per micro-batch, for a global batch of `global_batch_size`."""
+  parts = input_context.num_replicas_in_sync * gradient_accumulation_steps
+  if global_batch_size % parts:
+    raise BertTfError(f"--train_batch_size: {global_batch_size} is not divisible by "
+                      f"{input_context.num_replicas_in_sync} replica(s) x "
+                      f"{gradient_accumulation_steps} accumulation step(s)")
+  return global_batch_size // parts
+
+
+def records_input_fn(input_files, name_to_features, batch_size, is_training, seed=0,
+                     gradient_accumulation_steps=1, map_fn=None, drop_remainder=None,
+                     shuffle_buffer_size=100, cycle_length=4, repeat=None):
+  """An input_fn over TFRecord files; `batch_size` is the global batch per optimizer step."""
+  input_files = list(input_files)
+  drop_remainder = is_training if drop_remainder is None else drop_remainder
+  repeat = is_training if repeat is None else repeat
+
+  def input_fn(input_context=None):
+    input_context = input_context or tf.distribute.InputContext()
+    micro_batch = per_replica_batch_size(
+        input_context, batch_size, gradient_accumulation_steps if is_training else 1)
+    pipelines, pipeline_id = input_context.num_input_pipelines, input_context.input_pipeline_id
+    if is_training:
+      files = tf.data.Dataset.from_tensor_slices(tf.constant(input_files))
+      by_file = len(input_files) >= pipelines
+      if by_file:
+        files = files.shard(pipelines, pipeline_id)
+      if repeat:
+        files = files.repeat()
+      files = files.shuffle(max(len(input_files), 1), seed=seed)
+      d = files.interleave(tf.data.TFRecordDataset, cycle_length=min(cycle_length,
+                                                                     len(input_files)),
+                           num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+      d = d.shuffle(shuffle_buffer_size, seed=seed)
+      if not by_file:
+        # Every pipeline reads the same shuffled stream and keeps its share, so N replicas see
+        # the same global batches as one device.
+        d = d.shard(pipelines, pipeline_id)
+    else:
+      d = tf.data.TFRecordDataset(input_files)
+      if pipelines > 1:
+        d = d.shard(pipelines, pipeline_id)
+      if repeat:
+        d = d.repeat()
+    d = d.map(records.parse_fn(name_to_features), num_parallel_calls=tf.data.AUTOTUNE)
+    if map_fn is not None:
+      d = d.map(map_fn, num_parallel_calls=tf.data.AUTOTUNE)
+    d = d.batch(micro_batch, drop_remainder=drop_remainder)
+    return d.prefetch(tf.data.AUTOTUNE)
+
+  return input_fn
+
+
+# ---------------------------------------------------------------------------- model building
+
+
+def _build(model, element_spec):
+  """Creates the model's variables by calling it once on zeros shaped like the features."""
+
+  def zeros(spec):
+    shape = [1 if d is None else d for d in spec.shape.as_list()]
+    return tf.zeros(shape, spec.dtype)
+
+  features = tf.nest.map_structure(zeros, element_spec)
+  return features, model(features, training=False)
+
+
+def _dropout_generators(model):
+  """The tf.random.Generator of every dropout-like layer, in a stable order."""
+  generators = []
+  for layer in model.submodules:
+    rng = getattr(layer, "_random_generator", None)
+    generator = getattr(rng, "_generator", None)
+    if isinstance(generator, tf.random.Generator):
+      generators.append(generator)
+  return generators
+
+
+def _load_init_checkpoint(model, init_checkpoint):
+  from bert_tf import checkpoints  # pylint: disable=g-import-not-at-top
+  logging.info("Initializing from %s", init_checkpoint)
+  checkpoints.init_from_checkpoint(model, init_checkpoint)
+
+
+def _worker_index(strategy):
+  resolver = getattr(strategy, "cluster_resolver", None)
+  if resolver is None or not resolver.cluster_spec().as_dict():
+    return 0
+  from tensorflow.python.distribute import multi_worker_util  # pylint: disable=g-import-not-at-top
+  return multi_worker_util.id_in_cluster(resolver.cluster_spec(), resolver.task_type,
+                                         resolver.task_id)
+
+
+def _is_chief(strategy):
+  return strategy.extended.should_checkpoint
+
+
+def global_step(model):
+  """The optimizer step a model trained by train() or loaded by restore_model() is at."""
+  return int(getattr(model, "global_step", 0))
+
+
+def restore_model(strategy, model_fn, input_fn, output_dir=None, init_checkpoint=None):
+  """A built model with the latest checkpoint of output_dir, or else init_checkpoint, loaded."""
+  with strategy.scope():
+    model = model_fn()
+    _build(model, input_fn(tf.distribute.InputContext()).element_spec)
+  latest = tf.train.latest_checkpoint(output_dir) if output_dir else None
+  step = 0
+  if latest:
+    logging.info("Restoring %s", latest)
+    tf.train.Checkpoint(model=model).restore(latest).expect_partial()
+    reader = tf.train.load_checkpoint(latest)
+    for key in ("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE",
+                "optimizer/inner_optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"):
+      if reader.has_tensor(key):
+        step = int(reader.get_tensor(key))
+  elif init_checkpoint:
+    _load_init_checkpoint(model, init_checkpoint)
+  model.global_step = step
+  return model, step
+
+
+# ---------------------------------------------------------------------------- training
+
+
+class _TrainIterators:
+  """One checkpointable iterator per local replica, fed to the replicas as PerReplica values.
+
+  A strategy's own distributed iterator cannot be checkpointed; plain tf.data iterators can, so
+  a resumed run continues from the exact input position. TPUs need the strategy's iterator and
+  resume from the start of the data.
+  """
+
+  def __init__(self, strategy, input_fn):
+    self.strategy = strategy
+    n = strategy.num_replicas_in_sync
+    self.checkpointable = not isinstance(strategy, tf.distribute.TPUStrategy)
+    if not self.checkpointable:
+      self.iterator = iter(strategy.distribute_datasets_from_function(input_fn))
+      self.element_spec = input_fn(tf.distribute.InputContext(1, 0, n)).element_spec
+      self.iterators = []
+      return
+    local = len(strategy.extended.worker_devices)
+    self.first_replica = _worker_index(strategy) * local
+    self.iterators = []
+    for r in range(self.first_replica, self.first_replica + local):
+      context = tf.distribute.InputContext(num_input_pipelines=n, input_pipeline_id=r,
+                                           num_replicas_in_sync=n)
+      self.iterators.append(iter(input_fn(context)))
+    self.element_spec = self.iterators[0].element_spec
+
+  def next(self, accumulation=1):
+    """The next batch of every replica; with accumulation > 1, that many micro-batches stacked
+    on a new leading axis."""
+    if not self.checkpointable:
+      if accumulation > 1:
+        raise BertTfError("--gradient_accumulation_steps: not supported with the tpu strategy")
+      return next(self.iterator)
+    values = []
+    for it in self.iterators:
+      micro_batches = [next(it) for _ in range(accumulation)]
+      values.append(micro_batches[0] if accumulation == 1 else
+                    tf.nest.map_structure(lambda *t: tf.stack(t), *micro_batches))
+    return self.strategy.experimental_distribute_values_from_function(
+        lambda ctx: values[ctx.replica_id_in_sync_group - self.first_replica])
+
+
+def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning_rate,
+          num_warmup_steps, output_dir, init_checkpoint=None, optimizer_type="adamw",
+          weight_decay_rate=0.01, save_checkpoints_steps=1000, keep_checkpoint_max=5,
+          steps_per_loop=1000, log_steps=100, gradient_accumulation_steps=1, metric_fn=None,
+          seed=None, use_xla=False, train_batch_size=None):
+  """Trains model_fn()'s model to num_train_steps optimizer steps; see the module docstring."""
+  if gradient_accumulation_steps < 1:
+    raise BertTfError("--gradient_accumulation_steps: must be >= 1, got "
+                      f"{gradient_accumulation_steps}")
+  if save_checkpoints_steps < 1:
+    raise BertTfError(f"--save_checkpoints_steps: must be >= 1, got {save_checkpoints_steps}")
+  tf.io.gfile.makedirs(output_dir)
+  chief = _is_chief(strategy)
+  accumulation = gradient_accumulation_steps
+  num_replicas = strategy.num_replicas_in_sync
+  if seed is not None:
+    tf_keras.utils.set_random_seed(seed)
+
+  iterators = _TrainIterators(strategy, train_input_fn)
+  with strategy.scope():
+    model = model_fn()
+    features, outputs = _build(model, iterators.element_spec)
+    optimizer = optimization.create_optimizer(
+        learning_rate, num_train_steps, num_warmup_steps, optimizer_type=optimizer_type,
+        weight_decay_rate=weight_decay_rate)
+    loss_scaled = tf_keras.mixed_precision.global_policy().name == "mixed_float16"
+    if loss_scaled:
+      optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
+    inner_optimizer = optimizer.inner_optimizer if loss_scaled else optimizer
+    inner_optimizer.build(model.trainable_variables)
+    train_loss = tf_keras.metrics.Mean("loss", dtype=tf.float32)
+    metric_names = sorted(metric_fn(features, outputs)) if metric_fn else []
+    train_metrics = {name: tf_keras.metrics.Mean(name, dtype=tf.float32) for name in metric_names}
+
+  checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
+                                   train_iterators=iterators.iterators,
+                                   rngs=_dropout_generators(model))
+  checkpoint_dir = output_dir if chief else os.path.join(
+      output_dir, f".worker_{_worker_index(strategy)}_tmp")
+  manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir,
+                                       max_to_keep=keep_checkpoint_max)
+  latest = tf.train.latest_checkpoint(output_dir)
+  if latest:
+    logging.info("Resuming from %s%s", latest,
+                 f" (--init_checkpoint {init_checkpoint} is ignored)" if init_checkpoint else "")
+    checkpoint.restore(latest).assert_existing_objects_matched()
+  elif init_checkpoint:
+    _load_init_checkpoint(model, init_checkpoint)
+
+  trainable = model.trainable_variables
+
+  def micro_step(features):
+    with tf.GradientTape() as tape:
+      outputs = model(features, training=True)
+      loss = tf.cast(loss_fn(features, outputs), tf.float32)
+      scaled = loss / float(num_replicas * accumulation)
+      if loss_scaled:
+        scaled = optimizer.get_scaled_loss(scaled)
+    grads = tape.gradient(scaled, trainable)
+    if loss_scaled:
+      grads = optimizer.get_unscaled_gradients(grads)
+    grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+             for g, v in zip(grads, trainable)]
+    return loss, grads, outputs
+
+  def update_metrics(features, outputs, loss):
+    train_loss.update_state(loss)
+    if metric_fn is None:
+      return
+    for name, (values, weights) in metric_fn(features, outputs).items():
+      train_metrics[name].update_state(tf.cast(values, tf.float32), sample_weight=weights)
+
+  @tf.function(jit_compile=use_xla or None)
+  def compute_gradients(features):
+    if accumulation == 1:
+      loss, grads, outputs = micro_step(features)
+      return loss, grads, outputs
+    total_loss = tf.constant(0.0)
+    total = [tf.zeros_like(v) for v in trainable]
+    for i in tf.range(accumulation):
+      micro = tf.nest.map_structure(lambda t: t[i], features)  # pylint: disable=cell-var-from-loop
+      loss, grads, _ = micro_step(micro)
+      total_loss += loss
+      total = [a + g for a, g in zip(total, grads)]
+    return total_loss / accumulation, total, None
+
+  def replica_step(features):
+    loss, grads, outputs = compute_gradients(features)
+    optimizer.apply_gradients(zip(grads, trainable))
+    if outputs is not None:
+      update_metrics(features, outputs, loss)
+    else:
+      train_loss.update_state(loss)
+    return loss
+
+  @tf.function
+  def train_loop(num_steps):
+    all_finite = tf.constant(True)
+    loss = tf.constant(0.0)
+    for _ in tf.range(num_steps):
+      per_replica = strategy.run(replica_step, args=(iterators.next(accumulation),))
+      loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)
+      all_finite = tf.logical_and(all_finite, tf.math.is_finite(loss))
+    return loss, all_finite
+
+  writer = (tf.summary.create_file_writer(os.path.join(output_dir, "train")) if chief
+            else tf.summary.create_noop_writer())
+  step = int(optimizer.iterations.numpy())
+  start_step, start_time = step, time.time()
+  last_step, last_time = step, start_time
+  logging.info("***** Running training from step %d to %d *****", step, num_train_steps)
+  while step < num_train_steps:
+    until_save = save_checkpoints_steps - step % save_checkpoints_steps
+    until_log = log_steps - step % log_steps if log_steps else num_train_steps
+    n = min(steps_per_loop, until_save, until_log, num_train_steps - step)
+    loss, all_finite = train_loop(tf.constant(n, tf.int32))
+    step += n
+    loss = float(loss)
+    if not bool(all_finite):
+      raise BertTfError(
+          f"loss became {loss} (NaN or Inf) by step {step}: training stopped, last good "
+          f"checkpoint kept: {tf.train.latest_checkpoint(output_dir)} (try a lower "
+          "--learning_rate or --dtype=float32)")
+    now = time.time()
+    if step == num_train_steps or (log_steps and step % log_steps == 0):
+      steps_per_s = (step - last_step) / max(now - last_time, 1e-9)
+      eta = (num_train_steps - step) * (now - start_time) / max(step - start_step, 1)
+      lr = float(inner_optimizer.learning_rate.numpy())
+      scalars = {"loss": float(train_loss.result()), "learning_rate": lr,
+                 "steps_per_second": steps_per_s}
+      if train_batch_size:
+        scalars["examples_per_second"] = steps_per_s * train_batch_size
+      scalars.update({name: float(m.result()) for name, m in train_metrics.items()})
+      logging.info("step %d/%d %s, ETA %s", step, num_train_steps,
+                   ", ".join(f"{k} {v:.4g}" for k, v in scalars.items()),
+                   time.strftime("%H:%M:%S", time.gmtime(eta)))
+      with writer.as_default():
+        for name, value in scalars.items():
+          tf.summary.scalar(name, value, step=step)
+      writer.flush()
+      train_loss.reset_state()
+      for m in train_metrics.values():
+        m.reset_state()
+      last_step, last_time = step, now
+    if step % save_checkpoints_steps == 0 or step == num_train_steps:
+      path = manager.save(checkpoint_number=step)
+      if chief:
+        logging.info("Saved checkpoint %s", path)
+      else:
+        tf.io.gfile.rmtree(checkpoint_dir)
+  model.global_step = step
+  return model
+
+
+# ---------------------------------------------------------------------------- eval and predict
+
+
+def evaluate(strategy, model, eval_input_fn, metric_fn, loss_fn=None, steps=None,
+             global_step=None):
+  """Weighted means of metric_fn's values (and of the loss) over eval_input_fn's batches."""
+  dataset = strategy.distribute_datasets_from_function(eval_input_fn)
+
+  @tf.function
+  def eval_step(features):
+
+    def replica_fn(features):
+      outputs = model(features, training=False)
+      sums = {}
+      for name, (values, weights) in metric_fn(features, outputs).items():
+        values = tf.cast(values, tf.float32)
+        weights = tf.ones_like(values) if weights is None else tf.cast(weights, tf.float32)
+        weights = tf.broadcast_to(weights, tf.shape(values))
+        sums[name] = (tf.reduce_sum(values * weights), tf.reduce_sum(weights))
+      if loss_fn is not None:
+        examples = tf.cast(tf.shape(tf.nest.flatten(features)[0])[0], tf.float32)
+        loss = tf.cast(loss_fn(features, outputs), tf.float32)
+        sums["loss"] = (tf.where(examples > 0, loss * examples, 0.0), examples)
+      return sums
+
+    per_replica = strategy.run(replica_fn, args=(features,))
+    return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+  totals = {}
+  for i, features in enumerate(dataset):
+    if steps is not None and i >= steps:
+      break
+    for name, (total, weight) in eval_step(features).items():
+      t, w = totals.get(name, (0.0, 0.0))
+      totals[name] = (t + float(total), w + float(weight))
+  results = {name: t / w if w else float("nan") for name, (t, w) in totals.items()}
+  if global_step is not None:
+    results["global_step"] = int(global_step)
+  return results
+
+
+def write_eval_results(path, results):
+  """The original's eval_results.txt: one sorted `key = value` line per result."""
+  from bert_tf.fileio import write_text_atomically  # pylint: disable=g-import-not-at-top
+  lines = []
+  for key in sorted(results):
+    logging.info("  %s = %s", key, results[key])
+    lines.append(f"{key} = {results[key]}\n")
+  write_text_atomically(path, "".join(lines))
+
+
+def predict(strategy, model, predict_input_fn):
+  """Yields {feature and output name: NumPy array} per batch, replicas concatenated in order."""
+  dataset = strategy.distribute_datasets_from_function(predict_input_fn)
+
+  @tf.function
+  def predict_step(features):
+
+    def replica_fn(features):
+      outputs = model(features, training=False)
+      merged = dict(features)
+      merged.update(outputs if isinstance(outputs, dict) else {"outputs": outputs})
+      return merged
+
+    return strategy.run(replica_fn, args=(features,))
+
+  for features in dataset:
+    per_replica = predict_step(features)
+    yield {name: np.concatenate([np.asarray(t) for t in strategy.experimental_local_results(v)])
+           for name, v in per_replica.items()}
+

@@ -1,0 +1,65 @@
+"""convert_checkpoint.py end to end: TF1 -> Hugging Face -> TF2 keeps every weight bit-exact."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import checkpoints
+from bert_tf import modeling
+from bert_tf.config import BertConfig
+from test_checkpoints import randomize
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIG = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                    intermediate_size=20, max_position_embeddings=12, type_vocab_size=2)
+
+
+def convert(*args):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  return subprocess.run([sys.executable, os.path.join(REPO, "convert_checkpoint.py"), *args],
+                        capture_output=True, text=True, env=env, cwd=REPO, check=False)
+
+
+def test_tf1_to_hf_to_tf2_is_bit_exact(tmp_path):
+  original = randomize(modeling.BertPretrainer(CONFIG))
+  tf1 = checkpoints.save_tf1_checkpoint(original, str(tmp_path / "tf1" / "bert_model.ckpt"))
+  config_file = str(tmp_path / "bert_config.json")
+  CONFIG.to_json_file(config_file)
+
+  hf_dir = str(tmp_path / "hf") + "/"
+  run = convert(f"--input={tf1}", f"--output={hf_dir}", f"--bert_config_file={config_file}")
+  assert run.returncode == 0, run.stderr
+  assert sorted(os.listdir(hf_dir)) == ["config.json", "model.safetensors"]
+
+  # No --bert_config_file: the Hugging Face config.json serves.
+  tf2 = str(tmp_path / "tf2" / "ckpt")
+  run = convert(f"--input={hf_dir}", f"--output={tf2}", "--output_format=tf2")
+  assert run.returncode == 0, run.stderr
+  assert checkpoints.detect_format(tf2)[0] == "tf2"
+
+  restored = modeling.BertPretrainer(CONFIG)
+  result = checkpoints.init_from_checkpoint(restored, tf2)
+  assert not result.not_found and not result.unused
+  for a, b in zip(restored.variables, original.variables):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_bad_input_is_one_line_and_exit_1(tmp_path):
+  encoder = modeling.BertModel(CONFIG)
+  tf1 = checkpoints.save_tf1_checkpoint(encoder, str(tmp_path / "bert_model.ckpt"))
+  config_file = str(tmp_path / "bert_config.json")
+  BertConfig.from_dict(dict(CONFIG.to_dict(), intermediate_size=24)).to_json_file(config_file)
+  output = str(tmp_path / "out.ckpt")
+  run = convert(f"--input={tf1}", f"--output={output}", f"--bert_config_file={config_file}",
+                "--output_format=tf1")
+  assert run.returncode == 1
+  errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+  assert len(errors) == 1 and run.stderr.rstrip().endswith(errors[0])
+  assert "bert/encoder/layer_0/intermediate/dense/kernel" in errors[0]
+  assert "[16, 20]" in errors[0] and "[16, 24]" in errors[0]
+  assert not tf.io.gfile.glob(output + "*")
+
+  run = convert(f"--input={tmp_path / 'missing'}", f"--output={output}", "--output_format=hf")
+  assert run.returncode == 1 and run.stderr.rstrip().splitlines()[-1].startswith("error:")

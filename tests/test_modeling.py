@@ -1,0 +1,191 @@
+"""The encoder and pretraining heads: original names and shapes, masking, dropout, precision."""
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+from bert_tf import modeling
+from bert_tf.config import BertConfig
+
+CONFIG = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                    intermediate_size=37, max_position_embeddings=16, type_vocab_size=2)
+
+
+def original_encoder_shapes(c):
+  """Name -> shape of the original release's encoder variables."""
+  h, i = c.hidden_size, c.intermediate_size
+  shapes = {
+      "bert/embeddings/word_embeddings": [c.vocab_size, h],
+      "bert/embeddings/token_type_embeddings": [c.type_vocab_size, h],
+      "bert/embeddings/position_embeddings": [c.max_position_embeddings, h],
+      "bert/embeddings/LayerNorm/gamma": [h], "bert/embeddings/LayerNorm/beta": [h],
+      "bert/pooler/dense/kernel": [h, h], "bert/pooler/dense/bias": [h],
+  }
+  for n in range(c.num_hidden_layers):
+    layer = f"bert/encoder/layer_{n}/"
+    for dense in ("attention/self/query", "attention/self/key", "attention/self/value",
+                  "attention/output/dense"):
+      shapes[layer + dense + "/kernel"] = [h, h]
+      shapes[layer + dense + "/bias"] = [h]
+    shapes[layer + "intermediate/dense/kernel"] = [h, i]
+    shapes[layer + "intermediate/dense/bias"] = [i]
+    shapes[layer + "output/dense/kernel"] = [i, h]
+    shapes[layer + "output/dense/bias"] = [h]
+    for norm in ("attention/output/LayerNorm", "output/LayerNorm"):
+      shapes[layer + norm + "/gamma"] = [h]
+      shapes[layer + norm + "/beta"] = [h]
+  return shapes
+
+
+def head_shapes(c):
+  h = c.hidden_size
+  return {"cls/predictions/transform/dense/kernel": [h, h],
+          "cls/predictions/transform/dense/bias": [h],
+          "cls/predictions/transform/LayerNorm/gamma": [h],
+          "cls/predictions/transform/LayerNorm/beta": [h],
+          "cls/predictions/output_bias": [c.vocab_size],
+          "cls/seq_relationship/output_weights": [2, h],
+          "cls/seq_relationship/output_bias": [2]}
+
+
+def features(batch=3, seq=9, seed=0):
+  rng = np.random.RandomState(seed)
+  input_mask = np.ones((batch, seq), np.int32)
+  input_mask[1, 5:] = 0
+  input_mask[2, 2:] = 0
+  segment_ids = np.zeros((batch, seq), np.int32)
+  segment_ids[:, 4:] = 1
+  return {"input_ids": tf.constant(rng.randint(1, CONFIG.vocab_size, (batch, seq)), tf.int32),
+          "input_mask": tf.constant(input_mask), "segment_ids": tf.constant(segment_ids),
+          "masked_lm_positions": tf.constant(rng.randint(0, seq, (batch, 3)), tf.int32)}
+
+
+@pytest.fixture
+def bf16_policy():
+  tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
+  yield
+  tf_keras.mixed_precision.set_global_policy("float32")
+
+
+def test_encoder_variables_have_original_names_and_shapes():
+  model = modeling.BertModel(CONFIG)
+  expected = {name + ":0": shape for name, shape in original_encoder_shapes(CONFIG).items()}
+  got = {v.name: v.shape.as_list() for v in model.variables}
+  assert got == expected
+  assert len(model.variables) == len(expected)
+  assert model.embedding_table.name == "bert/embeddings/word_embeddings:0"
+
+
+def test_pretrainer_variables_have_original_names_inside_any_scope():
+  with tf.name_scope("outer"):
+    model = modeling.BertPretrainer(CONFIG)
+  expected = dict(original_encoder_shapes(CONFIG), **head_shapes(CONFIG))
+  got = {v.name[:-2]: v.shape.as_list() for v in model.variables}
+  assert got == expected
+  assert model.encoder.config is CONFIG
+
+
+def test_outputs_shapes_and_dtypes():
+  model = modeling.BertPretrainer(CONFIG)
+  out = model(features())
+  assert out["sequence_output"].shape == [3, 9, 32]
+  assert out["pooled_output"].shape == [3, 32]
+  assert out["embedding_output"].shape == [3, 9, 32]
+  assert len(out["encoder_outputs"]) == 2
+  np.testing.assert_array_equal(out["encoder_outputs"][-1], out["sequence_output"])
+  assert out["mlm_logits"].shape == [3, 3, 50] and out["mlm_logits"].dtype == tf.float32
+  assert out["nsp_logits"].shape == [3, 2] and out["nsp_logits"].dtype == tf.float32
+  # The pooled output is tanh(dense([CLS])).
+  pooler = model.encoder.pooler
+  expected = np.tanh(out["sequence_output"][:, 0].numpy() @ pooler.kernel.numpy()
+                     + pooler.bias.numpy())
+  np.testing.assert_allclose(out["pooled_output"], expected, atol=1e-5)
+
+
+def test_padding_does_not_leak_into_real_positions():
+  model = modeling.BertModel(CONFIG)
+  f = features()
+  changed = dict(f, input_ids=tf.where(f["input_mask"] == 0, 7, f["input_ids"]))
+  a, b = model(f)["sequence_output"], model(changed)["sequence_output"]
+  real = f["input_mask"].numpy().astype(bool)
+  np.testing.assert_allclose(a.numpy()[real], b.numpy()[real], atol=1e-6)
+  assert np.abs(a.numpy()[~real] - b.numpy()[~real]).max() > 1e-3
+
+
+def test_mask_and_segments_default():
+  model = modeling.BertModel(CONFIG)
+  f = features()
+  ids = f["input_ids"]
+  full = model({"input_ids": ids, "input_mask": tf.ones_like(ids),
+                "segment_ids": tf.zeros_like(ids)})["sequence_output"]
+  np.testing.assert_allclose(model({"input_ids": ids})["sequence_output"], full, atol=1e-6)
+
+
+def test_causal_attention_ignores_the_right():
+  model = modeling.BertModel(CONFIG, causal=True)
+  f = features()
+  f = {"input_ids": f["input_ids"], "input_mask": tf.ones_like(f["input_ids"])}
+  changed = dict(f, input_ids=tf.concat([f["input_ids"][:, :5], f["input_ids"][:, 5:] * 0 + 3],
+                                        axis=1))
+  a, b = model(f)["sequence_output"].numpy(), model(changed)["sequence_output"].numpy()
+  np.testing.assert_allclose(a[:, :5], b[:, :5], atol=1e-6)
+  assert np.abs(a[:, 5:] - b[:, 5:]).max() > 1e-3
+
+
+def test_dropout_only_in_training():
+  model = modeling.BertModel(CONFIG)
+  f = features()
+  np.testing.assert_array_equal(model(f)["sequence_output"], model(f)["sequence_output"])
+  assert np.abs(model(f, training=True)["sequence_output"].numpy()
+                - model(f)["sequence_output"].numpy()).max() > 1e-3
+
+
+def test_gelu_is_exact_erf():
+  x = np.linspace(-4, 4, 9).astype(np.float32)
+  erf = np.vectorize(math.erf)
+  np.testing.assert_allclose(modeling.get_activation("gelu")(x),
+                             0.5 * x * (1 + erf(x / np.sqrt(2))), atol=1e-6)
+  assert modeling.get_activation("linear") is None
+
+
+def test_mixed_bfloat16_matches_float32(bf16_policy):  # pylint: disable=redefined-outer-name,unused-argument
+  model = modeling.BertPretrainer(CONFIG)
+  tf_keras.mixed_precision.set_global_policy("float32")
+  reference = modeling.BertPretrainer(CONFIG)
+  tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
+  for source, target in zip(model.variables, reference.variables):
+    target.assign(source)
+  assert all(v.dtype == tf.float32 for v in model.variables)
+  f = features()
+  out = tf.function(lambda x: model(x, training=False))(f)
+  ref = reference(f)
+  assert out["sequence_output"].dtype == tf.bfloat16
+  assert out["mlm_logits"].dtype == tf.float32 and out["nsp_logits"].dtype == tf.float32
+  for key in ("sequence_output", "pooled_output", "mlm_logits", "nsp_logits"):
+    np.testing.assert_allclose(tf.cast(out[key], tf.float32), ref[key], atol=0.1)
+
+
+def test_trains_under_a_distribution_strategy():
+  strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+  with strategy.scope():
+    model = modeling.BertPretrainer(CONFIG)
+    optimizer = tf_keras.optimizers.SGD(0.1)
+  assert model.variables[0].name == "bert/embeddings/word_embeddings:0"
+  f = features()
+
+  @tf.function
+  def step(x):
+    def replica_step(x):
+      with tf.GradientTape() as tape:
+        out = model(x, training=True)
+        loss = tf.reduce_mean(out["mlm_logits"] ** 2) + tf.reduce_mean(out["nsp_logits"] ** 2)
+      grads = tape.gradient(loss, model.trainable_variables)
+      optimizer.apply_gradients(zip(grads, model.trainable_variables))
+      return loss
+    return strategy.run(replica_step, args=(x,))
+
+  before = model.encoder.transformer_layers[0].query.kernel.numpy()
+  assert np.isfinite(step(f).numpy())
+  assert np.abs(model.encoder.transformer_layers[0].query.kernel.numpy() - before).max() > 0

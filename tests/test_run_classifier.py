@@ -1,0 +1,175 @@
+"""run_classifier.py end to end (subprocess): a slice of real MRPC, a learnable synthetic task,
+STS-B-style regression, re-evaluation from the saved checkpoint, and bad input."""
+import json
+import os
+import random
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from bert_tf import classification
+from bert_tf.errors import BertTfError
+from conftest import REPO, shared_data
+
+TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+        "intermediate_size": 37, "max_position_embeddings": 64, "type_vocab_size": 2}
+WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "fine", "awful", "the",
+         "movie", "film", "plot", "was", "is", "a", "very", "really", "story", "acting"]
+
+
+def write_config(path, vocab_size):
+  path.write_text(json.dumps(dict(TINY, vocab_size=vocab_size)))
+  return str(path)
+
+
+def write_vocab(tmp_path):
+  path = tmp_path / "vocab.txt"
+  path.write_text("\n".join(WORDS) + "\n")
+  return str(path)
+
+
+def run_script(script, *args):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+  return subprocess.run([sys.executable, os.path.join(REPO, script), *args], cwd=REPO, env=env,
+                        capture_output=True, text=True, timeout=300)
+
+
+def read_results(output_dir):
+  results = {}
+  with open(os.path.join(output_dir, "eval_results.txt")) as f:
+    for line in f:
+      key, value = line.strip().split(" = ")
+      results[key] = float(value)
+  return results
+
+
+def common_args(data_dir, vocab, config, output_dir):
+  return [f"--data_dir={data_dir}", f"--vocab_file={vocab}", f"--bert_config_file={config}",
+          f"--output_dir={output_dir}", "--max_seq_length=32", "--seed=7"]
+
+
+def test_real_mrpc_slice_train_eval_predict_and_reevaluate(tmp_path):
+  glue_mrpc = shared_data("glue", "MRPC")
+  vocab = os.path.join(shared_data("vocab"), "bert-base-uncased-vocab.txt")
+  data_dir = tmp_path / "mrpc"
+  data_dir.mkdir()
+  for split in ("train", "dev", "test"):
+    with open(os.path.join(glue_mrpc, f"{split}.tsv"), encoding="utf-8") as f:
+      lines = f.readlines()[:25]  # the header (with MRPC's BOM) and 24 examples
+    (data_dir / f"{split}.tsv").write_text("".join(lines), encoding="utf-8")
+  config = write_config(tmp_path / "bert_config.json", 30522)
+  output_dir = tmp_path / "out"
+  args = common_args(data_dir, vocab, config, output_dir) + ["--task_name=MRPC"]
+  result = run_script("run_classifier.py", *args, "--do_train", "--do_eval", "--do_predict",
+                      "--train_batch_size=8", "--num_train_epochs=1")
+  assert result.returncode == 0, result.stderr[-3000:]
+  results = read_results(output_dir)
+  assert set(results) == {"eval_accuracy", "eval_f1", "eval_loss", "global_step"}
+  assert results["global_step"] == 3  # int(24 / 8 * 1)
+  probabilities = np.loadtxt(output_dir / "test_results.tsv", delimiter="\t")
+  assert probabilities.shape == (24, 2)
+  np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-6)
+  submission = (output_dir / "MRPC.tsv").read_text().splitlines()
+  assert submission[0] == "index\tprediction" and len(submission) == 25
+  assert submission[1].split("\t")[0] == "0" and submission[1].split("\t")[1] in ("0", "1")
+  assert {"train.tf_record", "eval.tf_record", "predict.tf_record", "checkpoint"} <= set(
+      os.listdir(output_dir))
+  # --do_eval alone restores the checkpoint that training left in output_dir.
+  again = run_script("run_classifier.py", *args, "--do_eval")
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert read_results(output_dir) == pytest.approx(results)
+
+
+def _synthetic_sst2(data_dir, seed, n):
+  rng = random.Random(seed)
+  data_dir.mkdir()
+  for split, count in (("train", n), ("dev", 64), ("test", 16)):
+    lines = ["sentence\tlabel" if split != "test" else "index\tsentence"]
+    for i in range(count):
+      label = rng.randrange(2)
+      words = [rng.choice(["the", "movie", "film", "plot", "was", "is", "a", "very", "story"])
+               for _ in range(rng.randrange(3, 8))]
+      words.insert(rng.randrange(len(words) + 1), rng.choice(["good", "fine"] if label
+                                                             else ["bad", "awful"]))
+      text = " ".join(words)
+      lines.append(f"{text}\t{label}" if split != "test" else f"{i}\t{text}")
+    (data_dir / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+
+
+def test_synthetic_task_is_learned(tmp_path):
+  vocab = write_vocab(tmp_path)
+  config = write_config(tmp_path / "bert_config.json", len(WORDS))
+  _synthetic_sst2(tmp_path / "data", seed=1, n=256)
+  output_dir = tmp_path / "out"
+  result = run_script(
+      "run_classifier.py", *common_args(tmp_path / "data", vocab, config, output_dir),
+      "--task_name=SST-2", "--do_train", "--do_eval", "--do_predict", "--train_batch_size=16",
+      "--num_train_epochs=4", "--learning_rate=2e-3", "--warmup_proportion=0.1",
+      "--eval_batch_size=32", "--dtype=bfloat16")
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "No --init_checkpoint" in result.stderr
+  results = read_results(output_dir)
+  assert results["eval_accuracy"] >= 0.9, results
+  submission = (output_dir / "SST-2.tsv").read_text().splitlines()
+  assert len(submission) == 17
+
+
+def test_regression_task_writes_pearson_and_spearman(tmp_path):
+  vocab = write_vocab(tmp_path)
+  config = write_config(tmp_path / "bert_config.json", len(WORDS))
+  data_dir = tmp_path / "stsb"
+  data_dir.mkdir()
+  header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2"
+  rng = random.Random(0)
+  for split, count in (("train", 16), ("dev", 8), ("test", 4)):
+    lines = [header + ("\tscore" if split != "test" else "")]
+    for i in range(count):
+      row = f"{i}\tmain\tx\t2012\t{i}\tnone\tnone\tthe movie was good\tthe film is fine"
+      lines.append(row + (f"\t{rng.uniform(0, 5):.3f}" if split != "test" else ""))
+    (data_dir / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+  output_dir = tmp_path / "out"
+  result = run_script("run_classifier.py", *common_args(data_dir, vocab, config, output_dir),
+                      "--task_name=STS-B", "--do_train", "--do_eval", "--do_predict",
+                      "--train_batch_size=8", "--num_train_epochs=1")
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert {"eval_pearson", "eval_spearman", "eval_loss", "eval_accuracy", "global_step"} == set(
+      read_results(output_dir))
+  scores = np.loadtxt(output_dir / "test_results.tsv")
+  assert scores.shape == (4,)
+  assert (output_dir / "STS-B.tsv").read_text().startswith("index\tprediction\n0\t")
+
+
+def _flags(tmp_path, **overrides):
+  values = dict(do_train=True, do_eval=False, do_predict=False, do_lower_case=True,
+                init_checkpoint=None, bert_config_file=write_config(tmp_path / "c.json", 20),
+                max_seq_length=32, vocab_file=write_vocab(tmp_path), task_name="mrpc",
+                output_dir=str(tmp_path / "out"), data_dir=str(tmp_path), seed=1)
+  values.update(overrides)
+  return types.SimpleNamespace(**values)
+
+
+def test_bad_input_is_reported_before_any_work(tmp_path):
+  with pytest.raises(BertTfError, match="at least one must be True"):
+    classification.run(_flags(tmp_path, do_train=False))
+  with pytest.raises(BertTfError, match="--max_seq_length: cannot use sequence length 100"):
+    classification.run(_flags(tmp_path, max_seq_length=100))
+  with pytest.raises(BertTfError, match="--vocab_file: .*missing.txt not found"):
+    classification.run(_flags(tmp_path, vocab_file=str(tmp_path / "missing.txt")))
+  with pytest.raises(BertTfError, match="unknown task 'nope'; known tasks: cola, sst-2"):
+    classification.run(_flags(tmp_path, task_name="nope"))
+  with pytest.raises(BertTfError, match="--do_lower_case"):
+    classification.run(_flags(tmp_path, do_lower_case=False,
+                              init_checkpoint="x/uncased_L-12_H-768_A-12/bert_model.ckpt"))
+
+
+def test_script_prints_one_line_error(tmp_path):
+  result = run_script("run_classifier.py", "--task_name=nope", f"--data_dir={tmp_path}",
+                      f"--vocab_file={write_vocab(tmp_path)}",
+                      f"--bert_config_file={write_config(tmp_path / 'c.json', 20)}",
+                      f"--output_dir={tmp_path / 'out'}", "--do_train")
+  assert result.returncode == 1
+  assert result.stderr.strip().splitlines()[-1].startswith("error: --task_name: unknown task")
+  assert not (tmp_path / "out").exists()

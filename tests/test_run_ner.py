@@ -1,0 +1,172 @@
+"""run_ner.py end to end on tiny synthetic CoNLL data: fine-tuning and feature-based training,
+eval_results.txt, test_predictions.txt in conlleval's format (scored again with seqeval), windows
+for long sentences, restoring from output_dir, and one-line errors for bad input."""
+import os
+import random
+import subprocess
+import sys
+import types
+
+import pytest
+from seqeval import metrics as seqeval_metrics
+
+from bert_tf.config import BertConfig
+from conftest import REPO
+
+PEOPLE = ["john", "mary", "peter", "anna"]
+PLACES = ["paris", "london", "berlin", "rome"]
+OTHERS = ["the", "visited", "met", "in", "and", "today", "a", "city", "went", "to"]
+
+
+def _sentence(rng, length):
+  words, tags = [], []
+  while len(words) < length:
+    r = rng.random()
+    if r < 0.2:
+      words += [rng.choice(PEOPLE), rng.choice(PEOPLE)]
+      tags += ["B-PER", "I-PER"]
+    elif r < 0.35:
+      words.append(rng.choice(PLACES))
+      tags.append("B-LOC")
+    else:
+      words.append(rng.choice(OTHERS))
+      tags.append("O")
+  return words, tags
+
+
+def _write_conll(path, sentences, extra=""):
+  lines = ["-DOCSTART- -X- -X- O", ""]
+  for words, tags in sentences:
+    lines += [f"{w.capitalize()} NN I-NP {t}" for w, t in zip(words, tags)] + [""]
+  path.write_text("\n".join(lines) + "\n" + extra)
+
+
+def _run(*args):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+  return subprocess.run([sys.executable, os.path.join(REPO, "run_ner.py"), *args],
+                        capture_output=True, text=True, timeout=600, env=env)
+
+
+def _results(path):
+  with open(path) as f:
+    return {k: v for k, v in (line.strip().split(" = ") for line in f)}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+  tmp = tmp_path_factory.mktemp("run_ner")
+  rng = random.Random(0)
+  data_dir = tmp / "data"
+  data_dir.mkdir()
+  _write_conll(data_dir / "train.txt", [_sentence(rng, rng.randint(3, 9)) for _ in range(160)])
+  _write_conll(data_dir / "valid.txt", [_sentence(rng, rng.randint(3, 9)) for _ in range(30)])
+  # One test sentence longer than --max_seq_length, so it is split into windows.
+  _write_conll(data_dir / "test.txt", [_sentence(rng, 40)] +
+               [_sentence(rng, rng.randint(3, 9)) for _ in range(20)])
+  (tmp / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + PEOPLE +
+                                           PLACES + OTHERS) + "\n")
+  BertConfig(vocab_size=22, hidden_size=16, num_hidden_layers=4, num_attention_heads=2,
+             intermediate_size=37, max_position_embeddings=64).to_json_file(
+                 str(tmp / "bert_config.json"))
+  common = [f"--data_dir={data_dir}", f"--vocab_file={tmp / 'vocab.txt'}",
+            f"--bert_config_file={tmp / 'bert_config.json'}", "--max_seq_length=16",
+            "--train_batch_size=8", "--learning_rate=3e-3", "--log_steps=20",
+            "--save_checkpoints_steps=1000"]
+  return types.SimpleNamespace(tmp=tmp, data_dir=data_dir, common=common)
+
+
+@pytest.fixture(scope="module")
+def fine_tuned(data):
+  output_dir = data.tmp / "fine_tuned"
+  result = _run(*data.common, f"--output_dir={output_dir}", "--do_train", "--do_eval",
+                "--do_predict", "--num_train_epochs=4")
+  assert result.returncode == 0, result.stderr[-3000:]
+  return types.SimpleNamespace(output_dir=output_dir, log=result.stderr)
+
+
+def test_fine_tuning_learns_and_writes_eval_results(fine_tuned):
+  assert "tag scheme IOB2" in fine_tuned.log
+  results = _results(fine_tuned.output_dir / "eval_results.txt")
+  assert float(results["eval_f1"]) > 0.6
+  assert {"eval_precision", "eval_recall", "eval_accuracy", "eval_loss", "eval_PER_f1",
+          "eval_LOC_support", "global_step"} <= set(results)
+  assert results["global_step"] == "80"
+  labels = (fine_tuned.output_dir / "label_list.txt").read_text().split()
+  assert labels == ["O", "B-LOC", "B-PER", "I-PER"]
+
+
+def test_predictions_file_is_conlleval_format_and_scores_as_seqeval(fine_tuned, data):
+  assert "split into windows" in fine_tuned.log
+  source = (data.data_dir / "test.txt").read_text().splitlines()
+  written = (fine_tuned.output_dir / "test_predictions.txt").read_text().splitlines()
+  assert len(written) == len(source)
+  # Every input line comes back with one more column, the predicted tag; sentences as conlleval
+  # reads them (a blank line ends one).
+  gold, predicted, g, p = [], [], [], []
+  for line, out in zip(source + [""], written + [""]):
+    assert out == line == "" or (out.startswith(line + " ") and len(out.split()) == 5)
+    if out and not out.startswith("-DOCSTART-"):
+      g.append(out.split()[3])
+      p.append(out.split()[4])
+    elif g:
+      gold.append(g)
+      predicted.append(p)
+      g, p = [], []
+  assert len(gold) == 21 and len(gold[0]) == 40
+  results = _results(fine_tuned.output_dir / "test_results.txt")
+  assert float(results["test_f1"]) == pytest.approx(seqeval_metrics.f1_score(gold, predicted))
+
+
+def test_eval_restored_from_output_dir_gives_the_same_results(fine_tuned, data):
+  before = _results(fine_tuned.output_dir / "eval_results.txt")
+  os.remove(fine_tuned.output_dir / "eval_results.txt")
+  result = _run(*data.common, f"--output_dir={fine_tuned.output_dir}", "--do_eval",
+                "--eval_batch_size=3")
+  assert result.returncode == 0, result.stderr[-3000:]
+  after = _results(fine_tuned.output_dir / "eval_results.txt")
+  for key in ("eval_f1", "eval_precision", "eval_recall", "global_step"):
+    assert float(after[key]) == pytest.approx(float(before[key]), abs=1e-6)
+
+
+def test_feature_based_trains_only_the_bilstm(data):
+  output_dir = data.tmp / "feature_based"
+  result = _run(*data.common, f"--output_dir={output_dir}", "--do_train", "--do_eval",
+                "--num_train_epochs=1", "--feature_based", "--feature_layers=concat_last_four",
+                "--lstm_units=8", "--dtype=bfloat16")
+  assert result.returncode == 0, result.stderr[-3000:]
+  results = _results(output_dir / "eval_results.txt")
+  assert 0.0 <= float(results["eval_f1"]) <= 1.0 and results["global_step"] == "20"
+
+
+def test_unknown_eval_tag_and_docstart_inside_sentence_are_reported(data):
+  data_dir = data.tmp / "odd_data"
+  data_dir.mkdir()
+  (data_dir / "train.txt").write_text((data.data_dir / "train.txt").read_text())
+  (data_dir / "valid.txt").write_text("John NN I-NP B-PER\n-DOCSTART- -X- -X- O\n"
+                                      "Paris NN I-NP B-CITY\n\n\n\nrome NN I-NP B-LOC\n")
+  result = _run(*data.common, f"--data_dir={data_dir}", f"--output_dir={data.tmp / 'odd'}",
+                "--do_train", "--do_eval", "--num_train_epochs=0.1")
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "tags not in the training label set" in result.stderr and "'B-CITY' x1" in result.stderr
+  assert "-DOCSTART- line(s) inside a sentence" in result.stderr
+  results = _results(data.tmp / "odd" / "eval_results.txt")
+  assert int(results["eval_entities"]) == 3
+
+
+@pytest.mark.parametrize("file_text,flag,message", [
+    ("John NN B-PER\nParis B-LOC\n", None, "train.txt:2: expected 3 columns (as on line 1), got 2"),
+    (None, "--max_seq_length=128", "--max_seq_length: cannot use sequence length 128"),
+    (None, "--do_train=false", "--do_train/--do_eval/--do_predict: at least one must be True"),
+])
+def test_bad_input_is_one_line_error(data, file_text, flag, message):
+  data_dir = data.data_dir
+  if file_text:
+    data_dir = data.tmp / "bad_data"
+    data_dir.mkdir(exist_ok=True)
+    (data_dir / "train.txt").write_text(file_text)
+  args = [*data.common, f"--data_dir={data_dir}", f"--output_dir={data.tmp / 'bad'}",
+          "--do_train"]
+  result = _run(*args, *([flag] if flag else []))
+  assert result.returncode == 1
+  assert message in result.stderr.strip().splitlines()[-1]
+  assert "Traceback" not in result.stderr

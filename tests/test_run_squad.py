@@ -1,0 +1,135 @@
+"""run_squad.py end to end on the real SQuAD 2.0 dev subset: train briefly (tiny model), predict with
+v2.0 on, check the output files are in the official format and score as the official script does;
+then predict again from the checkpoint with --tune_null_threshold; and the CLI's bad-input errors."""
+import json
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+
+from bert_tf import question_answering
+from bert_tf import tokenization
+from bert_tf.config import BertConfig
+from bert_tf.errors import BertTfError
+from conftest import REPO
+from conftest import shared_data
+
+
+def _run(*args):
+  return subprocess.run([sys.executable, os.path.join(REPO, "run_squad.py"), *args],
+                        capture_output=True, text=True, timeout=600)
+
+
+def _small_vocab(dataset, path):
+  """Every basic token of the file as a whole word, so nothing is [UNK] and the vocab is tiny."""
+  basic = tokenization.BasicTokenizer(do_lower_case=True)
+  words = set()
+  for article in dataset["data"]:
+    for paragraph in article["paragraphs"]:
+      words.update(basic.tokenize(paragraph["context"]))
+      for qa in paragraph["qas"]:
+        words.update(basic.tokenize(qa["question"]))
+  vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted(words)
+  path.write_text("\n".join(vocab) + "\n")
+  return len(vocab)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+  predict_file = shared_data("squad", "dev-v2.0.subset.json")
+  with open(predict_file) as f:
+    dataset = json.load(f)
+  tmp = tmp_path_factory.mktemp("run_squad")
+  vocab_size = _small_vocab(dataset, tmp / "vocab.txt")
+  BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+             intermediate_size=37, max_position_embeddings=128).to_json_file(
+                 str(tmp / "bert_config.json"))
+  common = [f"--vocab_file={tmp / 'vocab.txt'}", f"--bert_config_file={tmp / 'bert_config.json'}",
+            f"--predict_file={predict_file}", "--max_seq_length=96", "--doc_stride=32",
+            "--max_query_length=24", "--version_2_with_negative", "--n_best_size=5"]
+  output_dir = tmp / "out"
+  result = _run(*common, f"--train_file={predict_file}", f"--output_dir={output_dir}",
+                "--do_train", "--do_predict", "--train_batch_size=4", "--num_train_epochs=2",
+                "--learning_rate=1e-3", "--save_checkpoints_steps=100")
+  assert result.returncode == 0, result.stderr[-3000:]
+  return types.SimpleNamespace(dataset=dataset, output_dir=output_dir, common=common, tmp=tmp)
+
+
+def _load(output_dir, name):
+  with open(os.path.join(output_dir, name)) as f:
+    return json.load(f)
+
+
+def test_train_and_predict_v2_files_in_official_format(trained):
+  v2 = pytest.importorskip("official.nlp.tools.squad_evaluate_v2_0")
+  qids = [qa["id"] for a in trained.dataset["data"] for p in a["paragraphs"] for qa in p["qas"]]
+  predictions = _load(trained.output_dir, "predictions.json")
+  null_odds = _load(trained.output_dir, "null_odds.json")
+  nbest = _load(trained.output_dir, "nbest_predictions.json")
+  evaluation = _load(trained.output_dir, "eval_results.json")
+  assert sorted(predictions) == sorted(qids) == sorted(null_odds) == sorted(nbest)
+  assert all(isinstance(v, str) for v in predictions.values())
+  assert all(isinstance(v, float) for v in null_odds.values())
+  for qid, entries in nbest.items():
+    assert 1 <= len(entries) <= 6 and any(e["text"] == "" for e in entries)
+    assert set(entries[0]) == {"text", "probability", "start_logit", "end_logit"}
+    # Threshold 0: "" exactly where the null score beats the best non-null answer.
+    assert (predictions[qid] == "") == (null_odds[qid] > 0.0) or not predictions[qid]
+  context = " ".join(p["context"] for a in trained.dataset["data"] for p in a["paragraphs"])
+  assert all(text in context for text in predictions.values())
+  # What the official script prints for predictions.json is what we wrote in eval_results.json.
+  official = v2.evaluate(trained.dataset["data"], predictions)
+  for key in ("exact", "f1", "total", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1"):
+    assert evaluation[key] == pytest.approx(official[key]), key
+  assert evaluation["null_score_diff_threshold"] == 0.0
+  assert evaluation["best_f1"] >= evaluation["f1"]
+  assert os.path.exists(os.path.join(trained.output_dir, "eval.tf_record"))
+
+
+def test_predict_from_checkpoint_with_tuned_threshold(trained):
+  v2 = pytest.importorskip("official.nlp.tools.squad_evaluate_v2_0")
+  before = _load(trained.output_dir, "eval_results.json")
+  result = _run(*trained.common, f"--output_dir={trained.output_dir}", "--do_predict",
+                "--tune_null_threshold")
+  assert result.returncode == 0, result.stderr[-3000:]
+  tuned = _load(trained.output_dir, "eval_results.json")
+  predictions = _load(trained.output_dir, "predictions.json")
+  null_odds = _load(trained.output_dir, "null_odds.json")
+  assert tuned["null_score_diff_threshold"] == pytest.approx(before["best_f1_thresh"])
+  assert tuned["f1"] == pytest.approx(before["best_f1"])  # the same checkpoint, so the same logits
+  threshold = tuned["null_score_diff_threshold"]
+  assert all((predictions[q] == "") == (null_odds[q] > threshold) or not predictions[q]
+             for q in predictions)
+  assert v2.evaluate(trained.dataset["data"], predictions)["f1"] == pytest.approx(tuned["f1"])
+
+
+def test_cli_bad_input(tmp_path):
+  config = tmp_path / "bert_config.json"
+  BertConfig(vocab_size=8, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+             intermediate_size=37, max_position_embeddings=64).to_json_file(str(config))
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n")
+  not_squad = tmp_path / "not_squad.json"
+  not_squad.write_text(json.dumps({"version": "v2.0", "articles": []}))
+  result = _run(f"--vocab_file={vocab}", f"--bert_config_file={config}",
+                f"--output_dir={tmp_path / 'out'}", "--do_predict", f"--predict_file={not_squad}",
+                "--max_seq_length=64", "--max_query_length=16", "--doc_stride=16")
+  assert result.returncode == 1
+  assert result.stderr.strip().splitlines()[-1] == (
+      f"error: {not_squad}: not SQuAD JSON: the top level has no key 'data'")
+
+  flag_values = dict(do_lower_case=True, init_checkpoint=None, do_train=False, do_predict=True,
+                     train_file=None, predict_file=str(not_squad), max_seq_length=64,
+                     doc_stride=48, max_query_length=16, tune_null_threshold=False,
+                     version_2_with_negative=False, vocab_file=str(vocab))
+  config = BertConfig.from_json_file(str(config))
+  with pytest.raises(BertTfError, match="--doc_stride .48. must be positive and less than"):
+    question_answering.validate_flags(types.SimpleNamespace(**flag_values), config)
+  flag_values.update(doc_stride=16, max_seq_length=128)
+  with pytest.raises(BertTfError, match="--max_seq_length: cannot use sequence length 128"):
+    question_answering.validate_flags(types.SimpleNamespace(**flag_values), config)
+  flag_values.update(max_seq_length=64, tune_null_threshold=True)
+  with pytest.raises(BertTfError, match="--tune_null_threshold: needs --version_2_with_negative"):
+    question_answering.validate_flags(types.SimpleNamespace(**flag_values), config)

@@ -1,0 +1,180 @@
+# coding=utf-8
+"""Tokenization: unit tests of the pieces, and parity of both our paths with the original release's tokenizer."""
+import glob
+import os
+
+import pytest
+import tensorflow as tf
+
+from conftest import shared_data
+from bert_tf import tokenization
+from bert_tf.errors import BertTfError
+
+HARD_CASES = os.path.join(os.path.dirname(__file__), "data", "tokenizer_hard_cases.txt")
+# Every Nth line of every corpus file: ~9k lines, a few seconds for the pure-Python original per vocabulary.
+# bench/bench_tokenization.py checks the whole corpus.
+CORPUS_LINE_STRIDE = 25
+
+TINY_VOCAB = ["[UNK]", "[CLS]", "[SEP]", "[unused1]", "want", "##want", "##ed", "wa", "un", "runn", "##ing", ",",
+              "low", "lowest", "中", "国", ".", "##s", "hello", "world", "é", u"\u2c5f"]
+
+
+@pytest.fixture
+def tiny_vocab_file(tmp_path):
+  path = tmp_path / "vocab.txt"
+  path.write_text("".join(token + "\n" for token in TINY_VOCAB), encoding="utf-8")
+  return str(path)
+
+
+def read_lines(path):
+  with open(path, "rb") as reader:
+    return reader.read().decode("utf-8", "ignore").split("\n")
+
+
+def test_full_tokenizer(tiny_vocab_file):
+  tokenizer = tokenization.FullTokenizer(tiny_vocab_file)
+  tokens = tokenizer.tokenize(u"UNwant\u00E9d,running")
+  assert tokens == ["un", "##want", "##ed", ",", "runn", "##ing"]
+  assert tokenizer.convert_tokens_to_ids(tokens) == [8, 5, 6, 11, 9, 10]
+  assert tokenizer.convert_ids_to_tokens([8, 5, 6]) == ["un", "##want", "##ed"]
+  assert tokenizer.tokenize(b"hello world") == ["hello", "world"]
+
+
+def test_chinese_characters_are_split():
+  basic = tokenization.BasicTokenizer()
+  assert basic.tokenize(u"ah\u535A\u63A8zz") == [u"ah", u"\u535A", u"\u63A8", u"zz"]
+
+
+def test_basic_tokenizer_lower():
+  basic = tokenization.BasicTokenizer(do_lower_case=True)
+  assert basic.tokenize(u" \tHeLLo!how  \n Are yoU?  ") == ["hello", "!", "how", "are", "you", "?"]
+  assert basic.tokenize(u"H\u00E9llo") == ["hello"]
+  assert basic.tokenize(u"Stra\u00DFe \uFB01 \uFF21") == [u"stra\u00DFe", u"\uFB01", u"\uFF41"]
+
+
+def test_basic_tokenizer_no_lower():
+  basic = tokenization.BasicTokenizer(do_lower_case=False)
+  assert basic.tokenize(u" \tHeLLo!how  \n Are yoU?  ") == ["HeLLo", "!", "how", "Are", "yoU", "?"]
+  assert basic.tokenize(u"H\u00E9llo") == [u"H\u00E9llo"]
+
+
+def test_basic_tokenizer_cleans_control_and_whitespace():
+  basic = tokenization.BasicTokenizer()
+  assert basic.tokenize(u"a\x00b\ufffdc\u200bd\x07e\u00a0f\u3000g") == ["abcde", "f", "g"]
+  assert basic.tokenize(u"a\u2028b") == ["a", "b"]
+  assert basic.tokenize(u"") == []
+  assert basic.tokenize(u"\u0301") == []
+
+
+def test_wordpiece_tokenizer():
+  vocab = {token: i for i, token in enumerate(TINY_VOCAB)}
+  wordpiece = tokenization.WordpieceTokenizer(vocab=vocab)
+  assert wordpiece.tokenize("") == []
+  assert wordpiece.tokenize("unwanted running") == ["un", "##want", "##ed", "runn", "##ing"]
+  assert wordpiece.tokenize("unwantedX running") == ["[UNK]", "runn", "##ing"]
+  assert wordpiece.tokenize("low" + "s" * 197) == ["low"] + ["##s"] * 197
+  assert wordpiece.tokenize("low" + "s" * 198) == ["[UNK]"]  # over 200 characters
+
+
+def test_character_classes():
+  assert tokenization._is_whitespace(u" ") and tokenization._is_whitespace(u"\t")
+  assert tokenization._is_whitespace(u"\u00A0") and not tokenization._is_whitespace(u"A")
+  assert tokenization._is_control(u"\u0005") and tokenization._is_control(u"\u200b")
+  assert not tokenization._is_control(u"A") and not tokenization._is_control(u"\r")
+  assert tokenization._is_punctuation(u"-") and tokenization._is_punctuation(u"$")
+  assert tokenization._is_punctuation(u"`") and tokenization._is_punctuation(u"\u00BF")
+  assert not tokenization._is_punctuation(u"A") and not tokenization._is_punctuation(u" ")
+
+
+def test_preserve_unused_tokens(tiny_vocab_file):
+  default = tokenization.FullTokenizer(tiny_vocab_file)
+  preserving = tokenization.FullTokenizer(tiny_vocab_file, preserve_unused_tokens=True)
+  assert default.tokenize("[unused1] hello") == ["[UNK]", "[UNK]", "[UNK]", "hello"]
+  assert preserving.tokenize("[unused1] hello") == ["[unused1]", "hello"]
+
+
+def test_load_vocab_keeps_original_ids(tmp_path):
+  path = tmp_path / "vocab.txt"
+  path.write_text("[UNK]\na\n\na\n b \r\nc", encoding="utf-8")
+  assert list(tokenization.load_vocab(str(path)).items()) == [("[UNK]", 0), ("a", 1), ("", 2), ("b", 3), ("c", 4)]
+
+
+def test_missing_vocab_file_names_the_file(tmp_path):
+  missing = str(tmp_path / "no_such_vocab.txt")
+  with pytest.raises(BertTfError, match="no_such_vocab.txt"):
+    tokenization.FullTokenizer(missing)
+
+
+def test_validate_case_matches_checkpoint():
+  tokenization.validate_case_matches_checkpoint(True, "")
+  tokenization.validate_case_matches_checkpoint(True, "/m/uncased_L-12_H-768_A-12/bert_model.ckpt")
+  tokenization.validate_case_matches_checkpoint(False, "/m/cased_L-12_H-768_A-12/bert_model.ckpt")
+  tokenization.validate_case_matches_checkpoint(False, "/m/my_model/bert_model.ckpt")
+  with pytest.raises(BertTfError, match="--do_lower_case=True"):
+    tokenization.validate_case_matches_checkpoint(False, "/m/uncased_L-12_H-768_A-12/bert_model.ckpt")
+  with pytest.raises(BertTfError, match="cased model"):
+    tokenization.validate_case_matches_checkpoint(True, "gs://b/multi_cased_L-12_H-768_A-12/bert_model.ckpt")
+
+
+def test_fast_tokenizer_tiny(tiny_vocab_file):
+  fast = tokenization.FastTokenizer(tiny_vocab_file)
+  texts = [u"UNwant\u00E9d,running", u"", u"\u4E2D\u56FDhello", u"low" + u"s" * 198, u"ⰿ\ud800 hello"]
+  full = tokenization.FullTokenizer(tiny_vocab_file)
+  assert fast.tokenize(texts) == [full.tokenize(text) for text in texts]
+  assert fast.tokenize_to_ids(texts[:1]) == [[8, 5, 6, 11, 9, 10]]
+  # U+2C2F (Unicode 14) is lower-cased by Python, not by TensorFlow's ICU: the list API falls back to Python.
+  assert fast.tokenize([u"\u2c2f"]) == [[u"\u2c5f"]]
+  assert fast.ragged_ids(tf.constant([u"\u2c2f"])).to_list() == [[0]]
+
+
+def test_fast_tokenizer_in_tf_function_and_saved_model(tiny_vocab_file, tmp_path):
+  fast = tokenization.FastTokenizer(tiny_vocab_file)
+  module = tf.Module()
+  module.tokenizer = fast
+  module.ids = tf.function(lambda texts: fast.ragged_ids(texts).to_tensor(),
+                           input_signature=[tf.TensorSpec([None], tf.string)])
+  texts = tf.constant([u"UNwant\u00E9d,running", u"hello \u4E2D"])
+  expected = [[8, 5, 6, 11, 9, 10], [18, 14, 0, 0, 0, 0]]
+  assert module.ids(texts).numpy().tolist() == expected
+  tf.saved_model.save(module, str(tmp_path / "saved"))
+  restored = tf.saved_model.load(str(tmp_path / "saved"))
+  assert restored.ids(texts).numpy().tolist() == expected
+
+
+def _parity_lines():
+  lines = read_lines(HARD_CASES)
+  for path in sorted(glob.glob(os.path.join(shared_data("corpus"), "**", "*"), recursive=True)):
+    if os.path.isfile(path):
+      lines.extend(read_lines(path)[::CORPUS_LINE_STRIDE])
+  return lines
+
+
+@pytest.mark.parametrize("vocab_name,do_lower_case", [
+    ("bert-base-uncased-vocab.txt", True), ("bert-base-cased-vocab.txt", False),
+    ("bert-base-chinese-vocab.txt", True)])
+def test_parity_with_original(vocab_name, do_lower_case):
+  from absl import flags
+  import bert.tokenization as original  # bert-tensorflow==1.0.4, the test oracle
+  flags.FLAGS.mark_as_parsed()
+  vocab_file = shared_data("vocab", vocab_name)
+  lines = _parity_lines()
+  assert len(lines) > 5000
+
+  oracle = original.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+  expected_tokens = [oracle.tokenize(line) for line in lines]
+  expected_ids = [oracle.convert_tokens_to_ids(tokens) for tokens in expected_tokens]
+
+  full = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+  assert full.vocab == oracle.vocab
+  mismatches = [line for line, tokens in zip(lines, expected_tokens) if full.tokenize(line) != tokens]
+  assert mismatches == []
+
+  fast = tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case)
+  got = fast.tokenize_to_ids(lines)
+  mismatches = [line for line, ids, want in zip(lines, got, expected_ids) if ids != want]
+  assert mismatches == []
+
+  # The pure in-graph path differs only on lines with a character the list API sends to Python.
+  in_graph = fast.ragged_ids(tf.constant(lines)).to_list()
+  mismatches = [line for line, ids, want in zip(lines, in_graph, expected_ids) if ids != want]
+  assert all(fast._fallback_re.search(line) for line in mismatches)

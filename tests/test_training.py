@@ -1,0 +1,270 @@
+"""The generic loop (bert_tf.training) on a tiny pretrainer: resume, accumulation, NaN guard,
+eval/predict, strategies (mirrored over 2 logical CPUs and 2 worker processes run as subprocesses,
+since devices must be configured before TensorFlow starts)."""
+import collections
+import json
+import os
+import socket
+import subprocess
+import sys
+from unittest import mock
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import modeling
+from bert_tf import pretraining
+from bert_tf import records
+from bert_tf import training
+from bert_tf.config import BertConfig
+from bert_tf.errors import BertTfError
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYTHON = sys.executable
+SEQ, PREDS, VOCAB = 16, 4, 50
+
+
+def tiny_config(dropout=0.1):
+  return BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                    intermediate_size=37, max_position_embeddings=SEQ,
+                    hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+
+
+def write_pretraining_records(path, num_examples, seq_length=SEQ, max_predictions=PREDS,
+                              vocab_size=VOCAB, seed=0):
+  """Records shaped like create_pretraining_data's: some [MASK] (id 4) inputs, padded tails."""
+  rng = np.random.RandomState(seed)
+  with tf.io.TFRecordWriter(path) as writer:
+    for _ in range(num_examples):
+      length = rng.randint(seq_length // 2, seq_length + 1)
+      ids = rng.randint(5, vocab_size, length).tolist()
+      num_predictions = rng.randint(1, max_predictions + 1)
+      positions = sorted(rng.choice(np.arange(1, length), num_predictions, replace=False).tolist())
+      labels = [ids[p] for p in positions]
+      for p in positions:
+        ids[p] = 4
+      pad = seq_length - length
+      pred_pad = max_predictions - num_predictions
+      writer.write(records.serialize(collections.OrderedDict(
+          input_ids=ids + [0] * pad, input_mask=[1] * length + [0] * pad,
+          segment_ids=[0] * (length // 2) + [1] * (length - length // 2) + [0] * pad,
+          masked_lm_positions=positions + [0] * pred_pad, masked_lm_ids=labels + [0] * pred_pad,
+          masked_lm_weights=[1.0] * num_predictions + [0.0] * pred_pad,
+          next_sentence_labels=[int(rng.randint(2))])))
+  return path
+
+
+@pytest.fixture(scope="module")
+def record_file(tmp_path_factory):
+  return write_pretraining_records(str(tmp_path_factory.mktemp("records") / "a.tfrecord"), 64)
+
+
+def run_train(output_dir, record_file, num_train_steps=8, batch_size=8, accumulation=1,
+              dropout=0.1, loss_fn=None, **kwargs):
+  training.set_seed(7)
+  strategy = training.get_strategy("one_device")
+  input_fn = pretraining.input_fn([record_file], SEQ, PREDS, batch_size, True, seed=3,
+                                  gradient_accumulation_steps=accumulation)
+  config = tiny_config(dropout)
+  kwargs.setdefault("save_checkpoints_steps", 4)
+  return training.train(strategy, lambda: modeling.BertPretrainer(config),
+                        loss_fn or pretraining.loss_fn(), input_fn, num_train_steps, 1e-3, 2,
+                        str(output_dir), gradient_accumulation_steps=accumulation,
+                        metric_fn=pretraining.metric_fn(), log_steps=4, seed=7,
+                        train_batch_size=batch_size, **kwargs)
+
+
+def weights(model):
+  return {v.name: v.numpy() for v in model.variables}
+
+
+def test_resume_gives_the_same_weights_as_an_uninterrupted_run(tmp_path, record_file):
+  straight = weights(run_train(tmp_path / "straight", record_file, num_train_steps=8))
+  run_train(tmp_path / "resumed", record_file, num_train_steps=8)
+  # As if preempted just after step 4's checkpoint: the next run resumes at step 4 (dropout RNG
+  # and input position included) and must land on the same weights, bit for bit.
+  resumed_dir = str(tmp_path / "resumed")
+  tf.compat.v1.train.update_checkpoint_state(resumed_dir, os.path.join(resumed_dir, "ckpt-4"))
+  resumed = run_train(tmp_path / "resumed", record_file, num_train_steps=8)
+  assert training.global_step(resumed) == 8
+  resumed_weights = weights(resumed)
+  for name, value in straight.items():
+    np.testing.assert_array_equal(resumed_weights[name], value, err_msg=name)
+  assert tf.io.gfile.glob(str(tmp_path / "straight" / "train" / "events.*"))
+
+
+def test_gradient_accumulation_matches_the_full_batch(tmp_path):
+  path = _uniform_weight_records(tmp_path)
+  full = weights(run_train(tmp_path / "full", path, num_train_steps=3, dropout=0.0))
+  accumulated = weights(run_train(tmp_path / "acc", path, num_train_steps=3, dropout=0.0,
+                                  accumulation=2))
+  for name, value in full.items():
+    np.testing.assert_allclose(accumulated[name], value, atol=1e-5, err_msg=name)
+
+
+def test_nan_loss_stops_without_overwriting_the_last_checkpoint(tmp_path, record_file):
+  run_train(tmp_path, record_file, num_train_steps=4)
+  before = tf.train.load_checkpoint(str(tmp_path / "ckpt-4")).get_tensor(
+      "model/encoder/pooler/kernel/.ATTRIBUTES/VARIABLE_VALUE")
+
+  def nan_loss(features, outputs):
+    return pretraining.loss_fn()(features, outputs) * float("nan")
+
+  with pytest.raises(BertTfError, match="NaN.*ckpt-4"):
+    run_train(tmp_path, record_file, num_train_steps=8, loss_fn=nan_loss)
+  assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-4")
+  after = tf.train.load_checkpoint(str(tmp_path / "ckpt-4")).get_tensor(
+      "model/encoder/pooler/kernel/.ATTRIBUTES/VARIABLE_VALUE")
+  np.testing.assert_array_equal(before, after)
+
+
+def test_evaluate_predict_and_restore(tmp_path, record_file):
+  run_train(tmp_path, record_file, num_train_steps=4)
+  strategy = training.get_strategy("one_device")
+  eval_fn = pretraining.input_fn([record_file], SEQ, PREDS, 8, False)
+  model, step = training.restore_model(strategy, lambda: modeling.BertPretrainer(tiny_config()),
+                                       eval_fn, output_dir=str(tmp_path))
+  assert step == 4
+  results = training.evaluate(strategy, model, eval_fn, pretraining.metric_fn(),
+                              pretraining.loss_fn(), steps=3, global_step=step)
+  assert set(results) == {"masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
+                          "next_sentence_loss", "loss", "global_step"}
+  # The eval loss is the weighted MLM loss plus the NSP loss, batch by batch.
+  assert results["loss"] == pytest.approx(
+      results["masked_lm_loss"] + results["next_sentence_loss"], rel=0.05)
+  path = str(tmp_path / "eval_results.txt")
+  training.write_eval_results(path, results)
+  lines = open(path).read().splitlines()
+  assert lines[0].startswith("global_step = 4") and lines[1].startswith("loss = ")
+  finite_fn = training.records_input_fn([record_file], records.pretraining_features(SEQ, PREDS),
+                                        24, is_training=False)
+  batches = list(training.predict(strategy, model, finite_fn))
+  assert [len(b["input_ids"]) for b in batches] == [24, 24, 16]
+  assert batches[0]["mlm_logits"].shape == (24, PREDS, VOCAB)
+
+
+def test_float16_loss_scaling_trains(tmp_path, record_file):
+  training.set_precision("float16")
+  try:
+    model = run_train(tmp_path, record_file, num_train_steps=2)
+  finally:
+    training.set_precision("float32")
+  assert all(np.isfinite(v).all() for v in weights(model).values())
+
+
+def test_bad_flags():
+  with pytest.raises(BertTfError, match="--distribution_strategy"):
+    training.get_strategy("horovod")
+  with pytest.raises(BertTfError, match="--dtype"):
+    training.set_precision("int8")
+  with pytest.raises(BertTfError, match="--train_batch_size"):
+    training.per_replica_batch_size(tf.distribute.InputContext(1, 0, 2), 7)
+
+
+def test_tpu_strategy_is_built_from_tpu_name():
+  with mock.patch.object(tf.distribute.cluster_resolver, "TPUClusterResolver") as resolver, \
+      mock.patch.object(tf.config, "experimental_connect_to_cluster") as connect, \
+      mock.patch.object(tf.tpu.experimental, "initialize_tpu_system") as initialize, \
+      mock.patch.object(tf.distribute, "TPUStrategy") as tpu_strategy:
+    strategy = training.get_strategy("tpu", tpu_name="my-tpu", tpu_zone="us-central1-b",
+                                     gcp_project="proj")
+  resolver.assert_called_once_with(tpu="my-tpu", zone="us-central1-b", project="proj")
+  connect.assert_called_once_with(resolver.return_value)
+  initialize.assert_called_once_with(resolver.return_value)
+  assert strategy is tpu_strategy.return_value
+
+
+# A worker script for the strategy tests: trains the tiny pretrainer, prints the loss curve.
+_WORKER = r"""
+import os, sys, json
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import tensorflow as tf
+strategy_name, record_file, output_dir = sys.argv[1:4]
+if strategy_name == "mirrored":
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+sys.path.insert(0, {tests!r})
+from absl import logging
+logging.set_verbosity("info")
+from bert_tf import training, pretraining, modeling
+import test_training as t
+strategy = training.get_strategy(strategy_name, num_gpus=0)
+training.set_seed(7)
+losses = []
+real_loss = pretraining.loss_fn()
+def loss_fn(features, outputs):
+  return real_loss(features, outputs)
+input_fn = pretraining.input_fn([record_file], t.SEQ, t.PREDS, 8, True, seed=3)
+model = training.train(strategy, lambda: modeling.BertPretrainer(t.tiny_config(0.0)),
+                       loss_fn, input_fn, 6, 1e-3, 2, output_dir, log_steps=1,
+                       save_checkpoints_steps=3, seed=7)
+print("REPLICAS", strategy.num_replicas_in_sync)
+print("WEIGHTS", json.dumps(float(sum(abs(v.numpy()).sum() for v in model.trainable_variables))))
+"""
+
+
+def _run_worker(strategy_name, record_file, output_dir, env=None, timeout=120):
+  script = _WORKER.replace("{tests!r}", repr(os.path.join(REPO, "tests")))
+  cmd = ["timeout", "-k", "10", str(timeout), PYTHON, "-c", script, strategy_name, record_file,
+         output_dir]
+  return subprocess.Popen(cmd, cwd=REPO, env=env or dict(os.environ), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+
+
+def _losses(log):
+  return [float(line.split(" loss ")[1].split(",")[0]) for line in log.splitlines()
+          if "loss " in line and "step " in line and "/6 " in line]
+
+
+def _uniform_weight_records(tmp_path):
+  """Every example with all its predictions real, so per-replica and global MLM means agree."""
+  path = str(tmp_path / "full.tfrecord")
+  rng = np.random.RandomState(1)
+  with tf.io.TFRecordWriter(path) as writer:
+    for _ in range(64):
+      ids = rng.randint(5, VOCAB, SEQ).tolist()
+      positions = sorted(rng.choice(np.arange(1, SEQ), PREDS, replace=False).tolist())
+      writer.write(records.serialize(collections.OrderedDict(
+          input_ids=ids, input_mask=[1] * SEQ, segment_ids=[0] * SEQ,
+          masked_lm_positions=positions, masked_lm_ids=[ids[p] for p in positions],
+          masked_lm_weights=[1.0] * PREDS, next_sentence_labels=[int(rng.randint(2))])))
+  return path
+
+
+def test_mirrored_over_two_cpus_matches_one_device(tmp_path):
+  path = _uniform_weight_records(tmp_path)
+  one = _run_worker("one_device", path, str(tmp_path / "one"))
+  one_log = one.communicate()[0]
+  two = _run_worker("mirrored", path, str(tmp_path / "two"))
+  two_log = two.communicate()[0]
+  assert one.returncode == 0, one_log[-3000:]
+  assert two.returncode == 0, two_log[-3000:]
+  assert "REPLICAS 1" in one_log and "REPLICAS 2" in two_log
+  # The same global batch: each replica reads half of it (records sharded across pipelines, in
+  # the same shuffled order), so the loss curves agree to float tolerance.
+  one_losses, two_losses = _losses(one_log), _losses(two_log)
+  assert len(one_losses) == 6, one_log[-3000:]
+  np.testing.assert_allclose(two_losses, one_losses, rtol=1e-4)
+
+
+def test_multi_worker_mirrored_trains_and_checkpoints(tmp_path, record_file):
+  ports = []
+  for _ in range(2):
+    with socket.socket() as s:
+      s.bind(("127.0.0.1", 0))
+      ports.append(s.getsockname()[1])
+  workers = [f"127.0.0.1:{p}" for p in ports]
+  procs = []
+  for index in range(2):
+    env = dict(os.environ, TF_CONFIG=json.dumps(
+        {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}))
+    procs.append(_run_worker("multi_worker_mirrored", record_file, str(tmp_path / "mw"), env=env))
+  logs = [p.communicate()[0] for p in procs]
+  for p, log in zip(procs, logs):
+    assert p.returncode == 0, log[-3000:]
+    assert "REPLICAS 2" in log
+  # Both workers hold the same weights; only the chief's checkpoints remain.
+  assert logs[0].split("WEIGHTS")[1] == logs[1].split("WEIGHTS")[1]
+  assert tf.train.latest_checkpoint(str(tmp_path / "mw")).endswith("ckpt-6")
+  assert not tf.io.gfile.glob(str(tmp_path / "mw" / ".worker_*"))
