@@ -6,7 +6,8 @@ of float32 logits, so that losses stay float32 under a mixed precision policy.
 
 Head variables carry the original scripts' names: run_classifier.py's `output_weights`
 [num_labels, H] and `output_bias`, run_squad.py's `cls/squad/output_weights` [2, H] and
-`cls/squad/output_bias`.
+`cls/squad/output_bias` (the multiple-choice and token heads use the classifier's names). They are
+built when the model is made, outside any Keras scope, so those are their full variable names.
 """
 import tensorflow as tf
 import tf_keras
@@ -22,10 +23,15 @@ class OutputProjection(tf_keras.layers.Layer):
   Computed in float32: the head is tiny, and its logits feed the loss.
   """
 
-  def __init__(self, num_outputs, initializer_range, **kwargs):
+  def __init__(self, num_outputs, hidden_size, initializer_range, scope=None, **kwargs):
     super().__init__(dtype="float32", **kwargs)
     self.num_outputs = num_outputs
     self.initializer_range = initializer_range
+    if scope:
+      with tf.name_scope(scope + "/"):  # the trailing "/" makes the scope absolute
+        self.build([None, hidden_size])
+    else:
+      self.build([None, hidden_size])
 
   def build(self, input_shape):
     self.output_weights = self.add_weight(
@@ -57,7 +63,8 @@ class BertClassifier(tf_keras.Model):
     self.encoder = modeling.BertModel(config, name="bert")
     rate = config.hidden_dropout_prob if dropout_rate is None else dropout_rate
     self.dropout = tf_keras.layers.Dropout(rate)
-    self.classifier = OutputProjection(num_labels, config.initializer_range, name="classifier")
+    self.classifier = OutputProjection(num_labels, config.hidden_size, config.initializer_range,
+                                       name="classifier")
 
   def call(self, inputs, training=False):
     outputs = self.encoder(encoder_inputs(inputs), training=training)
@@ -80,7 +87,8 @@ class BertMultipleChoice(tf_keras.Model):
     self.encoder = modeling.BertModel(config, name="bert")
     rate = config.hidden_dropout_prob if dropout_rate is None else dropout_rate
     self.dropout = tf_keras.layers.Dropout(rate)
-    self.classifier = OutputProjection(1, config.initializer_range, name="classifier")
+    self.classifier = OutputProjection(1, config.hidden_size, config.initializer_range,
+                                       name="classifier")
 
   def call(self, inputs, training=False):
     flat = {}
@@ -105,7 +113,8 @@ class BertSpanLabeler(tf_keras.Model):
     self.config = config
     self.encoder = modeling.BertModel(config, name="bert")
     self.dropout = tf_keras.layers.Dropout(dropout_rate)
-    self.span_head = OutputProjection(2, config.initializer_range, name="cls/squad")
+    self.span_head = OutputProjection(2, config.hidden_size, config.initializer_range,
+                                      scope="cls/squad", name="span_head")
 
   def call(self, inputs, training=False):
     outputs = self.encoder(encoder_inputs(inputs), training=training)
@@ -125,7 +134,8 @@ class BertTokenClassifier(tf_keras.Model):
     self.encoder = modeling.BertModel(config, name="bert")
     rate = config.hidden_dropout_prob if dropout_rate is None else dropout_rate
     self.dropout = tf_keras.layers.Dropout(rate)
-    self.classifier = OutputProjection(num_labels, config.initializer_range, name="classifier")
+    self.classifier = OutputProjection(num_labels, config.hidden_size, config.initializer_range,
+                                       name="classifier")
 
   def call(self, inputs, training=False):
     outputs = self.encoder(encoder_inputs(inputs), training=training)

@@ -37,7 +37,7 @@ API (stable; later changes only add keyword arguments):
       Face directory) is loaded with bert_tf.checkpoints.init_from_checkpoint. A NaN/Inf loss raises
       BertTfError without saving. TensorBoard summaries go to output_dir/train; a progress line
       (steps/s, examples/s, ETA) is logged every log_steps. Returns the trained model;
-      global_step(model) gives its step.
+      global_step(model) gives its step, model.train_summary the last logged scalars.
 
   results = evaluate(strategy, model, eval_input_fn, metric_fn, loss_fn=None, steps=None,
                      global_step=None)
@@ -433,6 +433,7 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
         for name, value in scalars.items():
           tf.summary.scalar(name, value, step=step)
       writer.flush()
+      model.train_summary = scalars
       train_loss.reset_state()
       for m in train_metrics.values():
         m.reset_state()

@@ -1,4 +1,5 @@
 """Checkpoints in and out: numbers agree with transformers and Model Garden, not just shapes."""
+# pylint: disable=redefined-outer-name,unused-argument,g-import-not-at-top
 import json
 import os
 
@@ -51,14 +52,14 @@ def inputs(config, batch=3, seq=11, seed=1):
 
 
 def torch_inputs(f):
-  import torch  # pylint: disable=g-import-not-at-top
+  import torch
   return {"input_ids": torch.tensor(f["input_ids"], dtype=torch.long),
           "attention_mask": torch.tensor(f["input_mask"], dtype=torch.long),
           "token_type_ids": torch.tensor(f["segment_ids"], dtype=torch.long)}
 
 
 def hf_config(config):
-  import transformers  # pylint: disable=g-import-not-at-top
+  import transformers
   return transformers.BertConfig(**checkpoints.hf_config_dict(config, with_heads=True))
 
 
@@ -70,24 +71,24 @@ def tf1_checkpoint(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def ours(tf1_checkpoint):  # pylint: disable=redefined-outer-name
+def ours(tf1_checkpoint):
   model = modeling.BertPretrainer(CONFIG)
   result = checkpoints.init_from_checkpoint(model, tf1_checkpoint)
   assert not result.not_found and not result.unused
   return model
 
 
-def test_tf1_checkpoint_keys_are_the_original_names(tf1_checkpoint):  # pylint: disable=redefined-outer-name
+def test_tf1_checkpoint_keys_are_the_original_names(tf1_checkpoint):
   listed = dict(tf.train.list_variables(tf1_checkpoint))
   assert listed == dict(original_encoder_shapes(CONFIG), **head_shapes(CONFIG))
   assert checkpoints.detect_format(tf1_checkpoint) == ("tf1", tf1_checkpoint)
   assert checkpoints.detect_format(os.path.dirname(tf1_checkpoint))[0] == "tf1"
 
 
-def test_tf1_parity_with_transformers(tf1_checkpoint, ours):  # pylint: disable=redefined-outer-name
-  import torch  # pylint: disable=g-import-not-at-top
-  from transformers import BertForPreTraining  # pylint: disable=g-import-not-at-top
-  from transformers.models.bert.modeling_bert import load_tf_weights_in_bert  # pylint: disable=g-import-not-at-top
+def test_tf1_parity_with_transformers(tf1_checkpoint, ours):
+  import torch
+  from transformers import BertForPreTraining
+  from transformers.models.bert.modeling_bert import load_tf_weights_in_bert
   config = hf_config(CONFIG)
   theirs = BertForPreTraining(config).eval()
   load_tf_weights_in_bert(theirs, config, tf1_checkpoint)
@@ -107,9 +108,9 @@ def test_tf1_parity_with_transformers(tf1_checkpoint, ours):  # pylint: disable=
                 pretraining.seq_relationship_logits) < TOLERANCE
 
 
-def test_tf1_parity_with_model_garden(tf1_checkpoint, ours, tmp_path):  # pylint: disable=redefined-outer-name
-  from official.nlp.modeling.networks import BertEncoder  # pylint: disable=g-import-not-at-top
-  from official.nlp.tools import tf1_bert_checkpoint_converter_lib as converter  # pylint: disable=g-import-not-at-top
+def test_tf1_parity_with_model_garden(tf1_checkpoint, ours, tmp_path):
+  from official.nlp.modeling.networks import BertEncoder
+  from official.nlp.tools import tf1_bert_checkpoint_converter_lib as converter
   renamed = str(tmp_path / "renamed" / "ckpt")
   converter.convert(tf1_checkpoint, renamed, num_heads=CONFIG.num_attention_heads,
                     name_replacements=converter.BERT_V2_NAME_REPLACEMENTS,
@@ -132,7 +133,7 @@ def test_tf1_parity_with_model_garden(tf1_checkpoint, ours, tmp_path):  # pylint
                 garden["pooled_output"]) < TOLERANCE
 
 
-def test_reports_variables_not_found_and_unused(tf1_checkpoint, tmp_path):  # pylint: disable=redefined-outer-name
+def test_reports_variables_not_found_and_unused(tf1_checkpoint, tmp_path):
   encoder_only = checkpoints.save_tf1_checkpoint(
       randomize(modeling.BertModel(CONFIG)), str(tmp_path / "encoder.ckpt"))
   result = checkpoints.init_from_checkpoint(modeling.BertPretrainer(CONFIG), encoder_only)
@@ -146,7 +147,7 @@ def test_reports_variables_not_found_and_unused(tf1_checkpoint, tmp_path):  # py
   assert not result.not_found and sorted(result.unused) == sorted(head_shapes(CONFIG))
 
 
-def test_tf2_training_checkpoint_initialises_another_task_model(ours, tmp_path):  # pylint: disable=redefined-outer-name
+def test_tf2_training_checkpoint_initialises_another_task_model(ours, tmp_path):
   # As training.py writes them: the task model with optimizer slots and a step counter.
   trainer = modeling.BertPretrainer(CONFIG)
   for source, target in zip(ours.variables, trainer.variables):
@@ -176,9 +177,9 @@ def test_tf2_training_checkpoint_initialises_another_task_model(ours, tmp_path):
   assert sorted(result.not_found) == sorted(head_shapes(CONFIG))
 
 
-def test_hf_export_loads_in_transformers_and_back(ours, tmp_path):  # pylint: disable=redefined-outer-name
-  import torch  # pylint: disable=g-import-not-at-top
-  from transformers import BertForPreTraining  # pylint: disable=g-import-not-at-top
+def test_hf_export_loads_in_transformers_and_back(ours, tmp_path):
+  import torch
+  from transformers import BertForPreTraining
   checkpoints.save_hf_safetensors(ours, str(tmp_path))
   theirs = BertForPreTraining.from_pretrained(str(tmp_path)).eval()
   f = inputs(CONFIG)
@@ -197,7 +198,7 @@ def test_hf_export_loads_in_transformers_and_back(ours, tmp_path):  # pylint: di
     np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
-def test_hf_names_without_prefix_and_with_gamma_beta(ours, tmp_path):  # pylint: disable=redefined-outer-name
+def test_hf_names_without_prefix_and_with_gamma_beta(ours, tmp_path):
   checkpoints.save_hf_safetensors(ours.encoder, str(tmp_path))
   tensors = checkpoints.read_safetensors(str(tmp_path / "model.safetensors"))
   renamed = {}
@@ -215,7 +216,7 @@ def test_hf_names_without_prefix_and_with_gamma_beta(ours, tmp_path):  # pylint:
     np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
-def test_shape_mismatch_names_variable_and_both_shapes(tf1_checkpoint):  # pylint: disable=redefined-outer-name
+def test_shape_mismatch_names_variable_and_both_shapes(tf1_checkpoint):
   other = BertConfig.from_dict(dict(CONFIG.to_dict(), intermediate_size=40))
   with pytest.raises(BertTfError) as e:
     checkpoints.init_from_checkpoint(modeling.BertModel(other), tf1_checkpoint)
@@ -224,7 +225,7 @@ def test_shape_mismatch_names_variable_and_both_shapes(tf1_checkpoint):  # pylin
   assert "[32, 37]" in message and "[32, 40]" in message
 
 
-def test_vocab_size_mismatch_has_its_own_message(tf1_checkpoint):  # pylint: disable=redefined-outer-name
+def test_vocab_size_mismatch_has_its_own_message(tf1_checkpoint):
   other = BertConfig.from_dict(dict(CONFIG.to_dict(), vocab_size=120))
   with pytest.raises(BertTfError, match=r"vocab_size mismatch.*\[99, 32\].*\[120, 32\]"):
     checkpoints.init_from_checkpoint(modeling.BertPretrainer(other), tf1_checkpoint)
@@ -253,8 +254,8 @@ def minilm():
 
 
 def minilm_inputs():
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
+  from absl import flags
+  from bert_tf import tokenization
   flags.FLAGS.mark_as_parsed()
   tokenizer = tokenization.FullTokenizer(os.path.join(MINILM, "vocab.txt"), do_lower_case=True)
   sentences = ["The quick brown fox jumps over the lazy dog.",
@@ -271,9 +272,9 @@ def minilm_inputs():
   return {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}
 
 
-def test_minilm_matches_transformers(minilm):  # pylint: disable=redefined-outer-name
-  import torch  # pylint: disable=g-import-not-at-top
-  from transformers import BertModel  # pylint: disable=g-import-not-at-top
+def test_minilm_matches_transformers(minilm):
+  import torch
+  from transformers import BertModel
   theirs = BertModel.from_pretrained(MINILM).eval()
   f = minilm_inputs()
   out = minilm(f)
@@ -287,9 +288,9 @@ def test_minilm_matches_transformers(minilm):  # pylint: disable=redefined-outer
                 reference.pooler_output) < TOLERANCE
 
 
-def test_minilm_round_trips(minilm, tmp_path):  # pylint: disable=redefined-outer-name
-  import torch  # pylint: disable=g-import-not-at-top
-  from transformers import BertModel  # pylint: disable=g-import-not-at-top
+def test_minilm_round_trips(minilm, tmp_path):
+  import torch
+  from transformers import BertModel
   prefix = checkpoints.save_tf1_checkpoint(minilm, str(tmp_path / "tf1" / "bert_model.ckpt"))
   again = modeling.BertModel(minilm.config)
   checkpoints.init_from_checkpoint(again, prefix)

@@ -1,4 +1,5 @@
 """The encoder and pretraining heads: original names and shapes, masking, dropout, precision."""
+# pylint: disable=redefined-outer-name,unused-argument,g-import-not-at-top
 import math
 
 import numpy as np
@@ -150,7 +151,7 @@ def test_gelu_is_exact_erf():
   assert modeling.get_activation("linear") is None
 
 
-def test_mixed_bfloat16_matches_float32(bf16_policy):  # pylint: disable=redefined-outer-name,unused-argument
+def test_mixed_bfloat16_matches_float32(bf16_policy):
   model = modeling.BertPretrainer(CONFIG)
   tf_keras.mixed_precision.set_global_policy("float32")
   reference = modeling.BertPretrainer(CONFIG)

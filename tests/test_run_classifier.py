@@ -169,7 +169,7 @@ def test_script_prints_one_line_error(tmp_path):
   result = run_script("run_classifier.py", "--task_name=nope", f"--data_dir={tmp_path}",
                       f"--vocab_file={write_vocab(tmp_path)}",
                       f"--bert_config_file={write_config(tmp_path / 'c.json', 20)}",
-                      f"--output_dir={tmp_path / 'out'}", "--do_train")
+                      f"--output_dir={tmp_path / 'out'}", "--max_seq_length=32", "--do_train")
   assert result.returncode == 1
   assert result.stderr.strip().splitlines()[-1].startswith("error: --task_name: unknown task")
   assert not (tmp_path / "out").exists()

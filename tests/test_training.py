@@ -4,6 +4,7 @@ since devices must be configured before TensorFlow starts)."""
 import collections
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -103,8 +104,17 @@ def test_gradient_accumulation_matches_the_full_batch(tmp_path):
     np.testing.assert_allclose(accumulated[name], value, atol=1e-5, err_msg=name)
 
 
-def test_nan_loss_stops_without_overwriting_the_last_checkpoint(tmp_path, record_file):
-  run_train(tmp_path, record_file, num_train_steps=4)
+@pytest.fixture(scope="module")
+def trained_dir(tmp_path_factory, record_file):
+  output_dir = tmp_path_factory.mktemp("trained")
+  run_train(output_dir, record_file, num_train_steps=4)
+  return output_dir
+
+
+def test_nan_loss_stops_without_overwriting_the_last_checkpoint(tmp_path, trained_dir,
+                                                                record_file):
+  tmp_path = tmp_path / "nan"
+  shutil.copytree(trained_dir, tmp_path)
   before = tf.train.load_checkpoint(str(tmp_path / "ckpt-4")).get_tensor(
       "model/encoder/pooler/kernel/.ATTRIBUTES/VARIABLE_VALUE")
 
@@ -119,12 +129,11 @@ def test_nan_loss_stops_without_overwriting_the_last_checkpoint(tmp_path, record
   np.testing.assert_array_equal(before, after)
 
 
-def test_evaluate_predict_and_restore(tmp_path, record_file):
-  run_train(tmp_path, record_file, num_train_steps=4)
+def test_evaluate_predict_and_restore(tmp_path, trained_dir, record_file):
   strategy = training.get_strategy("one_device")
   eval_fn = pretraining.input_fn([record_file], SEQ, PREDS, 8, False)
   model, step = training.restore_model(strategy, lambda: modeling.BertPretrainer(tiny_config()),
-                                       eval_fn, output_dir=str(tmp_path))
+                                       eval_fn, output_dir=str(trained_dir))
   assert step == 4
   results = training.evaluate(strategy, model, eval_fn, pretraining.metric_fn(),
                               pretraining.loss_fn(), steps=3, global_step=step)
@@ -235,9 +244,8 @@ def _uniform_weight_records(tmp_path):
 def test_mirrored_over_two_cpus_matches_one_device(tmp_path):
   path = _uniform_weight_records(tmp_path)
   one = _run_worker("one_device", path, str(tmp_path / "one"))
-  one_log = one.communicate()[0]
   two = _run_worker("mirrored", path, str(tmp_path / "two"))
-  two_log = two.communicate()[0]
+  one_log, two_log = one.communicate()[0], two.communicate()[0]
   assert one.returncode == 0, one_log[-3000:]
   assert two.returncode == 0, two_log[-3000:]
   assert "REPLICAS 1" in one_log and "REPLICAS 2" in two_log

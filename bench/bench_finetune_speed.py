@@ -1,0 +1,157 @@
+"""Fine-tuning speed: training sequences/s of a sequence classifier, ours against PyTorch.
+
+MiniLM (L=6, H=384) and BERT-Base (L=12, H=768) sizes, random weights and inputs, seq 128,
+float32 and bf16. Ours: heads.BertClassifier with the original AdamWeightDecay
+(optimization.create_optimizer) and global-norm clipping in one tf.function step, bf16 through
+the mixed_bfloat16 policy. Peer: transformers' BertForSequenceClassification with torch AdamW and
+clip_grad_norm_, bf16 through torch.autocast(cpu); 2 threads. Each timing is the median step after
+--warmup untimed steps. Each side runs in its own process, so neither library slows the other.
+
+  flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_finetune_speed.py
+"""
+import os
+
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SIZES = {"MiniLM": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+                        intermediate_size=1536),
+         "BERT-Base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                           intermediate_size=3072)}
+
+
+def inputs(batch, seq):
+  rng = np.random.RandomState(0)
+  return (rng.randint(1000, 30000, size=[batch, seq]).astype(np.int32),
+          np.ones([batch, seq], np.int32), np.zeros([batch, seq], np.int32),
+          rng.randint(0, 2, size=[batch]).astype(np.int32))
+
+
+def time_ours(size, dtype, batch, seq, steps, warmup):
+  sys.path.insert(0, REPO)
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tf_keras  # pylint: disable=g-import-not-at-top
+  from bert_tf import heads, optimization  # pylint: disable=g-import-not-at-top
+  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  tf_keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bf16" else "float32")
+  config = BertConfig(vocab_size=30522, **SIZES[size])
+  model = heads.BertClassifier(config, num_labels=2)
+  optimizer = optimization.create_optimizer(5e-5, 1000, 100)
+  ids, mask, segments, labels = inputs(batch, seq)
+  features = {"input_ids": tf.constant(ids), "input_mask": tf.constant(mask),
+              "segment_ids": tf.constant(segments)}
+  labels = tf.constant(labels)
+
+  @tf.function
+  def step():
+    with tf.GradientTape() as tape:
+      logits = model(features, training=True)["logits"]
+      loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+    # Dense gradients, as bert_tf.training's loop applies them (the embedding's are sparse).
+    grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, model.trainable_variables)]
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+  return _median_time(lambda: float(step()), steps, warmup)
+
+
+def time_torch(size, dtype, batch, seq, steps, warmup):
+  import torch  # pylint: disable=g-import-not-at-top
+  import transformers  # pylint: disable=g-import-not-at-top
+  torch.set_num_threads(2)
+  torch.manual_seed(0)
+  s = SIZES[size]
+  config = transformers.BertConfig(vocab_size=30522, hidden_size=s["hidden_size"],
+                                   num_hidden_layers=s["num_hidden_layers"],
+                                   num_attention_heads=s["num_attention_heads"],
+                                   intermediate_size=s["intermediate_size"], num_labels=2)
+  model = transformers.BertForSequenceClassification(config).train()
+  optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, eps=1e-6, weight_decay=0.01)
+  ids, mask, segments, labels = (torch.from_numpy(a).long() for a in inputs(batch, seq))
+
+  def step():
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bf16"):
+      loss = model(input_ids=ids, attention_mask=mask, token_type_ids=segments,
+                   labels=labels).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    optimizer.zero_grad()
+    return float(loss)
+
+  return _median_time(step, steps, warmup)
+
+
+def _median_time(step, steps, warmup):
+  for _ in range(warmup):
+    step()
+  times = []
+  for _ in range(steps):
+    start = time.perf_counter()
+    step()
+    times.append(time.perf_counter() - start)
+  return float(np.median(times))
+
+
+def machine():
+  out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+  model = [l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name")]
+  return f"{model[0] if model else 'unknown CPU'}, {os.cpu_count()} cores"
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--sizes", default="MiniLM,BERT-Base")
+  parser.add_argument("--dtypes", default="fp32,bf16")
+  parser.add_argument("--batch_size", type=int, default=8)
+  parser.add_argument("--seq_length", type=int, default=128)
+  parser.add_argument("--steps", type=int, default=3)
+  parser.add_argument("--warmup", type=int, default=2)
+  parser.add_argument("--benchmarks_md", default=os.path.join(REPO, "BENCHMARKS.md"))
+  parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # side,size,dtype (child)
+  args = parser.parse_args()
+  if args.one:
+    side, size, dtype = args.one.split(",")
+    timer = time_ours if side == "ours" else time_torch
+    print(json.dumps(timer(size, dtype, args.batch_size, args.seq_length, args.steps,
+                           args.warmup)))
+    return
+  rows = []
+  print(f"{'size':10} {'dtype':5} {'ours seq/s':>10} {'torch seq/s':>11} {'ratio':>6}")
+  for size in args.sizes.split(","):
+    for dtype in args.dtypes.split(","):
+      seconds = {}
+      for side in ("ours", "torch"):
+        out = subprocess.run(
+            [sys.executable, __file__, f"--one={side},{size},{dtype}",
+             f"--batch_size={args.batch_size}", f"--seq_length={args.seq_length}",
+             f"--steps={args.steps}", f"--warmup={args.warmup}"],
+            capture_output=True, text=True, check=True, cwd=REPO)
+        seconds[side] = json.loads(out.stdout.strip().splitlines()[-1])
+      ours, torch_ = (args.batch_size / seconds[s] for s in ("ours", "torch"))
+      print(f"{size:10} {dtype:5} {ours:10.1f} {torch_:11.1f} {ours / torch_:6.2f}", flush=True)
+      rows.append(f"| {size} | {dtype} | {ours:.1f} | {torch_:.1f} | {ours / torch_:.2f} |\n")
+  with open(args.benchmarks_md, "a") as md:
+    md.write(f"\n## Fine-tuning speed: sequence classifier train step (bench/bench_finetune_speed.py)"
+             f"\n\nCommand: `flock /tmp/bert_tf_heavy.lock .venv/bin/python "
+             f"bench/bench_finetune_speed.py {' '.join(sys.argv[1:])}`  \nMachine: {machine()}. "
+             f"Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC.  \n"
+             f"Batch {args.batch_size}, seq {args.seq_length}, random weights and inputs; median "
+             f"of {args.steps} steps after {args.warmup} warm-up steps. Ours: BertClassifier + "
+             "AdamWeightDecay in one tf.function; PyTorch: BertForSequenceClassification + "
+             "AdamW, autocast for bf16, 2 threads.\n\n"
+             "| size | dtype | ours seq/s | PyTorch seq/s | ours / PyTorch |\n|---|---|---|---|---|\n")
+    md.writelines(rows)
+
+
+if __name__ == "__main__":
+  main()

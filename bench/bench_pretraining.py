@@ -1,0 +1,221 @@
+"""Pretraining speed: our training loop vs transformers' PyTorch BertForPreTraining, one run.
+
+  flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_pretraining.py
+
+Sequences/s of full training steps (forward, backward, clipping, optimizer update) at seq 128 with
+20 masked predictions, for BERT-Base (L=12, H=768) and a small BERT (L=4, H=256), in float32 and
+bfloat16 (ours: the mixed_bfloat16 policy; PyTorch: bf16 autocast), XLA on and off for the small
+config only. Ours is bert_tf.training.train itself (records, tf.data, the loop, AdamWeightDecay,
+checkpoint at the end), timed by its own progress line over the second half of the steps.
+TFLOP/s count the model's useful FLOPs (3 x forward; MLM head on the 20 masked positions only)
+against a measured bf16 matmul peak. Prints a table and appends it to BENCHMARKS.md.
+"""
+import os
+
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import collections  # noqa: E402
+import datetime  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+from absl import app  # noqa: E402
+from absl import flags  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from bert_tf import modeling  # noqa: E402
+from bert_tf import pretraining  # noqa: E402
+from bert_tf import records  # noqa: E402
+from bert_tf import training  # noqa: E402
+from bert_tf.config import BertConfig  # noqa: E402
+
+flags.DEFINE_list("models", "small,base", "Configs to time: small (L=4, H=256), base (L=12).")
+flags.DEFINE_list("peers", "ours,torch", "Implementations to time.")
+flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence.")
+flags.DEFINE_integer("base_batch_size", 8, "Sequences per step for BERT-Base.")
+flags.DEFINE_integer("small_batch_size", 32, "Sequences per step for the small config.")
+flags.DEFINE_integer("steps", 4, "Timed steps (after as many untimed ones).")
+flags.DEFINE_bool("append", True, "Append the results to BENCHMARKS.md.")
+FLAGS = flags.FLAGS
+
+CONFIGS = {
+    "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                 intermediate_size=3072),
+    "small": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                  intermediate_size=1024),
+}
+VOCAB = 30522
+
+
+def config_for(name):
+  return BertConfig(vocab_size=VOCAB, type_vocab_size=2, **CONFIGS[name])
+
+
+def train_flops_per_sequence(config, seq, preds):
+  """3 x the forward matmul FLOPs of one sequence (backward ~ 2 x forward)."""
+  h, i, t = config.hidden_size, config.intermediate_size, seq
+  per_layer = 2 * t * (4 * h * h + 2 * h * i) + 2 * 2 * t * t * h
+  forward = config.num_hidden_layers * per_layer + 2 * h * h + 2 * preds * (h * h + h * VOCAB)
+  return 3 * forward
+
+
+def write_records(path, num_examples, seq, preds, seed=0):
+  rng = np.random.RandomState(seed)
+  with tf.io.TFRecordWriter(path) as writer:
+    for _ in range(num_examples):
+      ids = rng.randint(1000, VOCAB, seq).tolist()
+      positions = sorted(rng.choice(np.arange(1, seq), preds, replace=False).tolist())
+      writer.write(records.serialize(collections.OrderedDict(
+          input_ids=ids, input_mask=[1] * seq, segment_ids=[0] * (seq // 2) + [1] * (seq // 2),
+          masked_lm_positions=positions, masked_lm_ids=[ids[p] for p in positions],
+          masked_lm_weights=[1.0] * preds, next_sentence_labels=[int(rng.randint(2))])))
+
+
+def time_ours(config, batch_size, dtype, use_xla, record_file, work_dir):
+  training.set_precision(dtype)
+  training.set_seed(1)
+  strategy = training.get_strategy("one_device")
+  input_fn = pretraining.input_fn([record_file], FLAGS.seq_length, FLAGS.max_predictions_per_seq,
+                                  batch_size, True, seed=1)
+  steps = FLAGS.steps
+  # The first `steps` steps (tracing included) are logged, then the timed `steps` are.
+  model = training.train(strategy, lambda: modeling.BertPretrainer(config),
+                         pretraining.loss_fn(), input_fn, 2 * steps, 1e-4, 1,
+                         tempfile.mkdtemp(dir=work_dir), save_checkpoints_steps=2 * steps,
+                         steps_per_loop=steps, log_steps=steps, use_xla=use_xla,
+                         train_batch_size=batch_size)
+  training.set_precision("float32")
+  return model.train_summary["steps_per_second"] * batch_size
+
+
+def time_torch(config, batch_size, dtype):
+  import torch  # pylint: disable=g-import-not-at-top
+  import transformers  # pylint: disable=g-import-not-at-top
+  torch.set_num_threads(2)
+  torch.manual_seed(1)
+  hf_config = transformers.BertConfig(
+      vocab_size=VOCAB, hidden_size=config.hidden_size,
+      num_hidden_layers=config.num_hidden_layers,
+      num_attention_heads=config.num_attention_heads,
+      intermediate_size=config.intermediate_size, type_vocab_size=2)
+  model = transformers.BertForPreTraining(hf_config)
+  model.train()
+  optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6, weight_decay=0.01)
+  rng = np.random.RandomState(0)
+  seq, preds = FLAGS.seq_length, FLAGS.max_predictions_per_seq
+  input_ids = torch.tensor(rng.randint(1000, VOCAB, (batch_size, seq)))
+  labels = torch.full((batch_size, seq), -100)
+  for b in range(batch_size):
+    positions = rng.choice(np.arange(1, seq), preds, replace=False)
+    labels[b, positions] = input_ids[b, positions]
+  batch = dict(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
+               token_type_ids=torch.zeros_like(input_ids), labels=labels,
+               next_sentence_label=torch.tensor(rng.randint(0, 2, batch_size)))
+
+  def step():
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bfloat16"):
+      loss = model(**batch).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    optimizer.zero_grad()
+
+  for _ in range(FLAGS.steps):
+    step()
+  start = time.perf_counter()
+  for _ in range(FLAGS.steps):
+    step()
+  return FLAGS.steps * batch_size / (time.perf_counter() - start)
+
+
+def matmul_peak_tflops(dtype, n=4096, repeats=5):
+  a = tf.random.normal([n, n], dtype=tf.float32)
+  a = tf.cast(a, dtype)
+  matmul = tf.function(lambda x: tf.matmul(x, x))
+  matmul(a).numpy()
+  start = time.perf_counter()
+  for _ in range(repeats):
+    result = matmul(a)
+  result.numpy()
+  return 2 * n ** 3 * repeats / (time.perf_counter() - start) / 1e12
+
+
+def main(_):
+  work_dir = tempfile.mkdtemp(prefix="bench_pretraining_")
+  record_file = os.path.join(work_dir, "records.tfrecord")
+  write_records(record_file, 256, FLAGS.seq_length, FLAGS.max_predictions_per_seq)
+  peak = {"bfloat16": matmul_peak_tflops(tf.bfloat16), "float32": matmul_peak_tflops(tf.float32)}
+  print(f"matmul peak 4096^3: bf16 {peak['bfloat16']:.2f} TFLOP/s, "
+        f"fp32 {peak['float32']:.2f} TFLOP/s", flush=True)
+  rows = []
+  for name in FLAGS.models:
+    config = config_for(name)
+    batch_size = FLAGS.base_batch_size if name == "base" else FLAGS.small_batch_size
+    flops = train_flops_per_sequence(config, FLAGS.seq_length, FLAGS.max_predictions_per_seq)
+    runs = []
+    if "ours" in FLAGS.peers:
+      for dtype in ("float32", "bfloat16"):
+        for use_xla in ((False, True) if name == "small" else (False,)):
+          runs.append((f"ours {dtype}" + (" XLA" if use_xla else ""), dtype,
+                       lambda d=dtype, x=use_xla: time_ours(config, batch_size, d, x,
+                                                            record_file, work_dir)))
+    if "torch" in FLAGS.peers:
+      for dtype in ("float32", "bfloat16"):
+        runs.append((f"PyTorch {dtype}" + (" autocast" if dtype == "bfloat16" else ""), dtype,
+                     lambda d=dtype: time_torch(config, batch_size, d)))
+    for label, dtype, fn in runs:
+      seqs = fn()
+      tflops = seqs * flops / 1e12
+      rows.append((name, batch_size, label, seqs, tflops, tflops / peak["bfloat16"]))
+      print(f"{name} batch {batch_size} {label}: {seqs:.2f} seq/s, {tflops:.3f} TFLOP/s",
+            flush=True)
+
+  lines = ["| model | batch | implementation | sequences/s | TFLOP/s | % of bf16 matmul peak |",
+           "|---|---|---|---|---|---|"]
+  for name, batch_size, label, seqs, tflops, frac in rows:
+    lines.append(f"| {name} | {batch_size} | {label} | {seqs:.2f} | {tflops:.3f} | "
+                 f"{100 * frac:.1f}% |")
+  ratios = []
+  for name in FLAGS.models:
+    by_label = {r[2]: r[3] for r in rows if r[0] == name}
+    if "ours float32" in by_label and "ours bfloat16" in by_label:
+      ratios.append(f"{name}: ours bf16 / ours fp32 = "
+                    f"{by_label['ours bfloat16'] / by_label['ours float32']:.2f}x")
+    torch_best = max([v for k, v in by_label.items() if k.startswith("PyTorch")], default=None)
+    ours_best = max([v for k, v in by_label.items() if k.startswith("ours")], default=None)
+    if torch_best and ours_best:
+      ratios.append(f"{name}: ours best / PyTorch best = {ours_best / torch_best:.2f}x")
+  table = "\n".join(lines)
+  print(table)
+  print("\n".join(ratios))
+  if FLAGS.append:
+    cpu = subprocess.run("lscpu | grep 'Model name' | sed 's/.*: *//'", shell=True, text=True,
+                         capture_output=True).stdout.strip()
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    command = "flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_pretraining.py " + " ".join(
+        sys.argv[1:])
+    with open(os.path.join(REPO, "BENCHMARKS.md"), "a") as f:
+      f.write(f"\n## Pretraining throughput: run_pretraining's loop vs PyTorch "
+              f"BertForPreTraining (bench/bench_pretraining.py)\n\n"
+              f"Command: `{command.strip()}`  \nMachine: {cpu}, {os.cpu_count()} cores. "
+              f"Date: {date}.  \n"
+              f"Seq {FLAGS.seq_length}, {FLAGS.max_predictions_per_seq} masked positions, vocab "
+              f"{VOCAB}, dropout 0.1, full training steps (ours: bert_tf.training.train with "
+              f"AdamWeightDecay, clip 1.0, tf.data from records, op determinism on; PyTorch: "
+              f"AdamW, clip 1.0, 2 threads, MLM logits over all 128 positions as HF computes "
+              f"them). {FLAGS.steps} timed steps after {FLAGS.steps} untimed. Measured matmul "
+              f"peak (4096^3): bf16 {peak['bfloat16']:.2f} TFLOP/s, fp32 "
+              f"{peak['float32']:.2f} TFLOP/s.\n\n{table}\n\n" +
+              "".join(f"- {r}\n" for r in ratios))
+
+
+if __name__ == "__main__":
+  app.run(main)

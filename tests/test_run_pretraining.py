@@ -1,0 +1,164 @@
+"""run_pretraining.py end to end, as subprocesses: preemption (SIGKILL) and resume, eval output,
+phase 2 from phase 1, the TF1 export, the ablations, and bad input."""
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from test_training import write_pretraining_records
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(REPO, "run_pretraining.py")
+CONFIG = {"vocab_size": 50, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+          "intermediate_size": 37, "max_position_embeddings": 16}
+
+
+def write_config(tmp_path, **overrides):
+  path = str(tmp_path / "bert_config.json")
+  with open(path, "w") as f:
+    json.dump(dict(CONFIG, **overrides), f)
+  return path
+
+
+def command(tmp_path, output_dir, *extra, seq=16, preds=4, records=None):
+  if records is None:
+    records = str(tmp_path / f"records_{seq}.tfrecord")
+    if not os.path.exists(records):
+      write_pretraining_records(records, 48, seq_length=seq, max_predictions=preds)
+  return [sys.executable, SCRIPT, f"--bert_config_file={write_config(tmp_path)}",
+          f"--input_file={records}", f"--output_dir={output_dir}", f"--max_seq_length={seq}",
+          f"--max_predictions_per_seq={preds}", "--train_batch_size=8", "--eval_batch_size=8",
+          "--learning_rate=1e-3", "--num_warmup_steps=3", "--max_eval_steps=3", "--log_steps=1",
+          *extra]
+
+
+def run(cmd, timeout=240):
+  result = subprocess.run(["timeout", "-k", "10", str(timeout)] + cmd, cwd=REPO, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+  return result.returncode, result.stdout
+
+
+def start(cmd, stderr=subprocess.STDOUT):
+  return subprocess.Popen(["timeout", "-k", "10", "240"] + cmd, cwd=REPO, text=True,
+                          stdout=subprocess.PIPE, stderr=stderr)
+
+
+def read_eval_results(output_dir):
+  with open(os.path.join(output_dir, "eval_results.txt")) as f:
+    return dict(line.strip().split(" = ") for line in f)
+
+
+def checkpoint_values(prefix):
+  reader = tf.train.load_checkpoint(prefix)
+  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+          if name.startswith(("model/", "optimizer/"))}
+
+
+def test_killed_twice_and_restarted_ends_with_the_same_weights(tmp_path):
+  steps = 24
+  flags = ["--do_train", f"--num_train_steps={steps}", "--save_checkpoints_steps=4",
+           "--iterations_per_loop=1"]
+  straight_dir, killed_dir = str(tmp_path / "straight"), str(tmp_path / "killed")
+  code, log = run(command(tmp_path, straight_dir, *flags))
+  assert code == 0, log[-3000:]
+  kill_steps = sorted(random.sample(range(2, steps - 1), 2))
+  for kill_step in kill_steps:
+    proc = subprocess.Popen(command(tmp_path, killed_dir, *flags), cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    seen = []
+    for line in proc.stdout:
+      seen.append(line)
+      if f" step {kill_step}/{steps} " in line:
+        proc.send_signal(signal.SIGKILL)
+        break
+    proc.wait(timeout=120)
+    assert proc.returncode == -signal.SIGKILL, "".join(seen)[-3000:]
+  code, log = run(command(tmp_path, killed_dir, *flags))
+  assert code == 0, log[-3000:]
+  assert "Resuming from" in log
+  straight = checkpoint_values(os.path.join(straight_dir, f"ckpt-{steps}"))
+  resumed = checkpoint_values(os.path.join(killed_dir, f"ckpt-{steps}"))
+  assert set(straight) == set(resumed)
+  for name, value in straight.items():
+    np.testing.assert_array_equal(resumed[name], value,
+                                  err_msg=f"{name} (killed at steps {kill_steps})")
+
+
+@pytest.fixture(scope="module")
+def phase1(tmp_path_factory):
+  """Phase 1 at sequence length 8: train, eval and the TF1 export in one run."""
+  tmp_path = tmp_path_factory.mktemp("phase1")
+  output_dir = str(tmp_path / "out")
+  code, log = run(command(tmp_path, output_dir, "--do_train", "--do_eval", "--num_train_steps=4",
+                          "--export_tf1_checkpoint", seq=8, preds=2))
+  assert code == 0, log[-3000:]
+  return output_dir
+
+
+def test_eval_results_and_tf1_export(phase1):
+  results = read_eval_results(phase1)
+  assert sorted(results) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
+                             "next_sentence_accuracy", "next_sentence_loss"]
+  assert results["global_step"] == "4"
+  assert float(results["loss"]) > 0
+  assert tf.io.gfile.glob(os.path.join(phase1, "train", "events.*"))
+  # The exported TF1 checkpoint has the original's names.
+  names = dict(tf.train.list_variables(os.path.join(phase1, "bert_model.ckpt")))
+  assert names["bert/encoder/layer_1/attention/self/query/kernel"] == [32, 32]
+  assert names["cls/predictions/output_bias"] == [50]
+
+
+def test_phase2_at_a_longer_sequence_starts_from_phase1(tmp_path, phase1):
+  # From our checkpoint and from the TF1 export, in parallel.
+  inits = {"ours": phase1, "tf1": os.path.join(phase1, "bert_model.ckpt")}
+  procs = {name: start(command(tmp_path, str(tmp_path / name), "--do_eval",
+                               f"--init_checkpoint={init}"))
+           for name, init in inits.items()}
+  for name, proc in procs.items():
+    log = proc.communicate()[0]
+    assert proc.returncode == 0, log[-3000:]
+    assert "loaded" in log
+    assert read_eval_results(str(tmp_path / name))["global_step"] == "0"
+
+
+def test_ablations_no_nsp_and_left_to_right(tmp_path):
+  flags = ("--no_nsp", "--left_to_right")
+  command(tmp_path, str(tmp_path / "unused"))  # writes the records once, before both start
+  procs = {flag: start(command(tmp_path, str(tmp_path / flag[2:]), flag, "--do_train",
+                               "--do_eval", "--num_train_steps=2"))
+           for flag in flags}
+  for flag, proc in procs.items():
+    log = proc.communicate()[0]
+    assert proc.returncode == 0, log[-3000:]
+    results = read_eval_results(str(tmp_path / flag[2:]))
+    assert "next_sentence_accuracy" not in results
+    # Without NSP the loss is the masked-LM loss (averaged per batch rather than per prediction).
+    assert abs(float(results["masked_lm_loss"]) - float(results["loss"])) < 0.05
+
+
+def test_bad_input_gives_one_line_errors(tmp_path, phase1):
+  records_16 = write_pretraining_records(str(tmp_path / "r16.tfrecord"), 8)
+  wrong_config = str(tmp_path / "wrong.json")
+  with open(wrong_config, "w") as f:
+    json.dump(dict(CONFIG, intermediate_size=40), f)
+  cases = {
+      "records": (command(tmp_path, str(tmp_path / "a"), "--do_train", seq=12,
+                          records=records_16), "has length 16 but the flags expect 12"),
+      "glob": (command(tmp_path, str(tmp_path / "b"), "--do_train",
+                       records=str(tmp_path / "missing-*.tfrecord")), "matches no file"),
+      "mode": (command(tmp_path, str(tmp_path / "c")), "--do_train/--do_eval"),
+      "init": (command(tmp_path, str(tmp_path / "d"), "--do_eval", f"--init_checkpoint={phase1}",
+                       seq=8, preds=2) + [f"--bert_config_file={wrong_config}"], "shape"),
+  }
+  procs = {name: start(cmd, stderr=subprocess.PIPE) for name, (cmd, _) in cases.items()}
+  for name, proc in procs.items():
+    _, err = proc.communicate()
+    assert proc.returncode == 1, f"{name}: {err[-3000:]}"
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error: ") and cases[name][1] in last, f"{name}: {last}"
