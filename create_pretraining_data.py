@@ -10,12 +10,10 @@ A corpus of many files can be split over machines: --num_shards=N --shard_index=
 input file, seeds itself from --random_seed and i, and writes <output_file>-0000i-of-0000N; with
 --num_shards=N and no --shard_index, one run does every shard whose output is not there yet.
 """
-import dataclasses
 import os
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
-import tensorflow as tf  # noqa: E402
 from absl import flags  # noqa: E402
 from absl import logging  # noqa: E402
 
@@ -23,7 +21,6 @@ from bert_tf import cli  # noqa: E402
 from bert_tf import records  # noqa: E402
 from bert_tf import tokenization  # noqa: E402
 from bert_tf.data import pretraining  # noqa: E402
-from bert_tf.errors import BertTfError  # noqa: E402
 
 flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of files).")
 flags.DEFINE_string("output_file", None, "Output TF example file (or comma-separated list of files).")
@@ -59,12 +56,6 @@ FLAGS = flags.FLAGS
 
 def main(_):
   logging.set_verbosity(logging.INFO)
-  if FLAGS.num_workers < 1:
-    raise BertTfError(f"--num_workers: must be at least 1, got {FLAGS.num_workers}")
-  if FLAGS.num_shards < 1:
-    raise BertTfError(f"--num_shards: must be at least 1, got {FLAGS.num_shards}")
-  if FLAGS.shard_index is not None and not 0 <= FLAGS.shard_index < FLAGS.num_shards:
-    raise BertTfError(f"--shard_index: must be in [0, {FLAGS.num_shards}), got {FLAGS.shard_index}")
   options = pretraining.Options(
       max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
       random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor, masked_lm_prob=FLAGS.masked_lm_prob,
@@ -75,27 +66,8 @@ def main(_):
   tokenizer = tokenization.FullTokenizer(vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
   input_files = records.input_files(FLAGS.input_file)
   output_files = [path for path in FLAGS.output_file.split(",") if path.strip()]
-  if len(input_files) < FLAGS.num_shards:
-    raise BertTfError(f"--num_shards: {FLAGS.num_shards} shards but only {len(input_files)} input files")
-
-  shards = range(FLAGS.num_shards) if FLAGS.shard_index is None else [FLAGS.shard_index]
-  for shard in shards:
-    shard_outputs = pretraining.shard_output_files(output_files, shard, FLAGS.num_shards)
-    if FLAGS.num_shards > 1 and all(tf.io.gfile.exists(path) for path in shard_outputs):
-      logging.info("Shard %d: %s already written, skipped", shard, ", ".join(shard_outputs))
-      continue
-    shard_inputs = pretraining.shard_input_files(input_files, shard, FLAGS.num_shards)
-    logging.info("*** Reading from input files ***")
-    for path in shard_inputs:
-      logging.info("  %s", path)
-    logging.info("*** Writing to output files ***")
-    for path in shard_outputs:
-      logging.info("  %s", path)
-    pretraining.create_pretraining_data(
-        shard_inputs, shard_outputs, tokenizer,
-        dataclasses.replace(options, random_seed=pretraining.shard_seed(FLAGS.random_seed, shard,
-                                                                        FLAGS.num_shards)),
-        num_workers=FLAGS.num_workers, progress_seconds=FLAGS.progress_seconds)
+  pretraining.run_shards(input_files, output_files, tokenizer, options, FLAGS.num_shards, FLAGS.shard_index,
+                         num_workers=FLAGS.num_workers, progress_seconds=FLAGS.progress_seconds)
 
 
 if __name__ == "__main__":

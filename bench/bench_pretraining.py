@@ -44,6 +44,13 @@ flags.DEFINE_integer("base_batch_size", 8, "Sequences per step for BERT-Base.")
 flags.DEFINE_integer("small_batch_size", 32, "Sequences per step for the small config.")
 flags.DEFINE_integer("steps", 4, "Timed steps (after as many untimed ones).")
 flags.DEFINE_bool("append", True, "Append the results to BENCHMARKS.md.")
+flags.DEFINE_enum("mode", "throughput", ["throughput", "pretrain"],
+                  "throughput: the speed table; pretrain: a real small-BERT pretraining run on the "
+                  "shared corpus (records made by create_pretraining_data.py), then held-out eval.")
+flags.DEFINE_integer("pretrain_steps", 4000, "pretrain mode: training steps (batch 32).")
+flags.DEFINE_string("work_dir", "/tmp/bench_pretraining", "pretrain mode: records and checkpoints.")
+flags.DEFINE_string("torch_child", None, "Internal: time PyTorch for `model,batch,dtype` in this "
+                    "process (the parent runs it apart from TensorFlow's thread pools).")
 FLAGS = flags.FLAGS
 
 CONFIGS = {
@@ -136,6 +143,15 @@ def time_torch(config, batch_size, dtype):
   return FLAGS.steps * batch_size / (time.perf_counter() - start)
 
 
+def torch_in_child(name, batch_size, dtype):
+  out = subprocess.run([sys.executable, os.path.abspath(__file__), f"--steps={FLAGS.steps}",
+                        f"--seq_length={FLAGS.seq_length}",
+                        f"--max_predictions_per_seq={FLAGS.max_predictions_per_seq}",
+                        f"--torch_child={name},{batch_size},{dtype}"],
+                       text=True, capture_output=True, check=True).stdout
+  return float(out.split("SEQS")[1])
+
+
 def matmul_peak_tflops(dtype, n=4096, repeats=5):
   a = tf.random.normal([n, n], dtype=tf.float32)
   a = tf.cast(a, dtype)
@@ -148,7 +164,134 @@ def matmul_peak_tflops(dtype, n=4096, repeats=5):
   return 2 * n ** 3 * repeats / (time.perf_counter() - start) / 1e12
 
 
+SMALL_PRETRAIN = dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                      intermediate_size=1024, vocab_size=VOCAB, type_vocab_size=2)
+HELD_OUT_BOOK = "pg84-frankenstein.txt"
+
+
+def run_logged(cmd):
+  print("+", " ".join(cmd), flush=True)
+  result = subprocess.run(cmd, cwd=REPO, text=True, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT)
+  if result.returncode:
+    raise SystemExit(result.stdout[-5000:])
+  return result.stdout
+
+
+def scalar_curve(event_dir, tag):
+  """[(step, value)] of a scalar written by bert_tf.training's summaries."""
+  curve = []
+  for path in sorted(tf.io.gfile.glob(os.path.join(event_dir, "events.*"))):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        if value.tag == tag:
+          curve.append((event.step, float(tf.make_ndarray(value.tensor))))
+  return sorted(curve)
+
+
+def unigram_baselines(record_file, train_file):
+  """MLM accuracy of always predicting the train set's most frequent masked token, on held-out."""
+  features = records.pretraining_features(128, 20)
+  counts = collections.Counter()
+  for raw in tf.data.TFRecordDataset(train_file).take(20000):
+    example = tf.io.parse_single_example(raw, features)
+    weights = example["masked_lm_weights"].numpy()
+    counts.update(example["masked_lm_ids"].numpy()[weights > 0].tolist())
+  most_common = counts.most_common(1)[0][0]
+  hits = total = nsp_zero = n = 0
+  for raw in tf.data.TFRecordDataset(record_file):
+    example = tf.io.parse_single_example(raw, features)
+    weights = example["masked_lm_weights"].numpy()
+    ids = example["masked_lm_ids"].numpy()[weights > 0]
+    hits += int((ids == most_common).sum())
+    total += len(ids)
+    nsp_zero += int(example["next_sentence_labels"].numpy()[0] == 0)
+    n += 1
+  return hits / total, max(nsp_zero, n - nsp_zero) / n, n
+
+
+def pretrain_run():
+  corpus = os.path.join(os.path.dirname(REPO), "shared", "data", "corpus", "gutenberg")
+  vocab = os.path.join(os.path.dirname(REPO), "shared", "data", "vocab",
+                       "bert-base-uncased-vocab.txt")
+  work = FLAGS.work_dir
+  tf.io.gfile.makedirs(work)
+  books = sorted(tf.io.gfile.glob(os.path.join(corpus, "*.txt")))
+  train_books = [b for b in books if not b.endswith(HELD_OUT_BOOK)]
+  held_out = [b for b in books if b.endswith(HELD_OUT_BOOK)]
+  train_records = os.path.join(work, "train.tfrecord")
+  eval_records = os.path.join(work, "heldout.tfrecord")
+  start = time.time()
+  for inputs, output, dupe in ((train_books, train_records, 2), (held_out, eval_records, 1)):
+    if not os.path.exists(output):
+      run_logged([sys.executable, "create_pretraining_data.py", f"--input_file={','.join(inputs)}",
+                  f"--output_file={output}", f"--vocab_file={vocab}", "--do_lower_case",
+                  "--max_seq_length=128", "--max_predictions_per_seq=20",
+                  f"--dupe_factor={dupe}", "--num_workers=2", "--random_seed=12345"])
+  records_seconds = time.time() - start
+  num_train = sum(1 for _ in tf.data.TFRecordDataset(train_records))
+  config_file = os.path.join(work, "bert_config.json")
+  BertConfig(**SMALL_PRETRAIN).to_json_file(config_file)
+  output_dir = os.path.join(work, "model")
+  common = [f"--bert_config_file={config_file}", "--max_seq_length=128",
+            "--max_predictions_per_seq=20", "--dtype=bfloat16", "--seed=1"]
+  start = time.time()
+  run_logged([sys.executable, "run_pretraining.py", *common, f"--input_file={train_records}",
+              f"--output_dir={output_dir}", "--do_train", "--train_batch_size=32",
+              f"--num_train_steps={FLAGS.pretrain_steps}",
+              f"--num_warmup_steps={FLAGS.pretrain_steps // 10}", "--learning_rate=1e-3",
+              "--save_checkpoints_steps=1000", "--log_steps=250"])
+  train_seconds = time.time() - start
+  mlm_baseline, nsp_baseline, num_eval = unigram_baselines(eval_records, train_records)
+  eval_dir = os.path.join(work, "heldout_eval")
+  run_logged([sys.executable, "run_pretraining.py", *common, f"--input_file={eval_records}",
+              f"--output_dir={eval_dir}", f"--init_checkpoint={output_dir}", "--do_eval",
+              "--eval_batch_size=64", f"--max_eval_steps={num_eval // 64}"])
+  with open(os.path.join(eval_dir, "eval_results.txt")) as f:
+    held = dict(line.strip().split(" = ") for line in f)
+  mlm_curve = scalar_curve(os.path.join(output_dir, "train"), "masked_lm_accuracy")
+  loss_curve = dict(scalar_curve(os.path.join(output_dir, "train"), "loss"))
+  speed = scalar_curve(os.path.join(output_dir, "train"), "examples_per_second")
+  lines = ["| step | train loss | train masked-LM accuracy (last 250 steps) |", "|---|---|---|"]
+  lines += [f"| {step} | {loss_curve.get(step, float('nan')):.3f} | {acc:.3f} |"
+            for step, acc in mlm_curve]
+  table = "\n".join(lines)
+  summary = (f"Held-out ({HELD_OUT_BOOK}, {num_eval} instances, "
+             f"{(num_eval // 64) * 64} evaluated): masked_lm_accuracy "
+             f"{float(held['masked_lm_accuracy']):.4f} (unigram baseline, the train set's most "
+             f"frequent masked token: {mlm_baseline:.4f}), next_sentence_accuracy "
+             f"{float(held['next_sentence_accuracy']):.4f} (majority baseline "
+             f"{nsp_baseline:.4f}), masked_lm_loss {float(held['masked_lm_loss']):.3f}, "
+             f"next_sentence_loss {float(held['next_sentence_loss']):.3f}.")
+  print(table)
+  print(summary)
+  if FLAGS.append:
+    cpu = subprocess.run("lscpu | grep 'Model name' | sed 's/.*: *//'", shell=True, text=True,
+                         capture_output=True).stdout.strip()
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    with open(os.path.join(REPO, "BENCHMARKS.md"), "a") as f:
+      f.write(f"\n## A real pretraining run on the CPU (bench/bench_pretraining.py --mode=pretrain)"
+              f"\n\nCommand: `flock /tmp/bert_tf_heavy.lock .venv/bin/python "
+              f"bench/bench_pretraining.py {' '.join(sys.argv[1:])}`  \nMachine: {cpu}, "
+              f"{os.cpu_count()} cores. Date: {date}.  \n"
+              f"Data: create_pretraining_data.py on the 8 other Gutenberg books of "
+              f"../shared/data/corpus (uncased vocab, seq 128, 20 predictions, dupe_factor 2: "
+              f"{num_train} train instances; {records_seconds:.0f} s), held out: "
+              f"{HELD_OUT_BOOK}. Model: L=4, H=256, A=4, I=1024, V={VOCAB}, bf16 "
+              f"(mixed_bfloat16), batch 32, lr 1e-3, {FLAGS.pretrain_steps // 10} warmup steps, "
+              f"{FLAGS.pretrain_steps} steps in {train_seconds / 60:.1f} min (whole "
+              f"run_pretraining.py process; last logged {speed[-1][1] if speed else 0:.0f} "
+              f"examples/s).\n\n{table}\n\n{summary}\n")
+
+
 def main(_):
+  if FLAGS.mode == "pretrain":
+    pretrain_run()
+    return
+  if FLAGS.torch_child:
+    name, batch_size, dtype = FLAGS.torch_child.split(",")
+    print("SEQS", time_torch(config_for(name), int(batch_size), dtype))
+    return
   work_dir = tempfile.mkdtemp(prefix="bench_pretraining_")
   record_file = os.path.join(work_dir, "records.tfrecord")
   write_records(record_file, 256, FLAGS.seq_length, FLAGS.max_predictions_per_seq)
@@ -170,7 +313,7 @@ def main(_):
     if "torch" in FLAGS.peers:
       for dtype in ("float32", "bfloat16"):
         runs.append((f"PyTorch {dtype}" + (" autocast" if dtype == "bfloat16" else ""), dtype,
-                     lambda d=dtype: time_torch(config, batch_size, d)))
+                     lambda d=dtype: torch_in_child(name, batch_size, d)))
     for label, dtype, fn in runs:
       seqs = fn()
       tflops = seqs * flops / 1e12

@@ -46,7 +46,7 @@ flags.DEFINE_string("model_dir", MINILM, "Hugging Face BERT directory to fine-tu
 flags.DEFINE_integer("num_train", 3000, "Synthetic training questions (at most).")
 flags.DEFINE_integer("num_dev", 600, "Synthetic dev questions (at most).")
 flags.DEFINE_integer("max_seq_length", 256, "Sequence length for fine-tuning.")
-flags.DEFINE_float("num_train_epochs", 2.0, "Fine-tuning epochs.")
+flags.DEFINE_float("num_train_epochs", 1.5, "Fine-tuning epochs.")
 flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate.")
 flags.DEFINE_integer("train_batch_size", 32, "Fine-tuning batch size.")
 flags.DEFINE_integer("speed_seq_length", 384, "Sequence length of the predict throughput runs.")

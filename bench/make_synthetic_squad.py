@@ -90,7 +90,8 @@ def make_question(sentence, rng):
       candidates.append((i, i + 1, "how many"))
     elif word[:1].isupper() and word.isalpha():
       j = i + 1
-      while j < len(words) and j - i < 3 and words[j].strip(",;:").isalpha() and words[j][:1].isupper():
+      while (j < len(words) and j - i < 3 and words[j].strip(",;:").isalpha() and
+             words[j][:1].isupper()):
         j += 1
       candidates.append((i, j, "what"))
       i = j
@@ -138,6 +139,8 @@ def build(articles, first_article, num_questions, rng):
       if qas:
         entry["paragraphs"].append({"context": context, "qas": qas})
         num += len(qas)
+      if num >= num_questions:
+        break
     if entry["paragraphs"]:
       data.append(entry)
     if num >= num_questions:

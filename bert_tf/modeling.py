@@ -187,14 +187,9 @@ class TransformerLayer(tf_keras.layers.Layer):
 
   def call(self, x, attention_adder, batch_size, seq_length, training=False):
     """x: [B*T, H]; attention_adder: float32 [B, 1, 1 or T, T] of 0 / -10000."""
-    # One matmul for query, key and value: a third of the kernel launches on small batches.
-    qkv_kernel = tf.concat([self.query.kernel, self.key.kernel, self.value.kernel], axis=1)
-    qkv_bias = tf.concat([self.query.bias, self.key.bias, self.value.bias], axis=0)
-    qkv = tf.nn.bias_add(tf.matmul(x, qkv_kernel), qkv_bias)
-    query, key, value = tf.split(qkv, 3, axis=1)
-    query = self._split_heads(query, batch_size, seq_length)
-    key = self._split_heads(key, batch_size, seq_length)
-    value = self._split_heads(value, batch_size, seq_length)
+    query = self._split_heads(self.query(x), batch_size, seq_length)
+    key = self._split_heads(self.key(x), batch_size, seq_length)
+    value = self._split_heads(self.value(x), batch_size, seq_length)
 
     scores = tf.matmul(query, key, transpose_b=True)
     scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size)) + attention_adder
@@ -252,6 +247,9 @@ class BertModel(tf_keras.Model):
   @property
   def embedding_table(self):
     return self.embeddings.word_embeddings
+
+  def get_config(self):
+    return {"config": self.config.to_dict(), "causal": self.causal, "name": self.name}
 
   def call(self, inputs, training=False):
     input_ids = inputs["input_ids"]
@@ -352,6 +350,7 @@ class BertPretrainer(tf_keras.Model):
   def __init__(self, config, causal=False, name="pretrainer", **kwargs):
     super().__init__(name=name, **kwargs)
     self.config = config
+    self.causal = causal
     self.encoder = BertModel(config, causal=causal)
     self.masked_lm = MaskedLMHead(config, name="predictions")
     self.next_sentence = NextSentenceHead(config, name="seq_relationship")
@@ -359,6 +358,9 @@ class BertPretrainer(tf_keras.Model):
       _build_in_scope(self.masked_lm)
       _build_in_scope(self.next_sentence)
     self.built = True
+
+  def get_config(self):
+    return {"config": self.config.to_dict(), "causal": self.causal, "name": self.name}
 
   def call(self, features, training=False):
     outputs = dict(self.encoder(features, training=training))

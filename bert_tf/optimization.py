@@ -75,6 +75,7 @@ class _DecoupledDecayOptimizer(tf_keras.optimizers.Optimizer):
     return bool(self.weight_decay_rate) and not self.is_excluded(name)
 
   def _moments(self, gradient, variable):
+    gradient = tf.convert_to_tensor(gradient)
     index = self._index_dict[self._var_key(variable)]
     m, v = self._m[index], self._v[index]
     m.assign(self.beta_1 * m + (1.0 - self.beta_1) * gradient)
@@ -99,11 +100,21 @@ class AdamWeightDecay(_DecoupledDecayOptimizer):
     super().__init__(learning_rate, name=name, **kwargs)
 
   def update_step(self, gradient, variable):
-    m, v = self._moments(gradient, variable)
-    update = m / (tf.sqrt(v) + self.epsilon)
+    lr = tf.cast(self.learning_rate, variable.dtype)
+    # The decay term uses the weights before this step's Adam term, as the original's single
+    # update did, so applying it first gives the same result.
     if self.do_use_weight_decay(variable.name):
-      update += self.weight_decay_rate * variable
-    variable.assign_sub(tf.cast(self.learning_rate, variable.dtype) * update)
+      variable.assign_sub(lr * self.weight_decay_rate * variable)
+    index = self._index_dict[self._var_key(variable)]
+    # The fused Adam kernel with beta powers of 0 is Adam without bias correction, exactly the
+    # original's m / (sqrt(v) + eps) step, in one pass over memory instead of a dozen.
+    tf.raw_ops.ResourceApplyAdam(
+        var=variable.handle, m=self._m[index].handle, v=self._v[index].handle,
+        beta1_power=tf.constant(0.0, variable.dtype), beta2_power=tf.constant(0.0, variable.dtype),
+        lr=lr, beta1=tf.constant(self.beta_1, variable.dtype),
+        beta2=tf.constant(self.beta_2, variable.dtype),
+        epsilon=tf.constant(self.epsilon, variable.dtype),
+        grad=tf.convert_to_tensor(gradient), use_locking=False)
 
 
 class Lamb(_DecoupledDecayOptimizer):

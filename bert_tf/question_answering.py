@@ -82,7 +82,7 @@ def write_answers(f, examples, features, results, dataset):
   logging.info("Post-processed %d questions in %.2f s", len(examples), time.time() - start)
 
   evaluation = {}
-  scorable = squad.has_answers(dataset)
+  scorable = squad.has_answers(dataset, v2)
   if f.tune_null_threshold and not scorable:
     raise BertTfError(f"--tune_null_threshold: {f.predict_file} has no answers to tune on")
   if scorable and not v2:

@@ -1,4 +1,4 @@
-"""The official SQuAD v1.1 and v2.0 evaluation (the numbers evaluate-v1.1.py / evaluate-v2.0.py print).
+"""The official SQuAD v1.1 and v2.0 evaluation: the numbers evaluate-v1.1.py / -v2.0.py print.
 
 Both take the parsed dataset's "data" list and a dict qas_id -> predicted text, and score on the
 official 0-100 scale with the official key names. The answer normalization (lower case, no

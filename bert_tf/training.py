@@ -46,7 +46,8 @@ API (stable; later changes only add keyword arguments):
   write_eval_results(path, results)    writes sorted "key = value" lines, as the original.
 
   for batch in predict(strategy, model, predict_input_fn): ...
-      yields one dict per batch: the features and the model outputs, as NumPy arrays.
+      yields one dict per batch: the features and the model outputs, as NumPy arrays (nested
+      outputs such as encoder_outputs keep their structure).
 
   model, step = restore_model(strategy, model_fn, input_fn, output_dir=None, init_checkpoint=None)
       a model built for input_fn's features, with the latest checkpoint of output_dir or else
@@ -515,7 +516,7 @@ def predict(strategy, model, predict_input_fn):
     return strategy.run(replica_fn, args=(features,))
 
   for features in dataset:
-    per_replica = predict_step(features)
-    yield {name: np.concatenate([np.asarray(t) for t in strategy.experimental_local_results(v)])
-           for name, v in per_replica.items()}
+    local_results = strategy.experimental_local_results(predict_step(features))
+    yield tf.nest.map_structure(lambda *t: np.concatenate([np.asarray(x) for x in t]),
+                                *local_results)
 

@@ -165,3 +165,45 @@ def test_swag_full_format_and_bad_input(tmp_path, tokenizer):
   bad.write_text("sent1,sent2,ending0,ending1,ending2,ending3,label\nx,y,a,b,c\n")
   with pytest.raises(BertTfError, match="line 2 has 5 columns where the header has 7"):
     swag.read_swag_examples(str(bad))
+
+
+def test_layouts_without_real_files(tmp_path):
+  """MNLI (matched and mismatched), QQP and XNLI in their standard layouts, built here."""
+  mnli_header = "\t".join(["index", "promptID", "pairID", "genre", "sentence1_binary_parse",
+                           "sentence2_binary_parse", "sentence1_parse", "sentence2_parse",
+                           "sentence1", "sentence2"])
+  _write(tmp_path / "train.tsv", [mnli_header + "\tlabel1\tgold_label",
+                                  "7\tp\tq\tg\tb\tb\tp\tp\tA cat .\tA dog .\tneutral\tneutral"])
+  dev = [mnli_header + "\tlabel1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label",
+         "3\tp\tq\tg\tb\tb\tp\tp\tHe ran .\tHe moved .\te\te\te\te\te\tentailment"]
+  _write(tmp_path / "dev_matched.tsv", dev)
+  _write(tmp_path / "dev_mismatched.tsv", dev[:1] + [dev[1].replace("He", "She")])
+  _write(tmp_path / "test_matched.tsv", [mnli_header, "0\tp\tq\tg\tb\tb\tp\tp\tX .\tY ."])
+  mnli = glue.get_processor("MNLI")
+  train = mnli.get_train_examples(str(tmp_path))[0]
+  assert (train.guid, train.text_a, train.text_b, train.label) == (
+      "train-7", "A cat .", "A dog .", "neutral")
+  assert mnli.get_dev_examples(str(tmp_path))[0].label == "entailment"
+  assert glue.get_processor("mnli-mm").get_dev_examples(str(tmp_path))[0].text_a == "She ran ."
+  assert mnli.get_test_examples(str(tmp_path))[0].label == "contradiction"
+
+  qqp = tmp_path / "qqp"
+  qqp.mkdir()
+  _write(qqp / "train.tsv", ["id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate",
+                             "5\t1\t2\tWhy?\tHow?\t1"])
+  _write(qqp / "test.tsv", ["id\tquestion1\tquestion2", "0\tWhat?\tWho?"])
+  example = glue.get_processor("qqp").get_train_examples(str(qqp))[0]
+  assert (example.text_a, example.text_b, example.label) == ("Why?", "How?", "1")
+  assert glue.get_processor("qqp").get_test_examples(str(qqp))[0].text_b == "Who?"
+
+  xnli = tmp_path / "xnli"
+  (xnli / "multinli").mkdir(parents=True)
+  _write(xnli / "multinli" / "multinli.train.zh.tsv", ["premise\thypo\tlabel",
+                                                      "\u4f60\u597d\t\u518d\u89c1\tcontradictory"])
+  _write(xnli / "xnli.dev.tsv", ["language\tgold_label\ta\tb\tc\td\tsentence1\tsentence2",
+                                 "en\tneutral\t\t\t\t\tHi\tBye",
+                                 "zh\tentailment\t\t\t\t\t\u4f60\t\u6211"])
+  processor = glue.get_processor("xnli")
+  assert processor.get_train_examples(str(xnli))[0].label == "contradiction"
+  dev_examples = processor.get_dev_examples(str(xnli))
+  assert [(e.guid, e.text_a, e.label) for e in dev_examples] == [("dev-2", "\u4f60", "entailment")]

@@ -62,7 +62,7 @@ def test_real_mrpc_slice_train_eval_predict_and_reevaluate(tmp_path):
     (data_dir / f"{split}.tsv").write_text("".join(lines), encoding="utf-8")
   config = write_config(tmp_path / "bert_config.json", 30522)
   output_dir = tmp_path / "out"
-  args = common_args(data_dir, vocab, config, output_dir) + ["--task_name=MRPC"]
+  args = common_args(data_dir, vocab, config, output_dir) + ["--task_name=MRPC", "--dtype=bfloat16"]
   result = run_script("run_classifier.py", *args, "--do_train", "--do_eval", "--do_predict",
                       "--train_batch_size=8", "--num_train_epochs=1")
   assert result.returncode == 0, result.stderr[-3000:]
@@ -108,7 +108,7 @@ def test_synthetic_task_is_learned(tmp_path):
       "run_classifier.py", *common_args(tmp_path / "data", vocab, config, output_dir),
       "--task_name=SST-2", "--do_train", "--do_eval", "--do_predict", "--train_batch_size=16",
       "--num_train_epochs=4", "--learning_rate=2e-3", "--warmup_proportion=0.1",
-      "--eval_batch_size=32", "--dtype=bfloat16")
+      "--eval_batch_size=32")
   assert result.returncode == 0, result.stderr[-3000:]
   assert "No --init_checkpoint" in result.stderr
   results = read_results(output_dir)

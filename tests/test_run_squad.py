@@ -1,6 +1,6 @@
-"""run_squad.py end to end on the real SQuAD 2.0 dev subset: train briefly (tiny model), predict with
-v2.0 on, check the output files are in the official format and score as the official script does;
-then predict again from the checkpoint with --tune_null_threshold; and the CLI's bad-input errors."""
+"""run_squad.py end to end on the real SQuAD 2.0 dev subset: train briefly (tiny model), predict
+with v2.0 on, check the output files are in the official format and score as the official script
+does; predict again from the checkpoint with --tune_null_threshold; the CLI's bad-input errors."""
 import json
 import os
 import subprocess
@@ -133,3 +133,46 @@ def test_cli_bad_input(tmp_path):
   flag_values.update(max_seq_length=64, tune_null_threshold=True)
   with pytest.raises(BertTfError, match="--tune_null_threshold: needs --version_2_with_negative"):
     question_answering.validate_flags(types.SimpleNamespace(**flag_values), config)
+
+
+def test_v1_answers_and_official_v1_score(tmp_path):
+  """SQuAD 1.1 (the AllenNLP fixture, no "version" key): files and eval_results.json without
+  running a model: logits that point at each first gold answer's word pieces."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from bert_tf.data import squad  # pylint: disable=g-import-not-at-top
+  v1 = pytest.importorskip("official.nlp.tools.squad_evaluate_v1_1")
+  predict_file = shared_data("squad", "allennlp-squad-v1-style.json")
+  dataset = squad.load_squad_json(predict_file)
+  vocab = tmp_path / "vocab.txt"
+  _small_vocab(dataset, vocab)
+  tokenizer = tokenization.FullTokenizer(str(vocab), do_lower_case=True)
+  # The training reader wants one answer a question: the first one gives the target positions.
+  first_answers = json.loads(json.dumps(dataset))
+  for article in first_answers["data"]:
+    for paragraph in article["paragraphs"]:
+      for qa in paragraph["qas"]:
+        qa["answers"] = qa["answers"][:1]
+  (tmp_path / "first.json").write_text(json.dumps(first_answers))
+  train_view = squad.read_squad_examples(str(tmp_path / "first.json"), is_training=True)
+  examples = squad.read_squad_examples(predict_file, is_training=False)
+  features = squad.convert_examples_to_features(train_view, tokenizer, 128, 48, 32, True)
+  results = []
+  for feature in features:
+    start, end = np.zeros(128, np.float32), np.zeros(128, np.float32)
+    start[feature.start_position] = end[feature.end_position] = 10.0
+    results.append(squad.RawResult(feature.unique_id, start, end))
+  f = types.SimpleNamespace(version_2_with_negative=False, null_score_diff_threshold=0.0,
+                            n_best_size=20, max_answer_length=30, do_lower_case=True,
+                            verbose_logging=False, tune_null_threshold=False,
+                            predict_file=predict_file, output_dir=str(tmp_path))
+  evaluation = question_answering.write_answers(f, examples, features, results, dataset)
+  predictions = _load(tmp_path, "predictions.json")
+  assert evaluation == _load(tmp_path, "eval_results.json")
+  official = v1.evaluate(dataset["data"], predictions)
+  # 4 of 5 exact: the fixture's answer "Father Julius Nieuwl" ends inside a word, and as in the
+  # original the span cannot end inside a word piece, so the answer is "... Nieuwland".
+  assert predictions["5733b1da4776f4190066106b"] == "Father Julius Nieuwland"
+  assert evaluation["exact_match"] == pytest.approx(100 * official["exact_match"]) == 80.0
+  assert evaluation["f1"] == pytest.approx(100 * official["final_f1"]) == pytest.approx(
+      100 * (4 + 2 / 3) / 5)
+  assert not os.path.exists(tmp_path / "null_odds.json")

@@ -211,6 +211,9 @@ def test_bad_input(tokenizer, tmp_path, caplog):
   with caplog.at_level(std_logging.WARNING):
     examples = squad.read_squad_examples(path, is_training=False)
   assert len(examples) == 3 and "is_impossible set" in caplog.text
+  # A 2.0 file scored as 1.1 would meet questions without answers: it is not scorable as 1.1.
+  dataset = squad.load_squad_json(path)
+  assert squad.has_answers(dataset, True) and not squad.has_answers(dataset, False)
   with pytest.raises(BertTfError, match="pass --version_2_with_negative"):
     squad.read_squad_examples(path, is_training=True)
   caplog.clear()

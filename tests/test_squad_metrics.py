@@ -1,4 +1,4 @@
-"""The official SQuAD metrics: hand-computed cases and Model Garden's copies of the official scripts."""
+"""The official SQuAD metrics: hand-computed cases, and Model Garden's copies of the scripts."""
 import random
 
 import pytest
@@ -67,7 +67,8 @@ def _random_case(rng):
   questions, predictions, na_probs = [], {}, {}
   for i in range(300):
     qid = f"q{i}"
-    golds = [] if rng.random() < 0.3 else [phrase(rng.randint(1, 4)) for _ in range(rng.randint(1, 3))]
+    golds = [] if rng.random() < 0.3 else [phrase(rng.randint(1, 4))
+                                           for _ in range(rng.randint(1, 3))]
     questions.append((qid, golds))
     roll = rng.random()
     if roll < 0.2:

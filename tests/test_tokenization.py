@@ -1,5 +1,5 @@
 # coding=utf-8
-"""Tokenization: unit tests of the pieces, and parity of both our paths with the original release's tokenizer."""
+"""Tokenization: unit tests of the pieces, and parity of both our paths with the original's."""
 import glob
 import os
 
@@ -11,12 +11,13 @@ from bert_tf import tokenization
 from bert_tf.errors import BertTfError
 
 HARD_CASES = os.path.join(os.path.dirname(__file__), "data", "tokenizer_hard_cases.txt")
-# Every Nth line of every corpus file: ~9k lines, a few seconds for the pure-Python original per vocabulary.
+# Every Nth line of every corpus file: ~9k lines, a few seconds of the Python original per vocab.
 # bench/bench_tokenization.py checks the whole corpus.
 CORPUS_LINE_STRIDE = 25
 
-TINY_VOCAB = ["[UNK]", "[CLS]", "[SEP]", "[unused1]", "want", "##want", "##ed", "wa", "un", "runn", "##ing", ",",
-              "low", "lowest", "中", "国", ".", "##s", "hello", "world", "é", u"\u2c5f"]
+TINY_VOCAB = ["[UNK]", "[CLS]", "[SEP]", "[unused1]", "want", "##want", "##ed", "wa", "un", "runn",
+              "##ing", ",", "low", "lowest", "中", "国", ".", "##s", "hello", "world", "é",
+              u"\u2c5f"]
 
 
 @pytest.fixture
@@ -96,7 +97,8 @@ def test_preserve_unused_tokens(tiny_vocab_file):
 def test_load_vocab_keeps_original_ids(tmp_path):
   path = tmp_path / "vocab.txt"
   path.write_text("[UNK]\na\n\na\n b \r\nc", encoding="utf-8")
-  assert list(tokenization.load_vocab(str(path)).items()) == [("[UNK]", 0), ("a", 1), ("", 2), ("b", 3), ("c", 4)]
+  assert list(tokenization.load_vocab(str(path)).items()) == [
+      ("[UNK]", 0), ("a", 1), ("", 2), ("b", 3), ("c", 4)]
 
 
 def test_missing_vocab_file_names_the_file(tmp_path):
@@ -111,18 +113,24 @@ def test_validate_case_matches_checkpoint():
   tokenization.validate_case_matches_checkpoint(False, "/m/cased_L-12_H-768_A-12/bert_model.ckpt")
   tokenization.validate_case_matches_checkpoint(False, "/m/my_model/bert_model.ckpt")
   with pytest.raises(BertTfError, match="--do_lower_case=True"):
-    tokenization.validate_case_matches_checkpoint(False, "/m/uncased_L-12_H-768_A-12/bert_model.ckpt")
+    tokenization.validate_case_matches_checkpoint(
+        False, "/m/uncased_L-12_H-768_A-12/bert_model.ckpt")
   with pytest.raises(BertTfError, match="cased model"):
-    tokenization.validate_case_matches_checkpoint(True, "gs://b/multi_cased_L-12_H-768_A-12/bert_model.ckpt")
+    tokenization.validate_case_matches_checkpoint(
+        True, "gs://b/multi_cased_L-12_H-768_A-12/bert_model.ckpt")
 
 
 def test_fast_tokenizer_tiny(tiny_vocab_file):
   fast = tokenization.FastTokenizer(tiny_vocab_file)
-  texts = [u"UNwant\u00E9d,running", u"", u"\u4E2D\u56FDhello", u"low" + u"s" * 198, u"ⰿ\ud800 hello"]
+  texts = [u"UNwant\u00E9d,running", u"", u"\u4E2D\u56FDhello", u"low" + u"s" * 198,
+           u"\u2c3f\ud800 hello"]
   full = tokenization.FullTokenizer(tiny_vocab_file)
   assert fast.tokenize(texts) == [full.tokenize(text) for text in texts]
   assert fast.tokenize_to_ids(texts[:1]) == [[8, 5, 6, 11, 9, 10]]
-  # U+2C2F (Unicode 14) is lower-cased by Python, not by TensorFlow's ICU: the list API falls back to Python.
+  invalid_utf8 = [b"\xffhello w\xc3orld \xe2\x82", b"\xe4\xb8\xad\xff"]
+  assert fast.ragged_ids(tf.constant(invalid_utf8)).to_list() == [[18, 19], [14]]
+  assert full.tokenize(invalid_utf8[0]) == ["hello", "world"]
+  # U+2C2F (Unicode 14) is lower-cased by Python, not by TensorFlow's ICU: the list API uses Python.
   assert fast.tokenize([u"\u2c2f"]) == [[u"\u2c5f"]]
   assert fast.ragged_ids(tf.constant([u"\u2c2f"])).to_list() == [[0]]
 
@@ -133,12 +141,19 @@ def test_fast_tokenizer_in_tf_function_and_saved_model(tiny_vocab_file, tmp_path
   module.tokenizer = fast
   module.ids = tf.function(lambda texts: fast.ragged_ids(texts).to_tensor(),
                            input_signature=[tf.TensorSpec([None], tf.string)])
+  module.pack = tf.function(
+      lambda a, b: tokenization.pack_inputs([fast.ragged_ids(a), fast.ragged_ids(b)], 6,
+                                            cls_id=1, sep_id=2),
+      input_signature=[tf.TensorSpec([None], tf.string)] * 2)
   texts = tf.constant([u"UNwant\u00E9d,running", u"hello \u4E2D"])
   expected = [[8, 5, 6, 11, 9, 10], [18, 14, 0, 0, 0, 0]]
   assert module.ids(texts).numpy().tolist() == expected
   tf.saved_model.save(module, str(tmp_path / "saved"))
   restored = tf.saved_model.load(str(tmp_path / "saved"))
   assert restored.ids(texts).numpy().tolist() == expected
+  packed = restored.pack(texts, tf.constant([u"hello", u"world world"]))
+  assert packed["input_ids"].numpy().tolist() == [[1, 8, 5, 2, 18, 2], [1, 18, 14, 2, 19, 2]]
+  assert packed["segment_ids"].numpy().tolist() == [[0, 0, 0, 0, 1, 1]] * 2
 
 
 def _parity_lines():
@@ -166,7 +181,7 @@ def test_parity_with_original(vocab_name, do_lower_case):
 
   full = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
   assert full.vocab == oracle.vocab
-  mismatches = [line for line, tokens in zip(lines, expected_tokens) if full.tokenize(line) != tokens]
+  mismatches = [line for line, want in zip(lines, expected_tokens) if full.tokenize(line) != want]
   assert mismatches == []
 
   fast = tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case)
@@ -178,3 +193,40 @@ def test_parity_with_original(vocab_name, do_lower_case):
   in_graph = fast.ragged_ids(tf.constant(lines)).to_list()
   mismatches = [line for line, ids, want in zip(lines, in_graph, expected_ids) if ids != want]
   assert all(fast._fallback_re.search(line) for line in mismatches)
+
+
+def _original_truncate_seq_pair(tokens_a, tokens_b, max_length):
+  # The original run_classifier.py's loop, as the reference.
+  while len(tokens_a) + len(tokens_b) > max_length:
+    (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
+
+
+def test_truncated_pair_lengths_match_original_loop():
+  for max_length in range(0, 9):
+    for length_a in range(0, 12):
+      for length_b in range(0, 12):
+        a, b = list(range(length_a)), list(range(length_b))
+        _original_truncate_seq_pair(a, b, max_length)
+        got = tokenization.truncated_pair_lengths(length_a, length_b, max_length)
+        assert got == (len(a), len(b))
+
+
+def test_pack_inputs_matches_original_packing():
+  seq_length = 8
+  pairs = [([5, 6, 7, 8, 9, 10], [11, 12, 13]), ([5], [11, 12, 13, 14, 15, 16, 17]), ([5, 6], [])]
+  first = tf.ragged.constant([a for a, _ in pairs], dtype=tf.int32, row_splits_dtype=tf.int64)
+  second = tf.ragged.constant([b for _, b in pairs], dtype=tf.int32, row_splits_dtype=tf.int64)
+  pack = tf.function(lambda a, b: tokenization.pack_inputs([a, b], seq_length, cls_id=1, sep_id=2))
+  packed = pack(first, second)
+  for row, (a, b) in enumerate(pairs):
+    a, b = list(a), list(b)
+    _original_truncate_seq_pair(a, b, seq_length - 3)
+    ids = [1] + a + [2] + b + [2]
+    segments = [0] * (len(a) + 2) + [1] * (len(b) + 1)
+    padding = [0] * (seq_length - len(ids))
+    assert packed["input_ids"][row].numpy().tolist() == ids + padding
+    assert packed["segment_ids"][row].numpy().tolist() == segments + padding
+    assert packed["input_mask"][row].numpy().tolist() == [1] * len(ids) + padding
+  single = tokenization.pack_inputs([first], 4, cls_id=1, sep_id=2)
+  assert single["input_ids"].numpy().tolist() == [[1, 5, 6, 2], [1, 5, 2, 0], [1, 5, 6, 2]]
+  assert single["segment_ids"].numpy().tolist() == [[0] * 4] * 3

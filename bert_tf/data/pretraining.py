@@ -11,8 +11,10 @@ choosing stays in one process), but everything around it is done differently:
 * A shuffle consumes the random stream exactly as `random.Random.shuffle` does, without its
   per-element Python call overhead.
 
-Memory is about 2 bytes a token (4 for vocabs over 65,536 ids) plus ~50 bytes an instance, where the
-original holds every document and every instance as Python lists of strings.
+Memory is about 2 bytes a token (4 for vocabs over 65,536 ids) plus 48 bytes an instance and 6 bytes
+a masked token (~170 bytes an instance at 20 predictions), where the original holds every document and
+every instance as Python lists of strings. All instances are held until the final shuffle, as in the
+original; to bound memory on a very large corpus, split it into shards (run_shards).
 """
 import collections
 import contextlib
@@ -38,6 +40,8 @@ _JOINING_CONTROLS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x1f\x85]")
 
 # Read input files in blocks of about this size; one block of whole lines is one unit of parallel work.
 _CHUNK_BYTES = 1 << 20
+# Distinct words whose ids are cached (a few hundred MB at most); past it, words are tokenized each time.
+_MAX_CACHED_WORDS = 2_000_000
 # Instances per unit of parallel serialization.
 _WRITE_BLOCK = 2000
 
@@ -68,17 +72,18 @@ class Options:
     def check(ok, flag, message):
       if not ok:
         raise BertTfError(f"--{flag}: {message}")
-    check(self.max_seq_length >= 5, "max_seq_length",
-          f"must be at least 5 ([CLS] A [SEP] B [SEP] with one token each side), got {self.max_seq_length}")
+    check(5 <= self.max_seq_length <= 65535, "max_seq_length",
+          f"must be in [5, 65535] ([CLS] A [SEP] B [SEP] with one token each side), got {self.max_seq_length}")
     check(self.max_predictions_per_seq >= 1, "max_predictions_per_seq",
           f"must be at least 1, got {self.max_predictions_per_seq}")
     check(self.dupe_factor >= 1, "dupe_factor", f"must be at least 1, got {self.dupe_factor}")
     check(0.0 <= self.masked_lm_prob <= 1.0, "masked_lm_prob", f"must be in [0, 1], got {self.masked_lm_prob}")
     check(0.0 <= self.short_seq_prob <= 1.0, "short_seq_prob", f"must be in [0, 1], got {self.short_seq_prob}")
     probs = (self.mask_prob_mask, self.mask_prob_keep, self.mask_prob_random)
-    check(all(0.0 <= p <= 1.0 for p in probs) and abs(sum(probs) - 1.0) < 1e-6, "mask_prob_mask",
-          f"--mask_prob_mask, --mask_prob_keep and --mask_prob_random must be in [0, 1] and sum to 1, "
-          f"got {probs[0]} + {probs[1]} + {probs[2]} = {sum(probs)}")
+    check(all(0.0 <= p <= 1.0 for p in probs) and abs(sum(probs) - 1.0) < 1e-6,
+          "mask_prob_mask/--mask_prob_keep/--mask_prob_random",
+          f"must each be in [0, 1] and sum to 1, got "
+          f"{probs[0]:g} + {probs[1]:g} + {probs[2]:g} = {sum(probs):g}")
 
 
 class Progress:
@@ -99,7 +104,7 @@ class Progress:
 # ----------------------------------------------------------------------------------------------------
 # Reading and tokenizing.
 
-_tokenizer_for_workers = None  # set before the pool forks, so workers inherit it
+_line_tokenizer_for_workers = None  # set before the pool forks, so workers inherit it
 
 
 def _line_chunks(path):
@@ -137,52 +142,58 @@ def _decode(chunk):
     return "\n".join(lines), bad
 
 
-def _tokenize_chunk(chunk, tokenizer=None):
-  """Token ids of a chunk's lines, as the original reads them.
+class LineTokenizer:
+  """The original's reading loop on a block of lines, giving token ids, with a cache of each word's ids."""
 
-  Returns (ids, events, bad_lines, num_bytes): `events` holds, per line in order, the number of
-  tokens of a line that has any, and -1 for a blank line (which starts a new document).
-  """
-  tokenizer = tokenizer or _tokenizer_for_workers
-  text, bad_lines = _decode(chunk)
-  lines = text.split("\n")
-  if lines and not lines[-1]:
-    lines.pop()  # the newline ending the chunk's last line
-  vocab = tokenizer.vocab
-  cache = tokenizer.__dict__.setdefault("_pretraining_id_cache", {})
-  ids = array("i")
-  events = array("i")
-  for line in lines:
-    line = line.strip()
-    if not line:
-      events.append(-1)
-      continue
-    if _JOINING_CONTROLS.search(line):
-      line_ids = _ids_of(tokenizer, vocab, line)
-    else:
-      # A word's tokens do not depend on its neighbours, so each distinct word is tokenized once.
-      line_ids = []
-      for word in line.split():
-        word_ids = cache.get(word)
-        if word_ids is None:
-          word_ids = _ids_of(tokenizer, vocab, word)
-          if len(cache) < 2_000_000:
-            cache[word] = word_ids
-        line_ids.extend(word_ids)
-    if line_ids:
-      ids.extend(line_ids)
-      events.append(len(line_ids))
-  return (np.frombuffer(ids, dtype=np.int32), np.frombuffer(events, dtype=np.int32), bad_lines,
-          len(chunk))
+  def __init__(self, tokenizer):
+    self.tokenizer = tokenizer
+    self.vocab = tokenizer.vocab
+    self.word_ids = {}
+
+  def tokenize_chunk(self, chunk):
+    """Returns (ids, events, bad_lines, num_bytes): `events` holds, per line in order, the number of
+    tokens of a line that has any, and -1 for a blank line (which starts a new document)."""
+    text, bad_lines = _decode(chunk)
+    lines = text.split("\n")
+    if lines and not lines[-1]:
+      lines.pop()  # the newline ending the chunk's last line
+    ids = array("i")
+    events = array("i")
+    for line in lines:
+      line = line.strip()
+      if not line:
+        events.append(-1)
+        continue
+      line_ids = self._ids(line) if _JOINING_CONTROLS.search(line) else self._line_ids(line)
+      if line_ids:
+        ids.extend(line_ids)
+        events.append(len(line_ids))
+    return (np.frombuffer(ids, dtype=np.int32), np.frombuffer(events, dtype=np.int32), bad_lines,
+            len(chunk))
+
+  def _line_ids(self, line):
+    # A word's tokens do not depend on its neighbours, so each distinct word is tokenized once.
+    cache = self.word_ids
+    line_ids = []
+    for word in line.split():
+      word_ids = cache.get(word)
+      if word_ids is None:
+        word_ids = self._ids(word)
+        if len(cache) < _MAX_CACHED_WORDS:
+          cache[word] = word_ids
+      line_ids.extend(word_ids)
+    return line_ids
+
+  def _ids(self, text):
+    try:
+      return tuple(self.vocab[token] for token in self.tokenizer.tokenize(text))
+    except KeyError as e:
+      raise BertTfError(f"--vocab_file: the tokenizer produced {e.args[0]!r}, which is not in the vocab "
+                        f"(a vocab needs [UNK] for words it cannot spell)") from None
 
 
-def _ids_of(tokenizer, vocab, text):
-  tokens = tokenizer.tokenize(text)
-  try:
-    return tuple(vocab[token] for token in tokens)
-  except KeyError as e:
-    raise BertTfError(f"--vocab_file: the tokenizer produced {e.args[0]!r}, which is not in the vocab "
-                      f"(a vocab needs [UNK] for words it cannot spell)") from None
+def _tokenize_chunk_in_worker(chunk):
+  return _line_tokenizer_for_workers.tokenize_chunk(chunk)
 
 
 class Corpus:
@@ -205,7 +216,7 @@ class Corpus:
 
 def read_corpus(input_files, tokenizer, num_workers=1, progress_seconds=30, pool=None):
   """Reads one-sentence-per-line files (blank lines between documents) into a Corpus of token ids."""
-  global _tokenizer_for_workers
+  global _line_tokenizer_for_workers
   id_dtype = np.uint16 if len(tokenizer.vocab) <= (1 << 16) else np.int32
   id_parts, event_parts = [], []
   stats = collections.Counter()
@@ -228,15 +239,18 @@ def read_corpus(input_files, tokenizer, num_workers=1, progress_seconds=30, pool
     progress.maybe_log(lambda s: f"{stats['bytes'] / 1e6:.1f} MB, {stats['blank_lines']} blank lines, "
                        f"{stats['tokens']} tokens, {stats['bytes'] / 1e6 / max(s, 1e-9):.2f} MB/s")
 
+  line_tokenizer = LineTokenizer(tokenizer)
   if num_workers > 1:
-    _tokenizer_for_workers = tokenizer
-    with _pool(num_workers) as workers:
-      for result in workers.imap(_tokenize_chunk, chunks()):
-        take(result)
-    _tokenizer_for_workers = None
+    _line_tokenizer_for_workers = line_tokenizer
+    try:
+      with _pool(num_workers) as workers:
+        for result in workers.imap(_tokenize_chunk_in_worker, chunks()):
+          take(result)
+    finally:
+      _line_tokenizer_for_workers = None
   else:
     for chunk in chunks():
-      take(_tokenize_chunk(chunk, tokenizer))
+      take(line_tokenizer.tokenize_chunk(chunk))
 
   tokens = np.concatenate(id_parts) if id_parts else np.zeros([0], id_dtype)
   events = np.concatenate(event_parts) if event_parts else np.zeros([0], np.int32)
@@ -279,9 +293,13 @@ def _shuffle(x, rng):
     rng.shuffle(x)
     return
   getrandbits = rng.getrandbits
+  k = len(x).bit_length()  # bits of the bound i + 1, which only falls
+  low = 1 << (k - 1) if k else 0
   for i in range(len(x) - 1, 0, -1):
     n = i + 1
-    k = n.bit_length()
+    if n < low:
+      k -= 1
+      low >>= 1
     j = getrandbits(k)
     while j >= n:
       j = getrandbits(k)
@@ -331,7 +349,7 @@ class Instances:
   def __init__(self):
     self.spans = array("q")
     self.mask_starts = array("q", [0])
-    self.positions = array("i")
+    self.positions = array("H")  # < max_seq_length <= 65535
     self.replacements = array("i")
 
   def __len__(self):
@@ -340,7 +358,7 @@ class Instances:
   def freeze(self):
     self.spans = np.frombuffer(self.spans, np.int64).reshape([-1, 5])
     self.mask_starts = np.frombuffer(self.mask_starts, np.int64)
-    self.positions = np.frombuffer(self.positions, np.int32)
+    self.positions = np.frombuffer(self.positions, np.uint16)
     self.replacements = np.frombuffer(self.replacements, np.int32)
 
 
@@ -507,34 +525,36 @@ class InstanceMaker:
                          max(1, int(round(num_tokens * options.masked_lm_prob))))
     candidates = self._candidates(a0, a1, b0, b1)
     _shuffle(candidates, rng)
-    whole_words = self.continues_word is not None
-    masked = []
-    for group in candidates:
-      if len(masked) >= num_to_predict:
-        break
-      if whole_words:
-        # A word that would overflow num_to_predict is skipped (words never overlap, so nothing is covered).
-        if len(masked) + len(group) > num_to_predict:
-          continue
+    if self.continues_word is None:
+      chosen = candidates[:num_to_predict]
+      self.stats["candidates"] += len(candidates)
+    else:
+      chosen = []
+      for word in candidates:
+        if len(chosen) >= num_to_predict:
+          break
+        # A word that would overflow num_to_predict is skipped (words never overlap, so none is covered).
+        if len(chosen) + len(word) <= num_to_predict:
+          chosen.extend(word)
+      self.stats["candidates"] += sum(map(len, candidates))
+    # What each chosen token becomes, drawn in the order chosen as the original does.
+    mask_id, word_ids = vocab.mask_id, vocab.word_ids
+    mask_prob, keep_prob = options.mask_prob_mask, self.keep_given_not_mask
+    replacements = []
+    for _ in chosen:
+      if random_() < mask_prob:
+        replacements.append(mask_id)
+      elif random_() < keep_prob:
+        replacements.append(-1)
       else:
-        group = (group,)
-      for position in group:
-        if random_() < options.mask_prob_mask:
-          replacement = vocab.mask_id
-        elif random_() < self.keep_given_not_mask:
-          replacement = -1
-        else:
-          replacement = vocab.word_ids[_randint(rng, 0, len(vocab.word_ids) - 1)]
-        masked.append((position, replacement))
-    masked.sort()
+        replacements.append(word_ids[_randint(rng, 0, len(word_ids) - 1)])
+    masked = sorted(zip(chosen, replacements))
     instances = self.instances
     instances.spans.extend((a0, a1, b0, b1, is_random_next))
-    for position, replacement in masked:
-      instances.positions.append(position)
-      instances.replacements.append(replacement)
+    instances.positions.extend([position for position, _ in masked])
+    instances.replacements.extend([replacement for _, replacement in masked])
     instances.mask_starts.append(len(instances.positions))
     self.stats["tokens"] += num_tokens
-    self.stats["candidates"] += sum(map(len, candidates)) if whole_words else len(candidates)
     self.stats["masked"] += len(masked)
     self.stats["expected_masked"] += num_to_predict
 
@@ -737,3 +757,40 @@ def create_pretraining_data(input_files, output_files, tokenizer, options, num_w
                stats["seconds_total"] - read_seconds - make_seconds,
                corpus.stats["bytes"] / 1e6 / max(stats["seconds_total"], 1e-9))
   return stats
+
+
+def run_shards(input_files, output_files, tokenizer, options, num_shards=1, shard_index=None, num_workers=1,
+               progress_seconds=30):
+  """create_pretraining_data over shards of the input files; returns the shard indices written.
+
+  One shard (the default) is the original's run. With num_shards > 1, shard i takes every
+  num_shards-th input file from the i-th, its own seed, and output names with a -0000i-of-0000N suffix;
+  shard_index=None does every shard whose outputs do not all exist yet, so a rerun resumes.
+  """
+  if num_workers < 1:
+    raise BertTfError(f"--num_workers: must be at least 1, got {num_workers}")
+  if num_shards < 1:
+    raise BertTfError(f"--num_shards: must be at least 1, got {num_shards}")
+  if shard_index is not None and not 0 <= shard_index < num_shards:
+    raise BertTfError(f"--shard_index: must be in [0, {num_shards}), got {shard_index}")
+  if len(input_files) < num_shards:
+    raise BertTfError(f"--num_shards: {num_shards} shards but only {len(input_files)} input files")
+  options.validate()
+  written = []
+  for shard in range(num_shards) if shard_index is None else [shard_index]:
+    shard_outputs = shard_output_files(output_files, shard, num_shards)
+    if num_shards > 1 and all(tf.io.gfile.exists(path) for path in shard_outputs):
+      logging.info("Shard %d: %s already written, skipped", shard, ", ".join(shard_outputs))
+      continue
+    shard_inputs = shard_input_files(input_files, shard, num_shards)
+    logging.info("*** Reading from input files ***")
+    for path in shard_inputs:
+      logging.info("  %s", path)
+    logging.info("*** Writing to output files ***")
+    for path in shard_outputs:
+      logging.info("  %s", path)
+    shard_options = dataclasses.replace(options, random_seed=shard_seed(options.random_seed, shard, num_shards))
+    create_pretraining_data(shard_inputs, shard_outputs, tokenizer, shard_options, num_workers,
+                            progress_seconds)
+    written.append(shard)
+  return written

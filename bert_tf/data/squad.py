@@ -85,10 +85,11 @@ def load_squad_json(input_file):
   return dataset
 
 
-def has_answers(dataset):
-  """Whether every question carries an 'answers' list, so the file can be scored."""
-  return all("answers" in qa for article in dataset["data"]
-             for paragraph in article["paragraphs"] for qa in paragraph["qas"])
+def has_answers(dataset, version_2_with_negative):
+  """Whether the file can be scored: every question has answers (for 2.0, an 'answers' list)."""
+  return all("answers" in qa and (version_2_with_negative or qa["answers"])
+             for article in dataset["data"] for paragraph in article["paragraphs"]
+             for qa in paragraph["qas"])
 
 
 def read_squad_examples(input_file, is_training, version_2_with_negative=False, dataset=None):

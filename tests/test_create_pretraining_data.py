@@ -1,0 +1,320 @@
+"""create_pretraining_data: the original's records, record for record; ablations, shards and bad input.
+
+The oracle is bert-tensorflow 1.0.4's create_pretraining_data, run in one subprocess for every case (its
+absl flags would clash with other scripts' flags in this process). That release has no
+--do_whole_word_mask, so for whole-word masking the oracle's masking function is swapped for the
+upstream (google-research/bert master) algorithm, restated below on token strings.
+"""
+import json
+import os
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import REPO, shared_data
+
+from bert_tf import records
+from bert_tf import tokenization
+from bert_tf.data import pretraining
+from bert_tf.errors import BertTfError
+
+ORACLE_DRIVER = r'''
+import collections, json, os, random, sys
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+from absl import flags
+import bert.create_pretraining_data as cpd
+from bert import tokenization
+flags.FLAGS.mark_as_parsed()
+original_masking = cpd.create_masked_lm_predictions
+
+
+def whole_word_masking(tokens, masked_lm_prob, max_predictions_per_seq, vocab_words, rng):
+  # Upstream master's create_masked_lm_predictions with do_whole_word_mask=True.
+  cand_indexes = []
+  for i, token in enumerate(tokens):
+    if token in ("[CLS]", "[SEP]"):
+      continue
+    if cand_indexes and token.startswith("##"):
+      cand_indexes[-1].append(i)
+    else:
+      cand_indexes.append([i])
+  rng.shuffle(cand_indexes)
+  output_tokens = list(tokens)
+  num_to_predict = min(max_predictions_per_seq, max(1, int(round(len(tokens) * masked_lm_prob))))
+  masked = []
+  covered = set()
+  for index_set in cand_indexes:
+    if len(masked) >= num_to_predict:
+      break
+    if len(masked) + len(index_set) > num_to_predict:
+      continue
+    if any(index in covered for index in index_set):
+      continue
+    for index in index_set:
+      covered.add(index)
+      if rng.random() < 0.8:
+        replacement = "[MASK]"
+      elif rng.random() < 0.5:
+        replacement = tokens[index]
+      else:
+        replacement = vocab_words[rng.randint(0, len(vocab_words) - 1)]
+      output_tokens[index] = replacement
+      masked.append((index, tokens[index]))
+  masked.sort()
+  return output_tokens, [i for i, _ in masked], [label for _, label in masked]
+
+
+for case in json.loads(sys.argv[1]):
+  cpd.create_masked_lm_predictions = whole_word_masking if case["wwm"] else original_masking
+  tokenizer = tokenization.FullTokenizer(vocab_file=case["vocab"], do_lower_case=True)
+  instances = cpd.create_training_instances(
+      case["inputs"], tokenizer, case["max_seq_length"], case["dupe_factor"], 0.1, 0.15,
+      case["max_predictions_per_seq"], random.Random(case["seed"]))
+  cpd.write_instance_to_example_files(instances, tokenizer, case["max_seq_length"],
+                                      case["max_predictions_per_seq"], case["outputs"])
+'''
+
+
+def _vocab_file():
+  return os.path.join(shared_data("vocab"), "bert-base-uncased-vocab.txt")
+
+
+def _read_records(path):
+  """Each record as a dict name -> list of values (the original's serialization order varies)."""
+  out = []
+  for raw in tf.data.TFRecordDataset(path):
+    example = tf.train.Example.FromString(raw.numpy())
+    out.append({name: list(f.int64_list.value) or list(f.float_list.value)
+                for name, f in example.features.feature.items()})
+  return out
+
+
+def _ours(inputs, outputs, num_workers=1, **options):
+  tokenizer = tokenization.FullTokenizer(_vocab_file(), do_lower_case=True)
+  return pretraining.create_pretraining_data(inputs, outputs, tokenizer, pretraining.Options(**options),
+                                             num_workers=num_workers, progress_seconds=None)
+
+
+@pytest.fixture(scope="module")
+def oracle_cases(tmp_path_factory):
+  """Runs every oracle case once; returns case name -> (inputs, output files, options)."""
+  tmp = tmp_path_factory.mktemp("oracle")
+  sample = os.path.join(shared_data("corpus", "bert-sample"), "sample_text.txt")
+  # Alice in Wonderland, the smallest Gutenberg book (151 KB), whole; dupe_factor 1 keeps it ~3 s.
+  alice = os.path.join(shared_data("corpus", "gutenberg"), "pg11-alice_in_wonderland.txt")
+  cases = {
+      "sample_two_files": ([sample], dict(dupe_factor=2), 2, False),
+      "alice": ([alice], dict(dupe_factor=1), 1, False),
+      "sample_alice_wwm": ([sample, alice], dict(dupe_factor=1, do_whole_word_mask=True), 1, False),
+      "alice_short_seq": ([alice], dict(dupe_factor=1, max_seq_length=48, max_predictions_per_seq=5,
+                                        random_seed=7), 1, False),
+  }
+  specs, out = [], {}
+  for name, (inputs, options, num_outputs, _) in cases.items():
+    options = pretraining.Options(**options)
+    outputs = [str(tmp / f"{name}.{i}.tfrecord") for i in range(num_outputs)]
+    specs.append(dict(inputs=inputs, outputs=outputs, vocab=_vocab_file(), wwm=options.do_whole_word_mask,
+                      max_seq_length=options.max_seq_length, dupe_factor=options.dupe_factor,
+                      max_predictions_per_seq=options.max_predictions_per_seq, seed=options.random_seed))
+    out[name] = (inputs, outputs, options)
+  subprocess.run([sys.executable, "-c", ORACLE_DRIVER, json.dumps(specs)], check=True, cwd=REPO,
+                 env={**os.environ, "TF_USE_LEGACY_KERAS": "1"})
+  return out
+
+
+@pytest.mark.parametrize("name", ["sample_two_files", "alice", "sample_alice_wwm", "alice_short_seq"])
+def test_same_records_as_original(oracle_cases, tmp_path, name):
+  inputs, oracle_outputs, options = oracle_cases[name]
+  outputs = [str(tmp_path / f"ours.{i}.tfrecord") for i in range(len(oracle_outputs))]
+  stats = pretraining.create_pretraining_data(
+      inputs, outputs, tokenization.FullTokenizer(_vocab_file()), options, progress_seconds=None)
+  total = 0
+  for ours, theirs in zip(outputs, oracle_outputs):
+    ours, theirs = _read_records(ours), _read_records(theirs)
+    assert len(ours) == len(theirs) > 0
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+      assert a == b, f"{name}: record {i} differs"
+    total += len(ours)
+  assert stats["written"] == total
+
+
+def test_output_does_not_depend_on_workers_and_is_byte_stable(tmp_path):
+  alice = os.path.join(shared_data("corpus", "gutenberg"), "pg11-alice_in_wonderland.txt")
+  sample = os.path.join(shared_data("corpus", "bert-sample"), "sample_text.txt")
+  contents = []
+  for run, workers in enumerate([1, 2, 1]):
+    outputs = [str(tmp_path / f"run{run}.{i}.tfrecord") for i in range(2)]
+    _ours([sample, alice], outputs, num_workers=workers, dupe_factor=1)
+    contents.append([open(path, "rb").read() for path in outputs])
+  assert contents[0] == contents[1] == contents[2]
+
+
+def test_encoder_gives_the_bytes_of_records_serialize(tmp_path):
+  sample = os.path.join(shared_data("corpus", "bert-sample"), "sample_text.txt")
+  tokenizer = tokenization.FullTokenizer(_vocab_file())
+  for options in [pretraining.Options(dupe_factor=2), pretraining.Options(dupe_factor=1, no_nsp=True),
+                  pretraining.Options(dupe_factor=1, max_seq_length=300, max_predictions_per_seq=80,
+                                      masked_lm_prob=0.3, do_whole_word_mask=True)]:
+    corpus = pretraining.read_corpus([sample], tokenizer)
+    vocab = pretraining.Vocab(tokenizer.vocab)
+    instances, order = pretraining.InstanceMaker(corpus, vocab, options, random.Random(1)).make()
+    encoder = pretraining.RecordEncoder(vocab, options)
+    schema = records.pretraining_features(options.max_seq_length, options.max_predictions_per_seq)
+    for index in range(len(instances)):
+      features = pretraining.instance_features(corpus.tokens, instances, index, vocab, options)
+      assert encoder.encode(corpus.tokens, instances, index) == records.serialize(features)
+      assert [len(features[name]) for name in schema] == [spec.shape[0] for spec in schema.values()]
+
+
+def _toy_corpus(tmp_path, documents=30, seed=0):
+  rng = random.Random(seed)
+  words = ["the", "cat", "sat", "on", "a", "mat", "unaffable", "running", "quickly", "dog", "ran", "home"]
+  lines = []
+  for _ in range(documents):
+    for _ in range(rng.randint(1, 6)):
+      lines.append(" ".join(rng.choice(words) for _ in range(rng.randint(3, 30))) + ".")
+    lines.append("")
+  path = tmp_path / "toy.txt"
+  path.write_text("\n".join(lines) + "\n")
+  return str(path)
+
+
+def test_masking_ablation_flags(tmp_path):
+  toy = _toy_corpus(tmp_path)
+  tokenizer = tokenization.FullTokenizer(_vocab_file())
+  mask_id = tokenizer.vocab["[MASK]"]
+  for probs, check in [((1.0, 0.0, 0.0), lambda ids, labels: np.all(ids == mask_id)),
+                       ((0.0, 1.0, 0.0), lambda ids, labels: np.all(ids == labels))]:
+    out = str(tmp_path / "ablation.tfrecord")
+    _ours([toy], [out], dupe_factor=1, mask_prob_mask=probs[0], mask_prob_keep=probs[1],
+          mask_prob_random=probs[2])
+    for record in _read_records(out):
+      n = int(sum(record["masked_lm_weights"]))
+      positions = np.array(record["masked_lm_positions"][:n])
+      assert check(np.array(record["input_ids"])[positions], np.array(record["masked_lm_ids"][:n]))
+  with pytest.raises(BertTfError, match="sum to 1"):
+    _ours([toy], [str(tmp_path / "bad.tfrecord")], mask_prob_mask=0.8, mask_prob_keep=0.1,
+          mask_prob_random=0.2)
+  assert not os.path.exists(tmp_path / "bad.tfrecord")
+
+
+def test_no_nsp_writes_single_segments(tmp_path):
+  toy = _toy_corpus(tmp_path)
+  out = str(tmp_path / "no_nsp.tfrecord")
+  sep_id = tokenization.FullTokenizer(_vocab_file()).vocab["[SEP]"]
+  _ours([toy], [out], dupe_factor=2, max_seq_length=64, no_nsp=True)
+  records_ = _read_records(out)
+  assert records_
+  for record in records_:
+    length = sum(record["input_mask"])
+    assert record["next_sentence_labels"] == [0] and not any(record["segment_ids"])
+    unmasked = np.array(record["input_ids"])
+    positions = np.array(record["masked_lm_positions"][:int(sum(record["masked_lm_weights"]))])
+    unmasked[positions] = np.array(record["masked_lm_ids"])[:len(positions)]
+    assert unmasked[length - 1] == sep_id and np.sum(unmasked == sep_id) == 1
+
+
+def test_masking_statistics_follow_the_flags(tmp_path):
+  toy = _toy_corpus(tmp_path, documents=200)
+  stats = _ours([toy], [str(tmp_path / "stats.tfrecord")], dupe_factor=3)
+  assert stats["instances_masked"] == stats["instances_expected_masked"]
+  drawn = stats["instances_random_next_drawn"] + stats["instances_actual_next"]
+  p = stats["instances_random_next_drawn"] / drawn
+  assert abs(p - 0.5) < 5 * (0.25 / drawn) ** 0.5
+  p = stats["instances_short_targets"] / stats["instances_documents"]
+  assert abs(p - 0.1) < 5 * (0.09 / stats["instances_documents"]) ** 0.5
+
+
+def test_shards_have_own_seeds_names_and_resume(tmp_path):
+  files = []
+  for i in range(3):
+    path = tmp_path / f"part{i}.txt"
+    path.write_text(open(_toy_corpus(tmp_path, documents=10, seed=i)).read())
+    files.append(str(path))
+  tokenizer = tokenization.FullTokenizer(_vocab_file())
+  options = pretraining.Options(dupe_factor=1)
+  out = str(tmp_path / "out" / "pre.tfrecord")
+  os.makedirs(os.path.dirname(out))
+  assert pretraining.run_shards(files, [out], tokenizer, options, num_shards=2, shard_index=1) == [1]
+  assert os.listdir(tmp_path / "out") == ["pre.tfrecord-00001-of-00002"]
+  assert pretraining.run_shards(files, [out], tokenizer, options, num_shards=2) == [0]  # 1 is done
+  assert pretraining.run_shards(files, [out], tokenizer, options, num_shards=2) == []
+  # Shard 0 (files 0 and 2) is exactly a one-shard run over those files with the derived seed.
+  single = str(tmp_path / "single.tfrecord")
+  seed = pretraining.shard_seed(12345, 0, 2)
+  assert seed == pretraining.shard_seed(12345, 0, 2) != pretraining.shard_seed(12345, 1, 2)
+  _ours([files[0], files[2]], [single], dupe_factor=1, random_seed=seed)
+  assert open(single, "rb").read() == open(out + "-00000-of-00002", "rb").read()
+  with pytest.raises(BertTfError, match="--shard_index"):
+    pretraining.run_shards(files, [out], tokenizer, options, num_shards=2, shard_index=2)
+
+
+def test_awkward_input_is_handled(tmp_path):
+  path = tmp_path / "awkward.txt"
+  long_line = " ".join(["word"] * 200_000)  # a 1 MB line: one sentence, truncated to the sequence
+  path.write_bytes(b"First doc line.\nbad \xff\xfe utf-8 here.\n\n\n\n" + long_line.encode() + b"\n\n"
+                   + b"\x0bjoined\x1ctext a\xc2\x85b.\nlast line without newline")
+  out = str(tmp_path / "awkward.tfrecord")
+  stats = _ours([str(path)], [out], dupe_factor=2, max_seq_length=32, max_predictions_per_seq=5)
+  assert stats["corpus_invalid_utf8_lines"] == 1
+  assert stats["corpus_documents"] == 3  # the blank lines between make no empty documents
+  assert all(sum(r["input_mask"]) <= 32 for r in _read_records(out))
+  # What the original tokenizer makes of the control characters: they join words, not split them.
+  tokenizer = tokenization.FullTokenizer(_vocab_file())
+  corpus = pretraining.read_corpus([str(path)], tokenizer, num_workers=2)
+  third = corpus.sentence_starts[corpus.document_starts[2]]
+  expected = tokenizer.convert_tokens_to_ids(tokenizer.tokenize("joined\x1ctext a\x85b."))
+  assert corpus.tokens[third:third + len(expected)].tolist() == expected
+
+
+def test_bad_input_fails_cleanly(tmp_path):
+  toy = _toy_corpus(tmp_path)
+  blank = tmp_path / "blank.txt"
+  blank.write_text("\n\n  \n")
+  with pytest.raises(BertTfError, match="no text"):
+    _ours([str(blank)], [str(tmp_path / "o.tfrecord")])
+  with pytest.raises(BertTfError, match="--max_predictions_per_seq"):
+    _ours([toy], [str(tmp_path / "o.tfrecord")], max_predictions_per_seq=0)
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n")
+  with pytest.raises(BertTfError, match=r"no \[MASK\]"):
+    pretraining.create_pretraining_data([toy], [str(tmp_path / "o.tfrecord")],
+                                        tokenization.FullTokenizer(str(vocab)), pretraining.Options())
+  # A failure while writing leaves neither the output nor a temporary file behind.
+  original_encode = pretraining.RecordEncoder.encode
+  calls = []
+
+  def failing_encode(self, *args):
+    calls.append(1)
+    if len(calls) > 50:
+      raise RuntimeError("disk full")
+    return original_encode(self, *args)
+
+  pretraining.RecordEncoder.encode = failing_encode
+  try:
+    with pytest.raises(RuntimeError):
+      _ours([toy], [str(tmp_path / "w0.tfrecord"), str(tmp_path / "w1.tfrecord")], dupe_factor=5)
+  finally:
+    pretraining.RecordEncoder.encode = original_encode
+  assert not [name for name in os.listdir(tmp_path) if name.startswith("w")]
+
+
+def _script(*args):
+  return subprocess.run([sys.executable, os.path.join(REPO, "create_pretraining_data.py"), *args],
+                        capture_output=True, text=True, cwd=REPO)
+
+
+def test_script_runs_and_reports_bad_flags_in_one_line(tmp_path):
+  toy = _toy_corpus(tmp_path)
+  out = str(tmp_path / "script.tfrecord")
+  common = [f"--vocab_file={_vocab_file()}", f"--output_file={out}", "--dupe_factor=1"]
+  result = _script(f"--input_file={toy}", *common, "--num_workers=2")
+  assert result.returncode == 0, result.stderr
+  records.check_record_shapes(out, records.pretraining_features(128, 20))
+  result = _script(f"--input_file={tmp_path}/missing*.txt", *common)
+  assert result.returncode == 1 and result.stderr.strip().splitlines()[-1].startswith(
+      "error: --input_file:"), result.stderr
