@@ -33,8 +33,8 @@ from bert_tf.config import BertConfig  # noqa: E402
 
 flags.DEFINE_integer("batch_size", 32, "Sequences per batch.")
 flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
-flags.DEFINE_integer("warmup", 2, "Untimed batches first.")
-flags.DEFINE_integer("iterations", 5, "Timed batches (the median is reported).")
+flags.DEFINE_integer("warmup", 1, "Untimed batches of each peer first.")
+flags.DEFINE_integer("iterations", 10, "Timed rounds (one batch of each peer per round).")
 flags.DEFINE_list("peers", "ours,torch,garden", "Which encoders to time.")
 flags.DEFINE_bool("profile", True, "Also time our op groups against PyTorch's.")
 flags.DEFINE_bool("append", True, "Append the results to BENCHMARKS.md.")
@@ -46,7 +46,8 @@ BASE = BertConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_a
 
 def interleaved_seconds(fns):
   """{name: (median, best) seconds}: round-robin over the peers, so that load from other
-  processes on the machine falls on all of them alike."""
+  processes on the machine falls on all of them alike. The best round is the one least
+  disturbed by them, so it is the figure to compare."""
   for fn in fns.values():
     for _ in range(FLAGS.warmup):
       fn()
@@ -277,7 +278,7 @@ def main(argv):
   for name, median, best in rows:
     print(f"{name:45s} {median * 1000:8.0f} ms/batch {batch / median:7.1f} seq/s "
           f"(best {batch / best:.1f})", flush=True)
-  speed = {name: batch / median for name, median, _ in rows}
+  speed = {name: batch / best for name, _, best in rows}
 
   groups = []
   if FLAGS.profile:
@@ -287,9 +288,9 @@ def main(argv):
       if theirs.get(name):
         fns["theirs"] = theirs[name]
       timed = interleaved_seconds(fns)
-      theirs_s = timed["theirs"][0] if "theirs" in timed else math.nan
-      groups.append((name, timed["ours"][0], theirs_s))
-      print(f"{name:50s} ours {timed['ours'][0] * 1000:7.0f} ms  "
+      theirs_s = timed["theirs"][1] if "theirs" in timed else math.nan
+      groups.append((name, timed["ours"][1], theirs_s))
+      print(f"{name:50s} ours {timed['ours'][1] * 1000:7.0f} ms  "
             f"PyTorch {theirs_s * 1000:7.0f} ms", flush=True)
 
   lines = [f"\n## Encoder inference (bench/bench_encoder.py), "
@@ -298,11 +299,12 @@ def main(argv):
            + (" " + " ".join(sys.argv[1:]) if sys.argv[1:] else "") + "`  ",
            f"Machine: {machine()}. BERT-Base-sized random weights (L=12, H=768, A=12, I=3072), "
            f"batch {batch}, seq {FLAGS.seq_length}; the peers take turns batch by batch "
-           f"({FLAGS.warmup} warm-up, then {FLAGS.iterations} timed rounds), median and best; "
-           "sequence + pooled output; torch.set_num_threads(2).\n",
-           "| encoder | ms / batch (median) | sequences / s (median) | sequences / s (best) |",
+           f"({FLAGS.warmup} warm-up, then {FLAGS.iterations} timed rounds); other jobs share "
+           "the 2 cores, so the best round (least disturbed) is compared, the median shown for "
+           "the spread; sequence + pooled output; torch.set_num_threads(2).\n",
+           "| encoder | ms / batch (best) | sequences / s (best) | sequences / s (median) |",
            "|---|---:|---:|---:|"]
-  lines += [f"| {name} | {median * 1000:.0f} | {batch / median:.1f} | {batch / best:.1f} |"
+  lines += [f"| {name} | {best * 1000:.0f} | {batch / best:.1f} | {batch / median:.1f} |"
             for name, median, best in rows]
 
   def ratio(a, b):
@@ -316,7 +318,7 @@ def main(argv):
   ratio("ours mixed_bfloat16", "Model Garden BertEncoder mixed_bfloat16")
   ratio("ours float32", "Model Garden BertEncoder float32")
   if groups:
-    lines += ["", "Op groups, bfloat16, the 12 layers' worth at these shapes (ms):", "",
+    lines += ["", "Op groups, bfloat16, the 12 layers' worth at these shapes (ms, best round):", "",
               "| op group | ours (TF) | PyTorch |", "|---|---:|---:|"]
     lines += [f"| {name.strip()} | {a * 1000:.0f} | "
               f"{'-' if math.isnan(b) else f'{b * 1000:.0f}'} |" for name, a, b in groups]

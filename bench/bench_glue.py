@@ -62,15 +62,15 @@ def read_rows(path, has_header):
   return rows[1:] if has_header else rows
 
 
-def prepare_data(task, work_dir, seed, sst2_train_size):
+def prepare_data(task, glue_dir, work_dir, seed, sst2_train_size):
   """A data dir for the task: the real files, SST-2's train cut to a seeded subset."""
   folder = TASKS[task][0]
   data_dir = os.path.join(work_dir, "data", folder)
   os.makedirs(data_dir, exist_ok=True)
   for split in ("train", "dev"):
-    shutil.copy(os.path.join(GLUE, folder, f"{split}.tsv"), data_dir)
+    shutil.copy(os.path.join(glue_dir, folder, f"{split}.tsv"), data_dir)
   if task == "SST-2":
-    with open(os.path.join(GLUE, folder, "train.tsv"), encoding="utf-8") as f:
+    with open(os.path.join(glue_dir, folder, "train.tsv"), encoding="utf-8") as f:
       header, *rows = f.readlines()
     rows = random.Random(seed).sample(rows, sst2_train_size)
     with open(os.path.join(data_dir, "train.tsv"), "w", encoding="utf-8") as f:
@@ -205,6 +205,7 @@ def main():
   parser.add_argument("--sst2_train_size", type=int, default=8000)
   parser.add_argument("--stop_at", default="00:00", help="UTC HH:MM by which every task must end")
   parser.add_argument("--work_dir", default=None)
+  parser.add_argument("--glue_dir", default=GLUE)
   parser.add_argument("--benchmarks_md", default=os.path.join(REPO, "BENCHMARKS.md"))
   args = parser.parse_args()
   work_dir = args.work_dir or tempfile.mkdtemp(prefix="bench_glue_")
@@ -238,7 +239,7 @@ def main():
   not_run = []
   seconds_per_example = 0.0  # both sides, per training example, from the tasks already run
   for task in args.tasks.split(","):
-    data_dir = prepare_data(task, work_dir, args.seed, args.sst2_train_size)
+    data_dir = prepare_data(task, args.glue_dir, work_dir, args.seed, args.sst2_train_size)
     train_size = len(read_rows(os.path.join(data_dir, "train.tsv"), TASKS[task][4]))
     expected_end = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(
         seconds=seconds_per_example * train_size)

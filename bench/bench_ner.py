@@ -46,6 +46,10 @@ def parse_args(argv=None):
   parser.add_argument("--max_seq_length", type=int, default=128)
   parser.add_argument("--warmup_proportion", type=float, default=0.1)
   parser.add_argument("--seed", type=int, default=12345)
+  parser.add_argument("--feature_train_sentences", type=int, default=None,
+                      help="train subset of the feature-based run (default: --train_sentences)")
+  parser.add_argument("--reuse", action="store_true",
+                      help="take a run's figures from --work_dir/<run>.result.json when present")
   parser.add_argument("--no_append", action="store_true")
   parser.add_argument("--peer_worker", default=None, help=argparse.SUPPRESS)
   return parser.parse_args(argv)
@@ -58,13 +62,13 @@ def sentence_blocks(path):
   return [b for b in blocks if b.strip() and not b.startswith("-DOCSTART-")]
 
 
-def prepare_data(args):
-  """--work_dir/data with train.txt (all of it, or the seeded subset) and links to dev and test."""
-  data_dir = os.path.join(args.work_dir, "data")
+def prepare_data(args, train_sentences, name="data"):
+  """--work_dir/<name> with train.txt (all of it, or a seeded subset) and links to dev and test."""
+  data_dir = os.path.join(args.work_dir, name)
   os.makedirs(data_dir, exist_ok=True)
   blocks = sentence_blocks(os.path.join(CONLL, "train.txt"))
-  if args.train_sentences:
-    blocks = random.Random(args.seed).sample(blocks, args.train_sentences)
+  if train_sentences:
+    blocks = random.Random(args.seed).sample(blocks, train_sentences)
   with open(os.path.join(data_dir, "train.txt"), "w") as f:
     f.write("\n\n".join(blocks) + "\n\n")
   for name in ("valid.txt", "test.txt"):
@@ -255,15 +259,26 @@ def main():
     peer_worker(args)
     return
   os.makedirs(args.work_dir, exist_ok=True)
-  data_dir, num_train = prepare_data(args)
-  runs = args.runs.split(",")
+  data_dir, num_train = prepare_data(args, args.train_sentences)
+  feature_sentences = args.feature_train_sentences or args.train_sentences
+  feature_data_dir, num_feature_train = prepare_data(args, feature_sentences, "feature_data")
   results = {}
-  for run in runs:
-    print(f"running {run} ...", flush=True)
-    if run == "torch":
-      results[run] = run_peer_process(args, data_dir)
+  for run in args.runs.split(","):
+    saved = os.path.join(args.work_dir, f"{run}.result.json")
+    if args.reuse and os.path.exists(saved):
+      with open(saved) as f:
+        results[run] = json.load(f)
     else:
-      results[run] = run_ours(args, data_dir, feature_based=run == "feature_based")
+      print(f"running {run} ...", flush=True)
+      if run == "torch":
+        results[run] = run_peer_process(args, data_dir)
+      elif run == "feature_based":
+        results[run] = run_ours(args, feature_data_dir, feature_based=True)
+      else:
+        results[run] = run_ours(args, data_dir, feature_based=False)
+      with open(saved, "w") as f:
+        json.dump(results[run], f)
+    results[run]["train_sentences"] = num_feature_train if run == "feature_based" else num_train
     print(run, results[run], flush=True)
 
   names = {"ours": "ours: run_ner.py fine-tuning",
@@ -271,10 +286,11 @@ def main():
            "feature_based": f"ours: run_ner.py --feature_based concat_last_four "
                             f"(frozen, BiLSTM {args.lstm_units}x2, lr "
                             f"{args.feature_learning_rate})"}
-  lines = ["| run | epochs | steps | dev F1 | test F1 | wall s |", "|---|---:|---:|---:|---:|---:|"]
+  lines = ["| run | train sentences | epochs | steps | dev F1 | test F1 | wall s |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
   for run, r in results.items():
-    lines.append(f"| {names[run]} | {r['epochs']:g} | {r['steps']} | {100 * r['dev_f1']:.2f} | "
-                 f"{100 * r['test_f1']:.2f} | {r['seconds']:.0f} |")
+    lines.append(f"| {names[run]} | {r['train_sentences']:,} | {r['epochs']:g} | {r['steps']} | "
+                 f"{100 * r['dev_f1']:.2f} | {100 * r['test_f1']:.2f} | {r['seconds']:.0f} |")
   if "ours" in results and "torch" in results:
     ours, peer = results["ours"], results["torch"]
     lines.append("")
@@ -285,8 +301,9 @@ def main():
   print(table)
   if args.no_append:
     return
-  subset = (f"a seeded random subset of {num_train:,} of the 14,041 training sentences"
-            if args.train_sentences else f"all {num_train:,} training sentences")
+  subset = (f"a seeded random subset of the 14,041 training sentences (sizes in the table)"
+            if args.train_sentences or args.feature_train_sentences
+            else f"all {num_train:,} training sentences")
   command = "flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_ner.py " + " ".join(
       sys.argv[1:])
   section = f"""

@@ -49,6 +49,8 @@ flags.DEFINE_enum("mode", "throughput", ["throughput", "pretrain"],
                   "shared corpus (records made by create_pretraining_data.py), then held-out eval.")
 flags.DEFINE_integer("pretrain_steps", 4000, "pretrain mode: training steps (batch 32).")
 flags.DEFINE_string("work_dir", "/tmp/bench_pretraining", "pretrain mode: records and checkpoints.")
+flags.DEFINE_list("train_books", None, "pretrain mode: Gutenberg file names to train on "
+                  "(default: all but the held-out one).")
 flags.DEFINE_string("torch_child", None, "Internal: time PyTorch for `model,batch,dtype` in this "
                     "process (the parent runs it apart from TensorFlow's thread pools).")
 FLAGS = flags.FLAGS
@@ -217,12 +219,13 @@ def pretrain_run():
   work = FLAGS.work_dir
   tf.io.gfile.makedirs(work)
   books = sorted(tf.io.gfile.glob(os.path.join(corpus, "*.txt")))
-  train_books = [b for b in books if not b.endswith(HELD_OUT_BOOK)]
+  train_books = [b for b in books if not b.endswith(HELD_OUT_BOOK) and (
+      not FLAGS.train_books or os.path.basename(b) in FLAGS.train_books)]
   held_out = [b for b in books if b.endswith(HELD_OUT_BOOK)]
   train_records = os.path.join(work, "train.tfrecord")
   eval_records = os.path.join(work, "heldout.tfrecord")
   start = time.time()
-  for inputs, output, dupe in ((train_books, train_records, 2), (held_out, eval_records, 1)):
+  for inputs, output, dupe in ((train_books, train_records, 1), (held_out, eval_records, 1)):
     if not os.path.exists(output):
       run_logged([sys.executable, "create_pretraining_data.py", f"--input_file={','.join(inputs)}",
                   f"--output_file={output}", f"--vocab_file={vocab}", "--do_lower_case",
@@ -274,8 +277,8 @@ def pretrain_run():
               f"\n\nCommand: `flock /tmp/bert_tf_heavy.lock .venv/bin/python "
               f"bench/bench_pretraining.py {' '.join(sys.argv[1:])}`  \nMachine: {cpu}, "
               f"{os.cpu_count()} cores. Date: {date}.  \n"
-              f"Data: create_pretraining_data.py on the 8 other Gutenberg books of "
-              f"../shared/data/corpus (uncased vocab, seq 128, 20 predictions, dupe_factor 2: "
+              f"Data: create_pretraining_data.py on {len(train_books)} other Gutenberg books of "
+              f"../shared/data/corpus (uncased vocab, seq 128, 20 predictions, dupe_factor 1: "
               f"{num_train} train instances; {records_seconds:.0f} s), held out: "
               f"{HELD_OUT_BOOK}. Model: L=4, H=256, A=4, I=1024, V={VOCAB}, bf16 "
               f"(mixed_bfloat16), batch 32, lr 1e-3, {FLAGS.pretrain_steps // 10} warmup steps, "

@@ -97,6 +97,8 @@ def detect_format(path):
   if prefix is None:
     if not tf.io.gfile.exists(path) and not tf.io.gfile.glob(path + "*"):
       raise BertTfError(f"{path}: checkpoint not found")
+    if tf.io.gfile.isdir(path) and tf.io.gfile.glob(os.path.join(path, "*.index")):
+      raise BertTfError(f"{path}: several checkpoints and no `checkpoint` file; name one prefix")
     raise BertTfError(f"{path}: not a TensorFlow checkpoint (no .index file) nor a Hugging "
                       f"Face {HF_WEIGHTS_NAME}")
   try:

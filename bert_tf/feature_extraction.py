@@ -186,7 +186,8 @@ class BertFeatureTagger(tf_keras.Model):
         tf_keras.layers.Bidirectional(
             tf_keras.layers.LSTM(lstm_units, return_sequences=True), name=f"bilstm_{i}")
         for i in range(2)]
-    self.classifier = heads.OutputProjection(num_labels, config.initializer_range,
+    self.classifier = heads.OutputProjection(num_labels, hidden_size=2 * lstm_units,
+                                             initializer_range=config.initializer_range,
                                              name="classifier")
 
   def call(self, inputs, training=False):

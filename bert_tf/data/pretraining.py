@@ -16,6 +16,7 @@ a masked token (~170 bytes an instance at 20 predictions), where the original ho
 every instance as Python lists of strings. All instances are held until the final shuffle, as in the
 original; to bound memory on a very large corpus, split it into shards (run_shards).
 """
+import bisect
 import collections
 import contextlib
 import dataclasses
@@ -214,7 +215,7 @@ class Corpus:
     return len(self.document_starts) - 1
 
 
-def read_corpus(input_files, tokenizer, num_workers=1, progress_seconds=30, pool=None):
+def read_corpus(input_files, tokenizer, num_workers=1, progress_seconds=30):
   """Reads one-sentence-per-line files (blank lines between documents) into a Corpus of token ids."""
   global _line_tokenizer_for_workers
   id_dtype = np.uint16 if len(tokenizer.vocab) <= (1 << 16) else np.int32
@@ -240,6 +241,8 @@ def read_corpus(input_files, tokenizer, num_workers=1, progress_seconds=30, pool
                        f"{stats['tokens']} tokens, {stats['bytes'] / 1e6 / max(s, 1e-9):.2f} MB/s")
 
   line_tokenizer = LineTokenizer(tokenizer)
+  # The tokenizer builds its character tables on first use (~2 s): once here, not once per worker.
+  tokenizer.tokenize("warm-up")
   if num_workers > 1:
     _line_tokenizer_for_workers = line_tokenizer
     try:
@@ -267,7 +270,8 @@ def read_corpus(input_files, tokenizer, num_workers=1, progress_seconds=30, pool
   stats["sentences"] = len(lengths)
   stats["documents"] = len(document_starts) - 1
   if stats["invalid_utf8_lines"]:
-    logging.warning("%d input lines had invalid UTF-8; their bad bytes were dropped (as the original does)",
+    logging.warning("%d input lines had invalid UTF-8; their bad bytes were dropped (as the original's "
+                    "convert_to_unicode does)",
                     stats["invalid_utf8_lines"])
   return Corpus(tokens, sentence_starts, document_starts, stats)
 
@@ -372,6 +376,9 @@ class InstanceMaker:
     self.rng = rng
     self.instances = Instances()
     self.stats = collections.Counter()
+    # Python arrays: element access in the per-instance loop is several times faster than numpy's.
+    self.sentence_starts = array("q", corpus.sentence_starts.astype(np.int64).tobytes())
+    self.document_starts = array("q", corpus.document_starts.astype(np.int64).tobytes())
     tokens = corpus.tokens
     self.has_specials = bool(np.any((tokens == vocab.cls_id) | (tokens == vocab.sep_id)))
     self.continues_word = vocab.is_continuation[tokens] if options.do_whole_word_mask else None
@@ -403,8 +410,7 @@ class InstanceMaker:
 
   def _sentence_bounds(self, document_index):
     document = self.order[document_index]
-    first, last = self.corpus.document_starts[document:document + 2]
-    return self.corpus.sentence_starts[first:last + 1].tolist()
+    return self.sentence_starts[self.document_starts[document]:self.document_starts[document + 1] + 1]
 
   def _target_length(self, max_num_tokens):
     self.stats["documents"] += 1
@@ -453,14 +459,13 @@ class InstanceMaker:
       if random_document_index != document_index:
         break
     document = self.order[random_document_index]
-    first, last = (int(s) for s in self.corpus.document_starts[document:document + 2])
+    first, last = self.document_starts[document], self.document_starts[document + 1]
     random_start = _randint(rng, 0, last - first - 1)
-    sentence_starts = self.corpus.sentence_starts
-    b0 = int(sentence_starts[first + random_start])
+    sentence_starts = self.sentence_starts
+    b0 = sentence_starts[first + random_start]
     # At least one sentence; then stop at the first sentence end reaching the target, or the document end.
-    end = int(np.searchsorted(sentence_starts, b0 + target_b_length, side="left"))
-    end = min(max(end, first + random_start + 1), last)
-    return b0, int(sentence_starts[end])
+    end = bisect.bisect_left(sentence_starts, b0 + target_b_length, first + random_start + 1, last)
+    return b0, sentence_starts[end]
 
   def _truncate_pair(self, a0, a1, b0, b1, max_num_tokens):
     """truncate_seq_pair: drop a token from the front or the back of the longer segment, by coin flip."""
@@ -548,14 +553,15 @@ class InstanceMaker:
         replacements.append(-1)
       else:
         replacements.append(word_ids[_randint(rng, 0, len(word_ids) - 1)])
-    masked = sorted(zip(chosen, replacements))
     instances = self.instances
     instances.spans.extend((a0, a1, b0, b1, is_random_next))
-    instances.positions.extend([position for position, _ in masked])
-    instances.replacements.extend([replacement for _, replacement in masked])
+    if chosen:
+      positions, replacements = zip(*sorted(zip(chosen, replacements)))
+      instances.positions.extend(positions)
+      instances.replacements.extend(replacements)
     instances.mask_starts.append(len(instances.positions))
     self.stats["tokens"] += num_tokens
-    self.stats["masked"] += len(masked)
+    self.stats["masked"] += len(chosen)
     self.stats["expected_masked"] += num_to_predict
 
 
@@ -630,6 +636,7 @@ class RecordEncoder:
     self.options = options
     self.varints = [_varint(v) for v in range(max(vocab.size, 4 * options.max_seq_length + 64))]
     self.keys = {name: _field(1, name.encode()) for name in records.pretraining_features(1, 1)}
+    self.fixed_entries = {}
 
   def encode(self, tokens, instances, index):
     options, vocab, varints = self.options, self.vocab, self.varints
@@ -646,23 +653,46 @@ class RecordEncoder:
     for p, replacement in zip(positions, instances.replacements[m0:m1].tolist()):
       if replacement >= 0:
         ids[p] = replacement
-    num_masked, num_padding = len(positions), max_predictions - len(positions)
+    num_masked = len(positions)
     pad_ids = b"\x00" * (max_seq_length - length)
-    pad_predictions = b"\x00" * num_padding
-    lists = (
-        ("input_ids", 3, b"".join(map(varints.__getitem__, ids)) + pad_ids),
-        ("input_mask", 3, b"\x01" * length + pad_ids),
-        ("masked_lm_ids", 3, b"".join(map(varints.__getitem__, labels)) + pad_predictions),
-        ("masked_lm_positions", 3, b"".join(map(varints.__getitem__, positions)) + pad_predictions),
-        ("masked_lm_weights", 2, b"\x00\x00\x80\x3f" * num_masked + b"\x00\x00\x00\x00" * num_padding),
-        ("next_sentence_labels", 3, varints[is_random_next]),
-        ("segment_ids", 3, b"\x00" * (len_a + 2) + b"\x01" * (length - len_a - 2) + pad_ids),
-    )
+    pad_predictions = b"\x00" * (max_predictions - num_masked)
+    varint, join = self.varints.__getitem__, b"".join
+    return self._message((
+        self._entry("input_ids", 3, join(map(varint, ids)) + pad_ids),
+        self._fixed_entry("input_mask", length),
+        self._entry("masked_lm_ids", 3, join(map(varint, labels)) + pad_predictions),
+        self._entry("masked_lm_positions", 3, join(map(varint, positions)) + pad_predictions),
+        self._fixed_entry("masked_lm_weights", num_masked),
+        self._fixed_entry("next_sentence_labels", is_random_next),
+        self._fixed_entry("segment_ids", (len_a, length)),
+    ))
+
+  def _fixed_entry(self, name, key):
+    """Entries that take few distinct values (the mask, segment ids, weights, label) are built once."""
+    entry = self.fixed_entries.get((name, key))
+    if entry is None:
+      options = self.options
+      if name == "input_mask":
+        entry = self._entry(name, 3, b"\x01" * key + b"\x00" * (options.max_seq_length - key))
+      elif name == "segment_ids":
+        len_a, length = key
+        entry = self._entry(name, 3, b"\x00" * (len_a + 2) + b"\x01" * (length - len_a - 2)
+                            + b"\x00" * (options.max_seq_length - length))
+      elif name == "masked_lm_weights":
+        float_one, float_zero = b"\x00\x00\x80\x3f", b"\x00\x00\x00\x00"
+        entry = self._entry(name, 2, float_one * key + float_zero * (options.max_predictions_per_seq - key))
+      else:
+        entry = self._entry(name, 3, self.varints[key])
+      self.fixed_entries[(name, key)] = entry
+    return entry
+
+  def _entry(self, name, kind, packed):
+    """One map entry of Features: name -> Feature{int64_list (3) or float_list (2) {packed values}}."""
     varint = self._varint
-    entries = b"".join(
-        _field(1, self.keys[name] + _field(2, _field(kind, _field(1, packed, varint), varint), varint), varint)
-        for name, kind, packed in lists)
-    return _field(1, entries, varint)
+    return _field(1, self.keys[name] + _field(2, _field(kind, _field(1, packed, varint), varint), varint), varint)
+
+  def _message(self, entries):
+    return _field(1, b"".join(entries), self._varint)
 
   def _varint(self, value):
     return self.varints[value] if value < len(self.varints) else _varint(value)

@@ -1,0 +1,540 @@
+"""SavedModels that take raw text: tokenization, the model and the post-processing in one graph.
+
+Users of the original asked for TF Serving export: its Estimator predict path rebuilt the graph on
+every call. An export here is one tf.Module whose signatures take tf.string tensors [B] and run
+FastTokenizer.ragged_ids (tensorflow-text, the same ids as FullTokenizer) and pack_inputs in the
+graph, so a client needs nothing of bert_tf:
+
+  classifier  serving_default(text_a[, text_b]) -> probabilities [B, N] float32, label_ids [B],
+              labels [B] string (a regression task, STS-B: scores [B]). text_b is an input only for
+              the tasks whose data are pairs; an empty text_b is packed as a single text, as
+              run_classifier does (`if tokens_b`).
+  squad       serving_default(question, context) -> answer [B] string, score [B] (best start +
+              end logit), null_score_diff [B] (null score - score, as null_odds.json), has_answer
+              [B] bool.
+  ner         serving_default(text) -> words [B, W] string, tags [B, W] string, num_words [B].
+  every task  tokenize(same inputs) -> input_ids, input_mask, segment_ids [B, max_seq_length]: the
+              model's inputs, to check the in-graph tokenization against FullTokenizer.
+
+Truncation is the training scripts': a text longer than max_seq_length is cut as
+run_classifier cuts it (one text to max_seq_length - 2 pieces; a pair longest-first), never an
+error; an empty string is a valid input ([CLS] [SEP]). The models run on the batch's longest
+sequence only (padding changes no result; SQuAD keeps the full length, see below).
+
+SQuAD, compared with run_squad.py's Python post-processing (squad.postprocess):
+  * One window: the question is cut to max_query_length pieces and the context to what is left of
+    max_seq_length; run_squad slides windows of doc_stride over a longer context. For a context
+    that fits, the model inputs are identical.
+  * The span is chosen as run_squad chooses it: among the n_best_size largest start logits and the
+    n_best_size largest end logits (over all max_seq_length positions, as run_squad, hence no
+    trimming of the padding), the pair of context pieces with end >= start and at most
+    max_answer_length pieces with the largest start + end logit. n_best_size=0 searches all pairs.
+  * The answer text is cut from the raw context: each context piece knows its whitespace word (the
+    context is split on whitespace as run_squad splits it) and its characters in that word, since
+    the pieces of a word spell its normalized text (an [UNK] spells its whole basic token) and
+    normalization keeps one character per character. run_squad instead finds the detokenized
+    pieces in the words' basic tokens (get_final_text). Both give the same text, except that
+    (a) the raw whitespace between the answer's words is kept (run_squad joins them with " "),
+    (b) where a word's normalized text does not have as many characters as the word (a control or
+    non-breaking space character inside the word, Hangul decomposed by NFD), the answer keeps that
+    whole word while run_squad falls back to whole words when this happens anywhere in the span,
+    (c) a span with an [UNK] piece is cut precisely while run_squad returns the whole words, and
+    (d) run_squad's str.find takes the first occurrence of the predicted text in the words, which
+    differs only in case or accents from the right one. `has_answer` is false when
+    null_score_diff > null_score_diff_threshold (None: the model is SQuAD 1.1 style and always
+    answers) or when no span is valid (e.g. an empty context): then score is 0 and null_score_diff
+    is the null score, as run_squad's null_odds (its v1.1 answer is then "empty").
+
+NER: the text is split on whitespace (str.split's characters) into words, each word's first piece
+carries its tag (as run_ner). Words whose first piece does not fit in one window of
+max_seq_length - 2 pieces get the tag "" (run_ner would tag them in a second window).
+"""
+import os
+import shutil
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from bert_tf import checkpoints
+from bert_tf import heads
+from bert_tf import tokenization
+from bert_tf.errors import BertTfError
+
+TASKS = ("classifier", "squad", "ner")
+# str.split()'s whitespace, for NER words (RE2 syntax).
+_STR_SPLIT_WHITESPACE = (r"[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}"
+                         r"\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]+")
+# run_squad's split_context whitespace.
+_SQUAD_WHITESPACE = r"[ \t\r\n\x{202f}]+"
+
+
+def _nul_safe(texts):
+  """regex_split stops at a NUL character: make it U+0001, which is also no whitespace, also
+  dropped by the tokenizer, and also one byte."""
+  return tf.strings.regex_replace(texts, "\x00", "\x01")
+
+
+def _string_spec(name):
+  return tf.TensorSpec([None], tf.string, name=name)
+
+
+def _trimmed(inputs):
+  """The inputs cut to the batch's longest sequence (at least 2: [CLS] [SEP])."""
+  length = tf.maximum(tf.reduce_max(tf.reduce_sum(inputs["input_mask"], axis=1)), 2)
+  return {name: inputs[name][:, :length] for name in heads.INPUT_NAMES}
+
+
+def _pad_to(values, length, axis=1):
+  """float [B, t, ...] zero-padded on `axis` to `length`."""
+  padding = [[0, 0]] * len(values.shape)
+  padding[axis] = [0, length - tf.shape(values)[axis]]
+  return tf.pad(values, padding)
+
+
+def _piece_texts(vocab):
+  return tf.constant(list(vocab.keys()), tf.string)
+
+
+def _piece_char_lengths(vocab):
+  """Characters each vocab entry spells in a word (## stripped); -1 for [UNK]."""
+  lengths = []
+  for token in vocab:
+    lengths.append(-1 if token == "[UNK]" else len(token[2:] if token.startswith("##") else token))
+  return tf.constant(lengths, tf.int32)
+
+
+class ClassifierServer(tf.Module):
+  """Raw text(s) -> class probabilities and label names (or regression scores)."""
+
+  def __init__(self, tokenizer, model, max_seq_length, label_list, pair, regression=False):
+    super().__init__(name="classifier_server")
+    self.tokenizer = tokenizer
+    self.model = model
+    self.max_seq_length = max_seq_length
+    self.regression = regression
+    self.label_names = tf.constant(label_list or ["score"], tf.string)
+    vocab = tokenizer.vocab
+    self.cls_id, self.sep_id = vocab["[CLS]"], vocab["[SEP]"]
+    specs = [_string_spec("text_a")] + ([_string_spec("text_b")] if pair else [])
+    self.serve = tf.function(self._serve, input_signature=specs)
+    self.tokenize = tf.function(self._pack, input_signature=specs)
+
+  def _pack(self, text_a, text_b=None):
+    segments = [self.tokenizer.ragged_ids(text_a)]
+    single = tokenization.pack_inputs(segments, self.max_seq_length, self.cls_id, self.sep_id)
+    if text_b is None:
+      return single
+    segments.append(self.tokenizer.ragged_ids(text_b))
+    pair = tokenization.pack_inputs(segments, self.max_seq_length, self.cls_id, self.sep_id)
+    has_b = (segments[1].row_lengths() > 0)[:, tf.newaxis]
+    return {name: tf.where(has_b, pair[name], single[name]) for name in pair}
+
+  def _serve(self, text_a, text_b=None):
+    logits = self.model(_trimmed(self._pack(text_a, text_b)), training=False)["logits"]
+    if self.regression:
+      return {"scores": logits[:, 0]}
+    label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    return {"probabilities": tf.nn.softmax(logits, axis=-1), "label_ids": label_ids,
+            "labels": tf.gather(self.label_names, label_ids)}
+
+
+class SquadServer(tf.Module):
+  """(question, context) -> answer text cut from the context, its score, the no-answer decision."""
+
+  def __init__(self, tokenizer, model, max_seq_length, max_query_length=64, max_answer_length=30,
+               n_best_size=20, null_score_diff_threshold=None):
+    super().__init__(name="squad_server")
+    if max_seq_length <= max_query_length + 3:
+      raise BertTfError(f"--max_seq_length ({max_seq_length}) must be greater than "
+                        f"--max_query_length ({max_query_length}) + 3")
+    self.tokenizer = tokenizer
+    self.model = model
+    self.max_seq_length = max_seq_length
+    self.max_query_length = max_query_length
+    self.max_answer_length = max_answer_length
+    self.n_best_size = n_best_size
+    self.null_score_diff_threshold = null_score_diff_threshold
+    vocab = tokenizer.vocab
+    self.cls_id, self.sep_id, self.unk_id = vocab["[CLS]"], vocab["[SEP]"], vocab["[UNK]"]
+    self.piece_lengths = _piece_char_lengths(vocab)
+    specs = [_string_spec("question"), _string_spec("context")]
+    self.serve = tf.function(self._serve, input_signature=specs)
+    self.tokenize = tf.function(lambda q, c: self._features(q, c)[0], input_signature=specs)
+
+  def _context_pieces(self, context):
+    """Context pieces [B, (P)] with their word (index in its example) and character span in it.
+
+    Also the words' byte offsets in the context and whether each word's characters map one to one
+    onto its normalized text.
+    """
+    tf_text = tokenization.tf_text_module()
+    words, word_begin, _ = tf_text.regex_split_with_offsets(_nul_safe(context),
+                                                            _SQUAD_WHITESPACE)
+    flat_words = words.flat_values
+    basic = self.tokenizer.words(flat_words)  # [all words, (basic tokens)]
+    # A basic token's pieces are those ragged_ids gives for it alone (normalization is idempotent).
+    ids = self.tokenizer.ragged_ids(basic.flat_values)  # [basic tokens, (pieces)]
+    basic_lengths = tf.strings.length(basic.flat_values, unit="UTF8_CHAR")
+    piece_lengths = tf.gather(self.piece_lengths, ids.flat_values)
+    piece_lengths = tf.where(piece_lengths < 0,
+                             tf.repeat(basic_lengths, ids.row_lengths()), piece_lengths)
+    word_pieces = basic.with_values(ids).merge_dims(1, 2)  # [all words, (pieces)]
+    ends = tf.cumsum(piece_lengths)
+    starts = ends - piece_lengths
+    word_offset = tf.gather(starts, word_pieces.row_starts())  # first piece of each word
+    piece_words = tf.cast(word_pieces.value_rowids(), tf.int32)
+    starts -= tf.gather(word_offset, piece_words)
+    ends -= tf.gather(word_offset, piece_words)
+    word_chars = tf.strings.length(flat_words, unit="UTF8_CHAR")
+    normalized_chars = tf.reduce_sum(tf.RaggedTensor.from_row_splits(
+        basic_lengths, basic.row_splits), axis=1)
+    aligned = tf.equal(normalized_chars, word_chars)
+    # Word index within its example, per piece.
+    word_in_example = (tf.range(tf.size(flat_words, out_type=tf.int64)) -
+                       tf.gather(words.row_starts(), words.value_rowids()))
+    pieces = words.with_values(word_pieces).merge_dims(1, 2)  # [B, (P)]
+    piece_info = {
+        "word": pieces.with_values(tf.cast(tf.gather(word_in_example, piece_words), tf.int32)),
+        "start": pieces.with_values(starts), "end": pieces.with_values(ends)}
+    word_info = {"text": words, "begin": word_begin, "chars": words.with_values(word_chars),
+                 "aligned": words.with_values(aligned)}
+    return pieces, piece_info, word_info
+
+  def _features(self, question, context):
+    query = self.tokenizer.ragged_ids(question)[:, :self.max_query_length]
+    pieces, piece_info, word_info = self._context_pieces(context)
+    room = self.max_seq_length - 3 - tf.cast(query.row_lengths(), tf.int32)
+    keep = tf.ragged.range(tf.cast(pieces.row_lengths(), tf.int32)) < room[:, tf.newaxis]
+    pieces = tf.ragged.boolean_mask(pieces, keep)
+    piece_info = {k: tf.ragged.boolean_mask(v, keep) for k, v in piece_info.items()}
+    inputs = tokenization.pack_inputs([query, pieces], self.max_seq_length, self.cls_id,
+                                      self.sep_id)
+    return inputs, query, pieces, piece_info, word_info
+
+  def _candidates(self, logits):
+    """Positions among the n_best_size largest logits (all positions when n_best_size is 0)."""
+    if not self.n_best_size:
+      return tf.ones_like(logits, tf.bool)
+    k = min(self.n_best_size, self.max_seq_length)
+    top = tf.math.top_k(logits, k=k).indices
+    positions = tf.range(self.max_seq_length)[tf.newaxis, tf.newaxis]
+    return tf.reduce_any(top[:, :, tf.newaxis] == positions, axis=1)
+
+  def _serve(self, question, context):
+    inputs, query, pieces, piece_info, word_info = self._features(question, context)
+    outputs = self.model(inputs, training=False)
+    start_logits = tf.cast(outputs["start_logits"], tf.float32)
+    end_logits = tf.cast(outputs["end_logits"], tf.float32)
+    positions = tf.range(self.max_seq_length)[tf.newaxis]
+    context_begin = tf.cast(query.row_lengths(), tf.int32)[:, tf.newaxis] + 2
+    context_end = context_begin + tf.cast(pieces.row_lengths(), tf.int32)[:, tf.newaxis]
+    in_context = (positions >= context_begin) & (positions < context_end)
+    starts_ok = in_context & self._candidates(start_logits)
+    ends_ok = in_context & self._candidates(end_logits)
+    length = positions[:, tf.newaxis, :] - positions[:, :, tf.newaxis] + 1  # [1, start, end]
+    valid = (starts_ok[:, :, tf.newaxis] & ends_ok[:, tf.newaxis, :] & (length >= 1) &
+             (length <= self.max_answer_length))
+    scores = start_logits[:, :, tf.newaxis] + end_logits[:, tf.newaxis, :]
+    scores = tf.where(valid, scores, -np.inf)
+    flat = tf.reshape(scores, [-1, self.max_seq_length * self.max_seq_length])
+    best = tf.argmax(flat, axis=-1, output_type=tf.int32)
+    score = tf.reduce_max(flat, axis=-1)
+    found = tf.reduce_any(tf.reshape(valid, tf.shape(flat)), axis=-1)
+    # Context piece indexes of the span (clamped so that examples with no span still gather).
+    num_pieces = tf.maximum(tf.cast(pieces.row_lengths(), tf.int32), 1)
+    start_piece = tf.clip_by_value(best // self.max_seq_length - context_begin[:, 0], 0,
+                                   num_pieces - 1)
+    end_piece = tf.clip_by_value(best % self.max_seq_length - context_begin[:, 0], 0,
+                                 num_pieces - 1)
+    answer = self._answer_text(context, start_piece, end_piece, piece_info, word_info)
+    null_score = start_logits[:, 0] + end_logits[:, 0]
+    null_score_diff = null_score - score
+    has_answer = found
+    if self.null_score_diff_threshold is not None:
+      has_answer &= null_score_diff <= self.null_score_diff_threshold
+    return {"answer": tf.where(has_answer, answer, ""),
+            "score": tf.where(found, score, 0.0),
+            "null_score_diff": tf.where(found, null_score_diff, null_score),
+            "has_answer": has_answer}
+
+  def _answer_text(self, context, start_piece, end_piece, piece_info, word_info):
+    """The raw context from the start piece's first character to the end piece's last one."""
+
+    def at(ragged, index):  # ragged [B, (n)] at int [B]; 0 for an empty row
+      dense = ragged.to_tensor()
+      index = tf.minimum(index, tf.maximum(tf.shape(dense)[1] - 1, 0))
+      padded = tf.pad(dense, [[0, 0], [0, 1]])
+      return tf.gather(padded, index[:, tf.newaxis], batch_dims=1)[:, 0]
+
+    def byte_offset(word, char):
+      text = at(word_info["text"], word)
+      begin = tf.cast(at(word_info["begin"], word), tf.int32)
+      prefix = tf.strings.substr(text, tf.zeros_like(char), char, unit="UTF8_CHAR")
+      return begin + tf.strings.length(prefix)
+
+    start_word = at(piece_info["word"], start_piece)
+    end_word = at(piece_info["word"], end_piece)
+    # A word whose characters do not map onto its pieces is kept whole.
+    start_char = tf.where(at(word_info["aligned"], start_word),
+                          at(piece_info["start"], start_piece), 0)
+    end_char = tf.where(at(word_info["aligned"], end_word), at(piece_info["end"], end_piece),
+                        at(word_info["chars"], end_word))
+    begin = byte_offset(start_word, start_char)
+    end = byte_offset(end_word, end_char)
+    return tf.strings.substr(context, begin, tf.maximum(end - begin, 0))
+
+
+class NerServer(tf.Module):
+  """Raw sentence -> its whitespace words and one tag per word (the first piece's prediction)."""
+
+  def __init__(self, tokenizer, model, max_seq_length, label_list):
+    super().__init__(name="ner_server")
+    self.tokenizer = tokenizer
+    self.model = model
+    self.max_seq_length = max_seq_length
+    self.label_names = tf.constant(label_list, tf.string)
+    vocab = tokenizer.vocab
+    self.cls_id, self.sep_id, self.unk_id = vocab["[CLS]"], vocab["[SEP]"], vocab["[UNK]"]
+    specs = [_string_spec("text")]
+    self.serve = tf.function(self._serve, input_signature=specs)
+    self.tokenize = tf.function(lambda text: self._features(text)[0], input_signature=specs)
+
+  def _features(self, text):
+    tf_text = tokenization.tf_text_module()
+    words, begin, end = tf_text.regex_split_with_offsets(_nul_safe(text), _STR_SPLIT_WHITESPACE)
+    # The words as given (a NUL stays a NUL).
+    words = words.with_values(tf.strings.substr(
+        tf.gather(text, words.value_rowids()), begin.flat_values,
+        end.flat_values - begin.flat_values))  # [B, (W)]
+    word_ids = self.tokenizer.ragged_ids(words.flat_values)  # [all words, (pieces)]
+    # As conll.word_pieces: a word the tokenizer drops is [UNK]; at most max_seq_length - 2 pieces.
+    empty = tf.equal(word_ids.row_lengths(), 0)
+    unk = tf.RaggedTensor.from_row_lengths(
+        tf.fill(tf.reshape(tf.reduce_sum(tf.cast(empty, tf.int32)), [1]), self.unk_id),
+        tf.cast(empty, tf.int64))
+    word_ids = tf.concat([word_ids, unk], axis=1)[:, :self.max_seq_length - 2]
+    # Position of each word's first piece in its sentence's input ([CLS] is position 0).
+    starts = tf.cumsum(word_ids.row_lengths(), exclusive=True)
+    starts = tf.concat([starts, [tf.reduce_sum(word_ids.row_lengths())]], axis=0)
+    sentence_starts = tf.gather(starts, words.row_splits[:-1])
+    first_piece = 1 + starts[:-1] - tf.gather(sentence_starts, words.value_rowids())
+    pieces = words.with_values(word_ids).merge_dims(1, 2)
+    inputs = tokenization.pack_inputs([pieces], self.max_seq_length, self.cls_id, self.sep_id)
+    return inputs, words, words.with_values(tf.cast(first_piece, tf.int32))
+
+  def _serve(self, text):
+    inputs, words, first_piece = self._features(text)
+    logits = self.model(_trimmed(inputs), training=False)["logits"]
+    predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [B, t]
+    fits = first_piece <= self.max_seq_length - 2
+    position = tf.where(fits, first_piece, 0)
+    ids = tf.gather(predicted, position.to_tensor(), batch_dims=1)
+    tags = tf.where(fits.to_tensor(), tf.gather(self.label_names, ids), "")
+    return {"words": words.to_tensor(default_value=""), "tags": tags,
+            "num_words": tf.cast(words.row_lengths(), tf.int32)}
+
+
+# ---------------------------------------------------------------------------- models
+
+
+def checkpoint_prefix(path):
+  """The checkpoint prefix of a directory (its latest checkpoint) or a prefix."""
+  if not path:
+    raise BertTfError("--init_checkpoint: required: the fine-tuned model's checkpoint or "
+                      "output_dir")
+  if tf.io.gfile.isdir(path):
+    latest = tf.train.latest_checkpoint(path)
+    if not latest:
+      raise BertTfError(f"--init_checkpoint: {path} holds no checkpoint (expected the output_dir "
+                        f"of a fine-tuning run)")
+    return latest
+  if path.endswith(".index"):
+    path = path[:-len(".index")]
+  if not tf.io.gfile.exists(path + ".index"):
+    raise BertTfError(f"--init_checkpoint: {path}: checkpoint not found")
+  return path
+
+
+def load_task_model(model, path, task):
+  """Loads every variable of a built task model, head included, from a fine-tuned checkpoint.
+
+  The checkpoint may be one of ours (a run_*.py output_dir or prefix) or an original TF1 one;
+  variables are matched by their original names. A checkpoint without the task head (e.g. a
+  pre-trained one) or with other shapes raises BertTfError.
+  """
+  source = checkpoints.open_checkpoint(checkpoint_prefix(path))
+  wanted = {checkpoints.variable_name(v): v for v in model.trainable_variables}
+  encoder_names = set(checkpoints.checkpoint_variables(model))
+  missing = [name for name in wanted if name not in source.shapes]
+  missing_head = [name for name in missing if name not in encoder_names]
+  if missing_head:
+    raise BertTfError(f"--init_checkpoint: {source.path} has no {task} head (missing "
+                      f"{', '.join(missing_head)}): pass the checkpoint of a fine-tuned "
+                      f"{task} model, e.g. the output_dir of its run script")
+  if missing:
+    raise BertTfError(f"--init_checkpoint: {source.path} lacks {len(missing)} encoder variables, "
+                      f"e.g. {missing[0]}")
+  for name, variable in wanted.items():
+    found = list(source.shapes[name])
+    if found != list(variable.shape):
+      raise BertTfError(f"--init_checkpoint: {source.path}: variable {name} has shape {found} in "
+                        f"the checkpoint but {list(variable.shape)} in the model (check "
+                        f"--bert_config_file and the label list)")
+  for name, variable in wanted.items():
+    variable.assign(np.asarray(source.read(name), variable.dtype.as_numpy_dtype))
+  logging.info("%s: loaded %d variables", source.path, len(wanted))
+
+
+def build_model(task, config, num_labels=None):
+  """The task model, with variables, as the run script builds it."""
+  if task == "classifier":
+    model = heads.BertClassifier(config, num_labels=num_labels)
+  elif task == "squad":
+    model = heads.BertSpanLabeler(config)
+  elif task == "ner":
+    from bert_tf import ner  # pylint: disable=g-import-not-at-top
+    model = ner.TokenTagger(config, num_labels)
+  else:
+    raise BertTfError(f"--task: {task!r} is not one of {', '.join(TASKS)}")
+  zeros = tf.zeros([1, 2], tf.int32)
+  model({"input_ids": zeros, "input_mask": zeros + 1, "segment_ids": zeros}, training=False)
+  return model
+
+
+def check_vocab(tokenizer, config, vocab_file):
+  if len(tokenizer.vocab) != config.vocab_size:
+    raise BertTfError(f"--vocab_file: {vocab_file} has {len(tokenizer.vocab)} tokens but the "
+                      f"model's vocab_size is {config.vocab_size}: use the vocab.txt the model "
+                      f"was trained with")
+
+
+def make_server(task, tokenizer, model, max_seq_length, label_list=None, pair=True,
+                regression=False, **squad_options):
+  if task == "classifier":
+    return ClassifierServer(tokenizer, model, max_seq_length, label_list, pair,
+                            regression=regression)
+  if task == "squad":
+    return SquadServer(tokenizer, model, max_seq_length, **squad_options)
+  return NerServer(tokenizer, model, max_seq_length, label_list)
+
+
+def save(server, export_dir):
+  """Writes the SavedModel to a temporary directory, then replaces export_dir with it."""
+  tmp = f"{export_dir.rstrip('/')}.tmp-{os.getpid()}"
+  if tf.io.gfile.exists(tmp):
+    tf.io.gfile.rmtree(tmp)
+  try:
+    tf.saved_model.save(server, tmp, signatures={"serving_default": server.serve,
+                                                  "tokenize": server.tokenize})
+  except BaseException:
+    if tf.io.gfile.exists(tmp):
+      tf.io.gfile.rmtree(tmp)
+    raise
+  if tf.io.gfile.exists(export_dir):
+    tf.io.gfile.rmtree(export_dir)
+  tf.io.gfile.rename(tmp, export_dir)
+  logging.info("Exported %s", export_dir)
+  return export_dir
+
+
+def export_model(task, model, vocab_file, do_lower_case, max_seq_length, export_dir,
+                 label_list=None, pair=True, regression=False, **squad_options):
+  """Exports an already loaded task model (e.g. right after training) as a raw-text SavedModel."""
+  tokenizer = tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case)
+  check_vocab(tokenizer, model.config, vocab_file)
+  server = make_server(task, tokenizer, model, max_seq_length, label_list, pair, regression,
+                       **squad_options)
+  return save(server, export_dir)
+
+
+def export(task, config, vocab_file, do_lower_case, init_checkpoint, export_dir, max_seq_length,
+           label_list=None, pair=True, regression=False, dtype="float32", **squad_options):
+  """Builds the task model in `dtype`, loads the fine-tuned checkpoint and exports it.
+
+  label_list: the classifier's label names (None for regression) or NER's tags.
+  squad_options: max_query_length, max_answer_length, n_best_size, null_score_diff_threshold.
+  """
+  from bert_tf import training  # pylint: disable=g-import-not-at-top
+  if task not in TASKS:
+    raise BertTfError(f"--task: {task!r} is not one of {', '.join(TASKS)}")
+  if max_seq_length > config.max_position_embeddings:
+    raise BertTfError(f"--max_seq_length: {max_seq_length} is longer than the model's "
+                      f"max_position_embeddings {config.max_position_embeddings}")
+  if not tf.io.gfile.exists(vocab_file):
+    raise BertTfError(f"--vocab_file: {vocab_file} not found")
+  if task != "squad" and not label_list and not regression:
+    raise BertTfError("--task_name/--label_file: the label list is needed")
+  tokenizer = tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case)
+  check_vocab(tokenizer, config, vocab_file)
+  previous = tf_keras.mixed_precision.global_policy()
+  training.set_precision(dtype)
+  try:
+    model = build_model(task, config, num_labels=1 if regression else len(label_list or []))
+  finally:
+    tf_keras.mixed_precision.set_global_policy(previous)
+  load_task_model(model, init_checkpoint, task)
+  server = make_server(task, tokenizer, model, max_seq_length, label_list, pair, regression,
+                       **squad_options)
+  return save(server, export_dir)
+
+
+def load(export_dir):
+  """tf.saved_model.load, after registering the tensorflow-text ops the graph uses (a client of
+  the SavedModel needs `import tensorflow_text` likewise; TF Serving needs them linked in)."""
+  tokenization.tf_text_module()
+  return tf.saved_model.load(export_dir)
+
+
+def read_label_file(path):
+  """One label a line (as run_ner's output_dir/label_list.txt)."""
+  if not tf.io.gfile.exists(path):
+    raise BertTfError(f"--label_file: {path} not found")
+  with tf.io.gfile.GFile(path) as reader:
+    labels = [line.strip() for line in reader if line.strip()]
+  if not labels:
+    raise BertTfError(f"--label_file: {path} holds no label")
+  return labels
+
+
+def classifier_labels(task_name):
+  """(label_list or None for regression, whether the task's inputs are pairs) of a GLUE task."""
+  from bert_tf.data import glue  # pylint: disable=g-import-not-at-top
+  processor = glue.get_processor(task_name)
+  pair = processor.columns["dev"][3] is not None
+  return (None if processor.regression else processor.get_labels()), pair
+
+
+def run(f):
+  """The whole of export_savedmodel.py for parsed FLAGS; returns the export directory."""
+  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  tokenization.validate_case_matches_checkpoint(f.do_lower_case, f.init_checkpoint)
+  if not tf.io.gfile.exists(f.bert_config_file):
+    raise BertTfError(f"--bert_config_file: {f.bert_config_file} not found")
+  config = BertConfig.from_json_file(f.bert_config_file)
+  label_list, pair, regression, squad_options = None, True, False, {}
+  if f.task == "classifier":
+    if not f.task_name:
+      raise BertTfError("--task_name: required with --task=classifier (its labels are the GLUE "
+                        "processor's)")
+    label_list, pair = classifier_labels(f.task_name)
+    regression = label_list is None
+  elif f.task == "ner":
+    label_file = f.label_file
+    if not label_file and f.init_checkpoint and tf.io.gfile.isdir(f.init_checkpoint):
+      from bert_tf import ner  # pylint: disable=g-import-not-at-top
+      label_file = os.path.join(f.init_checkpoint, ner.LABEL_LIST_FILE)
+    if not label_file:
+      raise BertTfError("--label_file: required with --task=ner unless --init_checkpoint is "
+                        "run_ner's output_dir (which holds label_list.txt)")
+    label_list = read_label_file(label_file)
+  else:
+    squad_options = dict(
+        max_query_length=f.max_query_length, max_answer_length=f.max_answer_length,
+        n_best_size=f.n_best_size,
+        null_score_diff_threshold=(f.null_score_diff_threshold if f.version_2_with_negative
+                                   else None))
+  return export(f.task, config, f.vocab_file, f.do_lower_case, f.init_checkpoint, f.export_dir,
+                f.max_seq_length, label_list=label_list, pair=pair, regression=regression,
+                dtype=f.dtype, **squad_options)

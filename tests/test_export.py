@@ -1,0 +1,317 @@
+"""Raw-text SavedModels (bert_tf/export.py, export_savedmodel.py): reloaded in a fresh process,
+their outputs equal the Python predict paths of run_classifier / run_squad / run_ner on real
+examples (tiny randomly initialised models saved as fine-tuned checkpoints), and bad input."""
+import json
+import os
+import random
+import subprocess
+import sys
+
+from absl import flags
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import export
+from bert_tf import tokenization
+from bert_tf.config import BertConfig
+from bert_tf.data import conll
+from bert_tf.data import glue
+from bert_tf.data import squad
+from bert_tf.errors import BertTfError
+from conftest import REPO, shared_data
+
+flags.FLAGS.mark_as_parsed()
+
+TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+            max_position_embeddings=512, type_vocab_size=2)
+CLASSIFIER_SEQ = 64
+SQUAD_SEQ = 384
+NER_SEQ = 128
+# Odd text for the in-graph tokenization and truncation: empty, whitespace only, accents, CJK,
+# control and NUL characters, a word the vocab cannot spell, and texts far over max_seq_length.
+ODD_TEXTS = ["", "   ", "Héllo, WORLD!! naïve café", "中文字符 and \u00a0nbsp\tTab\x00nul",
+             "\u2603\u2603 snowmen", "word " * 400, "x" * 300]
+
+LOADER = r"""
+import json, os, sys
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import tensorflow as tf
+import tensorflow_text  # registers the tokenizer ops the SavedModels use
+requests = json.load(open(sys.argv[1]))
+results = {}
+for name, (export_dir, signature, inputs) in requests.items():
+  fn = tf.saved_model.load(export_dir).signatures[signature]
+  outputs = fn(**{k: tf.constant(v, tf.string) for k, v in inputs.items()})
+  results[name] = {k: v.numpy().tolist() for k, v in outputs.items()}
+json.dump(results, open(sys.argv[2], "w"), default=lambda b: b.decode("utf-8", "replace"))
+"""
+
+
+def vocab_path(cased=False):
+  name = "bert-base-cased-vocab.txt" if cased else "bert-base-uncased-vocab.txt"
+  return os.path.join(shared_data("vocab"), name)
+
+
+def tiny_config(vocab_size):
+  return BertConfig(vocab_size=vocab_size, **TINY)
+
+
+def save_model(model, directory):
+  tf.train.Checkpoint(model=model).save(os.path.join(directory, "ckpt"))
+  return directory
+
+
+def run_in_fresh_process(requests, tmp_path):
+  """{name: (export_dir, signature, inputs)} -> {name: outputs as lists}, from a new Python."""
+  request_file, result_file = tmp_path / "requests.json", tmp_path / "results.json"
+  request_file.write_text(json.dumps(requests))
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+  done = subprocess.run([sys.executable, "-c", LOADER, str(request_file), str(result_file)],
+                        env=env, capture_output=True, text=True, timeout=300)
+  assert done.returncode == 0, done.stderr[-3000:]
+  return json.loads(result_file.read_text())
+
+
+def run_script(*args):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+  return subprocess.run([sys.executable, os.path.join(REPO, "export_savedmodel.py"), *args],
+                        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
+def model_inputs(features):
+  return {name: tf.constant(np.array([getattr(f, name) for f in features], np.int32))
+          for name in ("input_ids", "input_mask", "segment_ids")}
+
+
+def squad_questions(path):
+  """(qas_id, question, context) of every question of a SQuAD file."""
+  with open(path, encoding="utf-8") as f:
+    data = json.load(f)["data"]
+  return [(qa["id"], qa["question"], p["context"])
+          for article in data for p in article["paragraphs"] for qa in p["qas"]]
+
+
+def python_squad(model, vocab, questions, n_best_size, v2):
+  """run_squad's path: features, logits and squad.postprocess -> (best non-null, null odds)."""
+  tokenizer = tokenization.FullTokenizer(vocab)
+  examples = []
+  for qas_id, question, context in questions:
+    doc_tokens, _ = squad.split_context(context)
+    examples.append(squad.SquadExample(qas_id, question, doc_tokens, None, None, None, False))
+  features = squad.convert_examples_to_features(examples, tokenizer, SQUAD_SEQ, 128, 64, False)
+  assert len(features) == len(examples), "every test context fits in one window"
+  outputs = model(model_inputs(features))
+  results = [squad.RawResult(f.unique_id, s, e) for f, s, e in zip(
+      features, outputs["start_logits"].numpy(), outputs["end_logits"].numpy())]
+  predictions, _, null_odds, best_non_null = squad.postprocess(
+      examples, features, results, n_best_size, 30, True, version_2_with_negative=True)
+  return predictions, null_odds, best_non_null, features
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+  """Three tiny task models, saved as checkpoints and exported (NER through the script)."""
+  tmp = tmp_path_factory.mktemp("export")
+  tf.random.set_seed(1)
+  uncased = tiny_config(30522)
+  models, dirs = {}, {}
+
+  models["classifier"] = export.build_model("classifier", uncased, num_labels=2)
+  save_model(models["classifier"], str(tmp / "mrpc"))
+  dirs["classifier"] = export.export(
+      "classifier", uncased, vocab_path(), True, str(tmp / "mrpc"), str(tmp / "mrpc_export"),
+      CLASSIFIER_SEQ, label_list=["0", "1"], pair=True)
+
+  models["squad"] = export.build_model("squad", uncased)
+  save_model(models["squad"], str(tmp / "squad"))
+  # n_best_size 0 (every span) against run_squad's search over all max_seq_length logits, and
+  # the default 20 against run_squad's default.
+  for n_best_size in (0, 20):
+    dirs[f"squad{n_best_size}"] = export.export(
+        "squad", uncased, vocab_path(), True, str(tmp / "squad"),
+        str(tmp / f"squad{n_best_size}_export"), SQUAD_SEQ, n_best_size=n_best_size,
+        null_score_diff_threshold=0.0)
+
+  sentences = conll.read_conll(os.path.join(shared_data("conll2003"), "valid.txt"))[:60]
+  labels = conll.get_labels(sentences)
+  cased = tiny_config(28996)
+  models["ner"] = export.build_model("ner", cased, num_labels=len(labels))
+  ner_dir = save_model(models["ner"], str(tmp / "ner"))
+  (tmp / "ner" / "label_list.txt").write_text("".join(label + "\n" for label in labels))
+  config_file = tmp / "cased_config.json"
+  cased.to_json_file(str(config_file))
+  done = run_script("--task=ner", f"--bert_config_file={config_file}",
+                    f"--vocab_file={vocab_path(cased=True)}", "--do_lower_case=False",
+                    f"--init_checkpoint={ner_dir}", f"--max_seq_length={NER_SEQ}",
+                    f"--export_dir={tmp / 'ner_export'}")
+  assert done.returncode == 0, done.stderr[-3000:]
+  dirs["ner"] = str(tmp / "ner_export")
+  return dict(tmp=tmp, models=models, dirs=dirs, sentences=sentences, labels=labels)
+
+
+def test_saved_models_in_fresh_process_match_python_paths(exported, tmp_path):
+  models, dirs = exported["models"], exported["dirs"]
+  mrpc = glue.get_processor("mrpc").get_dev_examples(shared_data("glue", "MRPC"))[:24]
+  text_a = [e.text_a for e in mrpc] + ODD_TEXTS
+  text_b = [e.text_b for e in mrpc] + ODD_TEXTS[::-1]
+  questions = (squad_questions(os.path.join(shared_data("squad"), "dev-v2.0.subset.json")) +
+               squad_questions(os.path.join(shared_data("squad"), "allennlp-squad-v1-style.json")))
+  sentences = exported["sentences"]
+  classifier_inputs = {"text_a": text_a, "text_b": text_b}
+  squad_inputs = {"question": [q for _, q, _ in questions] + ["what?", ""],
+                  "context": [c for _, _, c in questions] + ["", ""]}
+  ner_inputs = {"text": [" ".join(s.words) for s in sentences] + ODD_TEXTS}
+  results = run_in_fresh_process({
+      "classifier": (dirs["classifier"], "serving_default", classifier_inputs),
+      "classifier_ids": (dirs["classifier"], "tokenize", classifier_inputs),
+      "squad0": (dirs["squad0"], "serving_default", squad_inputs),
+      "squad20": (dirs["squad20"], "serving_default", squad_inputs),
+      "squad_ids": (dirs["squad0"], "tokenize", squad_inputs),
+      "ner": (dirs["ner"], "serving_default", ner_inputs),
+      "ner_ids": (dirs["ner"], "tokenize", ner_inputs),
+  }, tmp_path)
+
+  # Classifier: run_classifier's features (FullTokenizer, its truncation), logits -> softmax.
+  tokenizer = tokenization.FullTokenizer(vocab_path())
+  examples = [glue.InputExample(str(i), a, b, "0") for i, (a, b) in enumerate(zip(text_a, text_b))]
+  features = [glue.convert_single_example(9, e, ["0", "1"], CLASSIFIER_SEQ, tokenizer)
+              for e in examples]
+  ids = results["classifier_ids"]
+  assert ids["input_ids"] == [f.input_ids for f in features]
+  assert ids["segment_ids"] == [f.segment_ids for f in features]
+  assert ids["input_mask"] == [f.input_mask for f in features]
+  probabilities = tf.nn.softmax(models["classifier"](model_inputs(features))["logits"]).numpy()
+  served = np.array(results["classifier"]["probabilities"])
+  np.testing.assert_allclose(served, probabilities, atol=1e-5)
+  assert results["classifier"]["labels"] == [str(i) for i in probabilities.argmax(-1)]
+  assert np.all(np.isfinite(served))
+
+  # SQuAD: run_squad's features and post-processing; answers compared with whitespace collapsed.
+  real = questions
+  for n_best_size, name in ((SQUAD_SEQ, "squad0"), (20, "squad20")):
+    predictions, null_odds, best_non_null, features = python_squad(
+        models["squad"], vocab_path(), real, n_best_size, v2=True)
+    if name == "squad0":
+      assert results["squad_ids"]["input_ids"][:len(real)] == [f.input_ids for f in features]
+      assert results["squad_ids"]["segment_ids"][:len(real)] == [f.segment_ids for f in features]
+    served = results[name]
+    for i, (qas_id, _, _) in enumerate(real):
+      assert served["null_score_diff"][i] == pytest.approx(null_odds[qas_id], abs=1e-4)
+      assert served["has_answer"][i] == (predictions[qas_id] != "")
+      if served["has_answer"][i]:
+        assert " ".join(served["answer"][i].split()) == " ".join(best_non_null[qas_id].split())
+    # An empty context has no span: no answer, never an error.
+    assert served["has_answer"][-2:] == [False, False]
+    assert served["answer"][-2:] == ["", ""]
+  assert sum(results["squad0"]["has_answer"]) >= len(real) // 2  # the comparison is not vacuous
+
+  # NER: run_ner's windows and first-sub-token tags; sentences that fit in one window.
+  ner_tokenizer = tokenization.FullTokenizer(vocab_path(cased=True), do_lower_case=False)
+  labels = exported["labels"]
+  features = conll.convert_sentences_to_features(sentences, labels, NER_SEQ, ner_tokenizer)
+  assert len(features) == len(sentences)
+  predicted = models["ner"](model_inputs(features))["logits"].numpy().argmax(-1)
+  tags = conll.predictions_to_tags(sentences, features, predicted, labels)
+  served = results["ner"]
+  assert results["ner_ids"]["input_ids"][:len(sentences)] == [f.input_ids for f in features]
+  for i, sentence in enumerate(sentences):
+    n = served["num_words"][i]
+    assert served["words"][i][:n] == sentence.words
+    assert served["tags"][i][:n] == tags[i]
+  # Odd texts: str.split() words; words past the window get "", the others a label.
+  for text, n, words, row in zip(ODD_TEXTS, served["num_words"][len(sentences):],
+                                 served["words"][len(sentences):],
+                                 served["tags"][len(sentences):]):
+    assert words[:n] == text.split()
+    pieces = [len(ner_tokenizer.tokenize(w) or ["[UNK]"]) for w in text.split()]
+    first = np.cumsum([0] + pieces)[:-1] + 1
+    assert row[:n] == [tag if p <= NER_SEQ - 2 else "" for tag, p in zip(row[:n], first)]
+    assert all(tag in labels for tag, p in zip(row[:n], first) if p <= NER_SEQ - 2)
+
+
+class SpanStub:
+  """A stand-in span model whose logits pick a chosen (start, end) position per example."""
+
+  def __init__(self, seq_length):
+    self.seq_length = seq_length
+    self.starts = tf.Variable(tf.zeros([0], tf.int32), shape=[None])
+    self.ends = tf.Variable(tf.zeros([0], tf.int32), shape=[None])
+
+  def __call__(self, inputs, training=False):
+    return {"start_logits": tf.one_hot(self.starts, self.seq_length) * 10.0,
+            "end_logits": tf.one_hot(self.ends, self.seq_length) * 10.0}
+
+
+def test_squad_answer_text_from_raw_context_matches_get_final_text():
+  """Random spans over real and odd contexts: the in-graph text cut from the raw context equals
+  run_squad's get_final_text, whitespace collapsed, except where the docstring says it differs."""
+  vocab = vocab_path()
+  tokenizer = tokenization.FullTokenizer(vocab)
+  questions = squad_questions(os.path.join(shared_data("squad"), "dev-v2.0.subset.json"))
+  odd = ["The (1895-1943). Émile ZOLA's café—Paris, 2,000 km²!", "tab\tnew\nline  twice  ok",
+         "naïve Ñandú résumé: coöperate, façade; ÅNGSTRÖM's 中文 mixed-case WORDS.",
+         "\u2603snow\u2603man and fine, plain words after"]
+  contexts = sorted({c for _, _, c in questions})[:3] + odd
+  stub = SpanStub(SQUAD_SEQ)
+  server = export.SquadServer(tokenization.FastTokenizer(vocab), stub, SQUAD_SEQ, n_best_size=0,
+                              max_answer_length=SQUAD_SEQ)
+  rng = random.Random(3)
+  checked, unk_spans = 0, 0
+  for context in contexts:
+    doc_tokens, _ = squad.split_context(context)
+    example = squad.SquadExample("q", "which?", doc_tokens, None, None, None, False)
+    feature = squad.convert_examples_to_features([example], tokenizer, SQUAD_SEQ, 128, 64,
+                                                 False)[0]
+    positions = sorted(feature.token_to_orig_map)
+    spans = [(p, p) for p in positions] + [
+        tuple(sorted(rng.sample(positions, 2))) for _ in range(40)]
+    stub.starts.assign([s for s, _ in spans])
+    stub.ends.assign([e for _, e in spans])
+    served = server.serve(tf.constant(["which?"] * len(spans)), tf.constant([context] * len(spans)))
+    for (start, end), answer in zip(spans, served["answer"].numpy()):
+      pieces = feature.tokens[start:end + 1]
+      if "[UNK]" in pieces:  # documented: run_squad returns the whole words there
+        unk_spans += 1
+        continue
+      pred_text = " ".join(" ".join(pieces).replace(" ##", "").replace("##", "").split())
+      orig = " ".join(doc_tokens[feature.token_to_orig_map[start]:
+                                 feature.token_to_orig_map[end] + 1])
+      expected = squad.get_final_text(pred_text, orig, True)
+      assert " ".join(answer.decode("utf-8").split()) == expected, (context, start, end)
+      checked += 1
+  assert checked > 300 and unk_spans > 0
+
+
+def test_bad_input(exported, tmp_path):
+  tmp, models = exported["tmp"], exported["models"]
+  uncased = tiny_config(30522)
+  # A checkpoint without the task head: the classifier's for SQuAD; an encoder-only one.
+  with pytest.raises(BertTfError, match="has no squad head.*cls/squad/output_weights"):
+    export.export("squad", uncased, vocab_path(), True, str(tmp / "mrpc"), str(tmp_path / "x"),
+                  128)
+  save_model(models["classifier"].encoder, str(tmp_path / "encoder"))
+  with pytest.raises(BertTfError, match="has no classifier head"):
+    export.export("classifier", uncased, vocab_path(), True, str(tmp_path / "encoder"),
+                  str(tmp_path / "x"), 128, label_list=["0", "1"])
+  # Another label count than the checkpoint's head.
+  with pytest.raises(BertTfError, match=r"output_weights has shape \[2, 32\].*\[3, 32\]"):
+    export.export("classifier", uncased, vocab_path(), True, str(tmp / "mrpc"),
+                  str(tmp_path / "x"), 128, label_list=["a", "b", "c"])
+  # A vocab that is not the model's.
+  with pytest.raises(BertTfError, match="28996 tokens but the model's vocab_size is 30522"):
+    export.export("classifier", uncased, vocab_path(cased=True), False, str(tmp / "mrpc"),
+                  str(tmp_path / "x"), 128, label_list=["0", "1"])
+  with pytest.raises(BertTfError, match="holds no checkpoint"):
+    export.export("classifier", uncased, vocab_path(), True, str(tmp_path), str(tmp_path / "x"),
+                  128, label_list=["0", "1"])
+  assert not os.path.exists(tmp_path / "x")
+  # The script: one `error:` line and exit status 1.
+  config_file = tmp_path / "config.json"
+  uncased.to_json_file(str(config_file))
+  done = run_script("--task=classifier", "--task_name=mrpc", f"--bert_config_file={config_file}",
+                    f"--vocab_file={vocab_path(cased=True)}", "--do_lower_case=False",
+                    f"--init_checkpoint={tmp / 'mrpc'}", f"--export_dir={tmp_path / 'y'}")
+  assert done.returncode == 1
+  assert done.stderr.strip().splitlines()[-1].startswith("error: --vocab_file: ")
+  assert not os.path.exists(tmp_path / "y")
