@@ -88,7 +88,7 @@ def make_question(sentence, rng):
       candidates.append((i, i + 1, "when"))
     elif _NUMBER.match(word):
       candidates.append((i, i + 1, "how many"))
-    elif word[:1].isupper() and word.isalpha():
+    elif word[:1].isupper() and word.isalpha() and word not in ("The", "A", "An"):
       j = i + 1
       while (j < len(words) and j - i < 3 and words[j].strip(",;:").isalpha() and
              words[j][:1].isupper()):
