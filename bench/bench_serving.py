@@ -8,8 +8,10 @@ MRPC dev pairs:
     length) and pairs that fill all 128 tokens;
   * throughput at batch 32 (pairs / s), real pairs (each batch runs on its longest) and full 128.
 The peer is the Python path of the same model: FullTokenizer + run_classifier's features
-(padded to 128, as the original's predict) + a tf.function of the Keras model, the kind of
-client-side work the export removes. Peers take turns call by call.
+(padded to 128, as the original's predict) + a tf.function of the Keras model (bfloat16: the
+mixed_bfloat16 policy run_classifier uses), the kind of client-side work the export removes. The
+bfloat16 export stores its matmul weights in bfloat16 (same outputs as mixed_bfloat16, no
+per-call cast). Peers take turns call by call.
 
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_serving.py
 
@@ -194,8 +196,9 @@ def report(rows, real_lengths):
       f"bert_tf/export.py (random weights, max_seq_length {FLAGS.max_seq_length}), loaded with "
       "tf.saved_model.load and called through `serving_default` on raw text pairs (tokenization "
       "in the graph). Peer: the Python path of the same weights (FullTokenizer + "
-      "run_classifier's features padded to 128 + a tf.function of the Keras model). Peers take "
-      "turns call by call; other jobs share the 2 cores. MRPC dev pairs are "
+      "run_classifier's features padded to 128 + a tf.function of the Keras model; bfloat16: "
+      "mixed_bfloat16, while the bfloat16 export stores its matmul weights in bfloat16, same "
+      "outputs). Peers take turns call by call; other jobs share the 2 cores. MRPC dev pairs are "
       f"{np.mean(real_lengths):.0f} tokens on average (the SavedModel runs each call on its "
       "longest pair, the Python path on all 128); 128-token pairs fill the window.", "",
       "| model | inputs | peer | batch 1 p50 ms | batch 1 p90 ms | batch 32 pairs/s |",

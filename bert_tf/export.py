@@ -16,6 +16,11 @@ graph, so a client needs nothing of bert_tf:
   every task  tokenize(same inputs) -> input_ids, input_mask, segment_ids [B, max_seq_length]: the
               model's inputs, to check the in-graph tokenization against FullTokenizer.
 
+Export with export_savedmodel.py (or --export_dir on run_classifier.py / run_squad.py /
+run_ner.py), or export() here; the checkpoint must hold the fine-tuned head. A
+client runs `import tensorflow_text` (it registers the tokenizer ops; TF Serving needs them linked
+in), then `tf.saved_model.load(export_dir).signatures["serving_default"](text_a=..., ...)`.
+
 Truncation is the training scripts': a text longer than max_seq_length is cut as
 run_classifier cuts it (one text to max_seq_length - 2 pieces; a pair longest-first), never an
 error; an empty string is a valid input ([CLS] [SEP]). The models run on the batch's longest
@@ -50,7 +55,6 @@ carries its tag (as run_ner). Words whose first piece does not fit in one window
 max_seq_length - 2 pieces get the tag "" (run_ner would tag them in a second window).
 """
 import os
-import shutil
 
 from absl import logging
 import numpy as np
@@ -84,17 +88,6 @@ def _trimmed(inputs):
   """The inputs cut to the batch's longest sequence (at least 2: [CLS] [SEP])."""
   length = tf.maximum(tf.reduce_max(tf.reduce_sum(inputs["input_mask"], axis=1)), 2)
   return {name: inputs[name][:, :length] for name in heads.INPUT_NAMES}
-
-
-def _pad_to(values, length, axis=1):
-  """float [B, t, ...] zero-padded on `axis` to `length`."""
-  padding = [[0, 0]] * len(values.shape)
-  padding[axis] = [0, length - tf.shape(values)[axis]]
-  return tf.pad(values, padding)
-
-
-def _piece_texts(vocab):
-  return tf.constant(list(vocab.keys()), tf.string)
 
 
 def _piece_char_lengths(vocab):
@@ -366,7 +359,7 @@ def load_task_model(model, path, task):
   """
   source = checkpoints.open_checkpoint(checkpoint_prefix(path))
   wanted = {checkpoints.variable_name(v): v for v in model.trainable_variables}
-  encoder_names = set(checkpoints.checkpoint_variables(model))
+  encoder_names = {checkpoints.variable_name(v) for v in model.encoder.variables}
   missing = [name for name in wanted if name not in source.shapes]
   missing_head = [name for name in missing if name not in encoder_names]
   if missing_head:
@@ -439,19 +432,11 @@ def save(server, export_dir):
   return export_dir
 
 
-def export_model(task, model, vocab_file, do_lower_case, max_seq_length, export_dir,
-                 label_list=None, pair=True, regression=False, **squad_options):
-  """Exports an already loaded task model (e.g. right after training) as a raw-text SavedModel."""
-  tokenizer = tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case)
-  check_vocab(tokenizer, model.config, vocab_file)
-  server = make_server(task, tokenizer, model, max_seq_length, label_list, pair, regression,
-                       **squad_options)
-  return save(server, export_dir)
-
-
 def export(task, config, vocab_file, do_lower_case, init_checkpoint, export_dir, max_seq_length,
            label_list=None, pair=True, regression=False, dtype="float32", **squad_options):
   """Builds the task model in `dtype`, loads the fine-tuned checkpoint and exports it.
+
+  dtype float32, bfloat16 or float16: bfloat16 gives the outputs of a mixed_bfloat16 model.
 
   label_list: the classifier's label names (None for regression) or NER's tags.
   squad_options: max_query_length, max_answer_length, n_best_size, null_score_diff_threshold.
@@ -468,8 +453,13 @@ def export(task, config, vocab_file, do_lower_case, init_checkpoint, export_dir,
     raise BertTfError("--task_name/--label_file: the label list is needed")
   tokenizer = tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case)
   check_vocab(tokenizer, config, vocab_file)
+  if dtype not in training.PRECISIONS:
+    raise BertTfError(f"--dtype: {dtype!r} is not one of {sorted(training.PRECISIONS)}")
   previous = tf_keras.mixed_precision.global_policy()
-  training.set_precision(dtype)
+  # The plain policy, not the mixed one training uses: the matmul weights are then stored in
+  # bfloat16 (float16), the very numbers the mixed policy casts them to at every call, without
+  # that cast (~20% of a batch-1 call). LayerNorm, embeddings and heads keep float32 either way.
+  tf_keras.mixed_precision.set_global_policy(dtype)
   try:
     model = build_model(task, config, num_labels=1 if regression else len(label_list or []))
   finally:
@@ -506,35 +496,47 @@ def classifier_labels(task_name):
   return (None if processor.regression else processor.get_labels()), pair
 
 
-def run(f):
-  """The whole of export_savedmodel.py for parsed FLAGS; returns the export directory."""
-  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
-  tokenization.validate_case_matches_checkpoint(f.do_lower_case, f.init_checkpoint)
-  if not tf.io.gfile.exists(f.bert_config_file):
-    raise BertTfError(f"--bert_config_file: {f.bert_config_file} not found")
-  config = BertConfig.from_json_file(f.bert_config_file)
-  label_list, pair, regression, squad_options = None, True, False, {}
-  if f.task == "classifier":
+def _squad_options(f):
+  return dict(max_query_length=f.max_query_length, max_answer_length=f.max_answer_length,
+              n_best_size=f.n_best_size,
+              null_score_diff_threshold=(f.null_score_diff_threshold
+                                         if f.version_2_with_negative else None))
+
+
+def _labels_for(task, f, init_checkpoint):
+  """(label_list, pair, regression) for a task from the flags."""
+  if task == "classifier":
     if not f.task_name:
       raise BertTfError("--task_name: required with --task=classifier (its labels are the GLUE "
                         "processor's)")
     label_list, pair = classifier_labels(f.task_name)
-    regression = label_list is None
-  elif f.task == "ner":
-    label_file = f.label_file
-    if not label_file and f.init_checkpoint and tf.io.gfile.isdir(f.init_checkpoint):
+    return label_list, pair, label_list is None
+  if task == "ner":
+    label_file = getattr(f, "label_file", None)
+    if not label_file and init_checkpoint and tf.io.gfile.isdir(init_checkpoint):
       from bert_tf import ner  # pylint: disable=g-import-not-at-top
-      label_file = os.path.join(f.init_checkpoint, ner.LABEL_LIST_FILE)
+      label_file = os.path.join(init_checkpoint, ner.LABEL_LIST_FILE)
     if not label_file:
       raise BertTfError("--label_file: required with --task=ner unless --init_checkpoint is "
                         "run_ner's output_dir (which holds label_list.txt)")
-    label_list = read_label_file(label_file)
-  else:
-    squad_options = dict(
-        max_query_length=f.max_query_length, max_answer_length=f.max_answer_length,
-        n_best_size=f.n_best_size,
-        null_score_diff_threshold=(f.null_score_diff_threshold if f.version_2_with_negative
-                                   else None))
-  return export(f.task, config, f.vocab_file, f.do_lower_case, f.init_checkpoint, f.export_dir,
+    return read_label_file(label_file), True, False
+  return None, True, False
+
+
+def export_from_flags(task, f, init_checkpoint):
+  """Exports `task` as the flags say (export_savedmodel.py's, or a run_*.py's after training)."""
+  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  if not tf.io.gfile.exists(f.bert_config_file):
+    raise BertTfError(f"--bert_config_file: {f.bert_config_file} not found")
+  config = BertConfig.from_json_file(f.bert_config_file)
+  label_list, pair, regression = _labels_for(task, f, init_checkpoint)
+  squad_options = _squad_options(f) if task == "squad" else {}
+  return export(task, config, f.vocab_file, f.do_lower_case, init_checkpoint, f.export_dir,
                 f.max_seq_length, label_list=label_list, pair=pair, regression=regression,
                 dtype=f.dtype, **squad_options)
+
+
+def run(f):
+  """The whole of export_savedmodel.py for parsed FLAGS; returns the export directory."""
+  tokenization.validate_case_matches_checkpoint(f.do_lower_case, f.init_checkpoint)
+  return export_from_flags(f.task, f, f.init_checkpoint)

@@ -159,8 +159,10 @@ def test_saved_models_in_fresh_process_match_python_paths(exported, tmp_path):
                squad_questions(os.path.join(shared_data("squad"), "allennlp-squad-v1-style.json")))
   sentences = exported["sentences"]
   classifier_inputs = {"text_a": text_a, "text_b": text_b}
-  squad_inputs = {"question": [q for _, q, _ in questions] + ["what?", ""],
-                  "context": [c for _, _, c in questions] + ["", ""]}
+  long_question = " ".join(q for _, q, _ in questions[:8])  # over max_query_length
+  long_context = " ".join(sorted({c for _, _, c in questions}))  # over one window
+  squad_inputs = {"question": [q for _, q, _ in questions] + [long_question, "what?", ""],
+                  "context": [c for _, _, c in questions] + [long_context, "", ""]}
   ner_inputs = {"text": [" ".join(s.words) for s in sentences] + ODD_TEXTS}
   results = run_in_fresh_process({
       "classifier": (dirs["classifier"], "serving_default", classifier_inputs),
@@ -188,7 +190,7 @@ def test_saved_models_in_fresh_process_match_python_paths(exported, tmp_path):
   assert np.all(np.isfinite(served))
 
   # SQuAD: run_squad's features and post-processing; answers compared with whitespace collapsed.
-  real = questions
+  real = questions  # the real questions, before the long and empty ones
   for n_best_size, name in ((SQUAD_SEQ, "squad0"), (20, "squad20")):
     predictions, null_odds, best_non_null, features = python_squad(
         models["squad"], vocab_path(), real, n_best_size, v2=True)
@@ -201,6 +203,15 @@ def test_saved_models_in_fresh_process_match_python_paths(exported, tmp_path):
       assert served["has_answer"][i] == (predictions[qas_id] != "")
       if served["has_answer"][i]:
         assert " ".join(served["answer"][i].split()) == " ".join(best_non_null[qas_id].split())
+    # Too long: the question cut to max_query_length, the context to run_squad's first window.
+    tokenizer = tokenization.FullTokenizer(vocab_path())
+    doc_tokens, _ = squad.split_context(long_context)
+    first_window = squad.convert_examples_to_features(
+        [squad.SquadExample("long", long_question, doc_tokens, None, None, None, False)],
+        tokenizer, SQUAD_SEQ, 128, 64, False)[0]
+    assert len(tokenizer.tokenize(long_question)) > 64
+    assert results["squad_ids"]["input_ids"][len(real)] == first_window.input_ids
+    assert np.isfinite(served["score"][len(real)])
     # An empty context has no span: no answer, never an error.
     assert served["has_answer"][-2:] == [False, False]
     assert served["answer"][-2:] == ["", ""]
@@ -230,6 +241,54 @@ def test_saved_models_in_fresh_process_match_python_paths(exported, tmp_path):
     assert all(tag in labels for tag, p in zip(row[:n], first) if p <= NER_SEQ - 2)
 
 
+def test_bfloat16_export_gives_the_mixed_precision_outputs(exported, tmp_path):
+  """--dtype=bfloat16 stores the matmul weights in bfloat16: what mixed_bfloat16 computes."""
+  import tf_keras  # pylint: disable=g-import-not-at-top
+  uncased = tiny_config(30522)
+  export_dir = export.export("classifier", uncased, vocab_path(), True,
+                             str(exported["tmp"] / "mrpc"), str(tmp_path / "bf16"),
+                             CLASSIFIER_SEQ, label_list=["0", "1"], dtype="bfloat16")
+  mrpc = glue.get_processor("mrpc").get_dev_examples(shared_data("glue", "MRPC"))[:8]
+  served = export.load(export_dir).signatures["serving_default"](
+      text_a=tf.constant([e.text_a for e in mrpc]), text_b=tf.constant([e.text_b for e in mrpc]))
+  tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
+  try:
+    mixed = export.build_model("classifier", uncased, num_labels=2)
+  finally:
+    tf_keras.mixed_precision.set_global_policy("float32")
+  mixed.set_weights(exported["models"]["classifier"].get_weights())
+  tokenizer = tokenization.FullTokenizer(vocab_path())
+  features = [glue.convert_single_example(9, e, ["0", "1"], CLASSIFIER_SEQ, tokenizer)
+              for e in mrpc]
+  expected = tf.nn.softmax(mixed(model_inputs(features))["logits"]).numpy()
+  np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=2e-3)
+
+
+def test_single_text_and_regression_servers():
+  """In process (not saved): a one-text task's signature, and STS-B's scores."""
+  assert export.classifier_labels("sst-2") == (["0", "1"], False)
+  assert export.classifier_labels("sts-b") == (None, True)
+  config = tiny_config(30522)
+  tokenizer = tokenization.FullTokenizer(vocab_path())
+  fast = tokenization.FastTokenizer(vocab_path())
+  texts = ["a gorgeous, witty, seductive movie.", "", "dull " * 100]
+  features = [glue.convert_single_example(9, glue.InputExample(str(i), t, None, "0"),
+                                          ["0", "1"], CLASSIFIER_SEQ, tokenizer)
+              for i, t in enumerate(texts)]
+  single = export.ClassifierServer(fast, export.build_model("classifier", config, 2),
+                                   CLASSIFIER_SEQ, ["0", "1"], pair=False)
+  ids = single.tokenize(tf.constant(texts))
+  assert ids["input_ids"].numpy().tolist() == [f.input_ids for f in features]
+  expected = tf.nn.softmax(single.model(model_inputs(features))["logits"]).numpy()
+  np.testing.assert_allclose(single.serve(tf.constant(texts))["probabilities"].numpy(), expected,
+                             atol=1e-5)
+  regressor = export.build_model("classifier", config, 1)
+  server = export.ClassifierServer(fast, regressor, CLASSIFIER_SEQ, None, pair=True,
+                                   regression=True)
+  scores = server.serve(tf.constant(texts), tf.constant(texts[::-1]))["scores"].numpy()
+  assert scores.shape == (3,) and np.all(np.isfinite(scores))
+
+
 class SpanStub:
   """A stand-in span model whose logits pick a chosen (start, end) position per example."""
 
@@ -257,7 +316,8 @@ def test_squad_answer_text_from_raw_context_matches_get_final_text():
   server = export.SquadServer(tokenization.FastTokenizer(vocab), stub, SQUAD_SEQ, n_best_size=0,
                               max_answer_length=SQUAD_SEQ)
   rng = random.Random(3)
-  checked, unk_spans = 0, 0
+  checked, unk_spans, first_occurrence = 0, 0, 0
+  tok_text = lambda text: " ".join(tokenization.BasicTokenizer(True).tokenize(text))  # noqa: E731
   for context in contexts:
     doc_tokens, _ = squad.split_context(context)
     example = squad.SquadExample("q", "which?", doc_tokens, None, None, None, False)
@@ -268,7 +328,8 @@ def test_squad_answer_text_from_raw_context_matches_get_final_text():
         tuple(sorted(rng.sample(positions, 2))) for _ in range(40)]
     stub.starts.assign([s for s, _ in spans])
     stub.ends.assign([e for _, e in spans])
-    served = server.serve(tf.constant(["which?"] * len(spans)), tf.constant([context] * len(spans)))
+    served = server.serve(tf.constant(["which?"] * len(spans)),
+                          tf.constant([context] * len(spans)))
     for (start, end), answer in zip(spans, served["answer"].numpy()):
       pieces = feature.tokens[start:end + 1]
       if "[UNK]" in pieces:  # documented: run_squad returns the whole words there
@@ -278,9 +339,15 @@ def test_squad_answer_text_from_raw_context_matches_get_final_text():
       orig = " ".join(doc_tokens[feature.token_to_orig_map[start]:
                                  feature.token_to_orig_map[end] + 1])
       expected = squad.get_final_text(pred_text, orig, True)
-      assert " ".join(answer.decode("utf-8").split()) == expected, (context, start, end)
+      got = " ".join(answer.decode("utf-8").split())
+      if got != expected:
+        # Documented: get_final_text takes the first occurrence of the predicted text in the
+        # words; that one differs from the right one in case or accents only.
+        assert tok_text(orig).count(pred_text) > 1 and tok_text(got) == tok_text(expected), (
+            context, start, end, got, expected)
+        first_occurrence += 1
       checked += 1
-  assert checked > 300 and unk_spans > 0
+  assert checked > 300 and unk_spans > 0 and first_occurrence < checked // 50
 
 
 def test_bad_input(exported, tmp_path):
