@@ -176,7 +176,8 @@ class SquadServer(tf.Module):
     word_pieces = basic.with_values(ids).merge_dims(1, 2)  # [all words, (pieces)]
     ends = tf.cumsum(piece_lengths)
     starts = ends - piece_lengths
-    word_offset = tf.gather(starts, word_pieces.row_starts())  # first piece of each word
+    # Each word's first piece (a word may have none: pad for the last one).
+    word_offset = tf.gather(tf.concat([starts, [0]], 0), word_pieces.row_starts())
     piece_words = tf.cast(word_pieces.value_rowids(), tf.int32)
     starts -= tf.gather(word_offset, piece_words)
     ends -= tf.gather(word_offset, piece_words)

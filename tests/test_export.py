@@ -310,7 +310,8 @@ def test_squad_answer_text_from_raw_context_matches_get_final_text():
   questions = squad_questions(os.path.join(shared_data("squad"), "dev-v2.0.subset.json"))
   odd = ["The (1895-1943). Émile ZOLA's café—Paris, 2,000 km²!", "tab\tnew\nline  twice  ok",
          "naïve Ñandú résumé: coöperate, façade; ÅNGSTRÖM's 中文 mixed-case WORDS.",
-         "\u2603snow\u2603man and fine, plain words after"]
+         "\u2603snow\u2603man and fine, plain words after",
+         "\x01 words with no piece \u200b between \x00 and after \x01"]
   contexts = sorted({c for _, _, c in questions})[:3] + odd
   stub = SpanStub(SQUAD_SEQ)
   server = export.SquadServer(tokenization.FastTokenizer(vocab), stub, SQUAD_SEQ, n_best_size=0,

@@ -382,10 +382,9 @@ class InstanceMaker:
     tokens = corpus.tokens
     self.has_specials = bool(np.any((tokens == vocab.cls_id) | (tokens == vocab.sep_id)))
     self.continues_word = vocab.is_continuation[tokens] if options.do_whole_word_mask else None
-    # The original's literals on the default path, so its floating-point comparisons are unchanged.
+    # The original's second coin: keep vs random given not [MASK] (0.1 / (0.1 + 0.1) is exactly 0.5).
     keep_or_random = options.mask_prob_keep + options.mask_prob_random
-    self.keep_given_not_mask = 0.5 if keep_or_random == 0.2 and options.mask_prob_keep == 0.1 else (
-        options.mask_prob_keep / keep_or_random if keep_or_random > 0 else 1.0)
+    self.keep_given_not_mask = options.mask_prob_keep / keep_or_random if keep_or_random > 0 else 1.0
 
   def make(self, progress_seconds=30):
     options, rng = self.options, self.rng
