@@ -50,6 +50,8 @@ def parse_args(argv=None):
                       help="train subset of the feature-based run (default: --train_sentences)")
   parser.add_argument("--reuse", action="store_true",
                       help="take a run's figures from --work_dir/<run>.result.json when present")
+  parser.add_argument("--stop_at", default="00:00",
+                      help="UTC HH:MM (next occurrence) after which no run is started")
   parser.add_argument("--no_append", action="store_true")
   parser.add_argument("--peer_worker", default=None, help=argparse.SUPPRESS)
   return parser.parse_args(argv)
@@ -246,6 +248,14 @@ def peer_worker(args):
     json.dump(results, f)
 
 
+def deadline(stop_at):
+  """The next UTC datetime at HH:MM."""
+  now = datetime.datetime.utcnow()
+  hours, minutes = (int(x) for x in stop_at.split(":"))
+  at = now.replace(hour=hours, minute=minutes, second=0, microsecond=0)
+  return at if at > now else at + datetime.timedelta(days=1)
+
+
 def machine():
   for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
     if line.startswith("Model name:"):
@@ -262,12 +272,17 @@ def main():
   data_dir, num_train = prepare_data(args, args.train_sentences)
   feature_sentences = args.feature_train_sentences or args.train_sentences
   feature_data_dir, num_feature_train = prepare_data(args, feature_sentences, "feature_data")
-  results = {}
+  results, not_run = {}, []
+  stop = deadline(args.stop_at)
   for run in args.runs.split(","):
     saved = os.path.join(args.work_dir, f"{run}.result.json")
     if args.reuse and os.path.exists(saved):
       with open(saved) as f:
         results[run] = json.load(f)
+    elif datetime.datetime.utcnow() >= stop:
+      print(f"not starting {run}: past --stop_at {args.stop_at} UTC", flush=True)
+      not_run.append(run)
+      continue
     else:
       print(f"running {run} ...", flush=True)
       if run == "torch":
@@ -297,6 +312,9 @@ def main():
     lines.append(f"Test F1 ours - PyTorch: {100 * (ours['test_f1'] - peer['test_f1']):+.2f} "
                  f"points; dev: {100 * (ours['dev_f1'] - peer['dev_f1']):+.2f}. Wall time "
                  f"PyTorch/ours: {peer['seconds'] / ours['seconds']:.2f}x.")
+  if not_run:
+    lines.append("")
+    lines.append(f"Not run (no run starts after {args.stop_at} UTC): {', '.join(not_run)}.")
   table = "\n".join(lines)
   print(table)
   if args.no_append:
