@@ -8,6 +8,7 @@ from absl import flags  # noqa: E402
 from bert_tf import classification  # noqa: E402
 from bert_tf import cli  # noqa: E402
 from bert_tf import common_flags  # noqa: E402
+from bert_tf import export  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -40,11 +41,15 @@ def define_flags():
   flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
   flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear "
                      "learning rate warmup for. E.g., 0.1 = 10% of training.")
+  flags.DEFINE_string("export_dir", None, "If set, the fine-tuned model in output_dir is also "
+                      "exported there as a SavedModel that takes raw text (export_savedmodel.py).")
   common_flags.define_runtime_flags()
 
 
 def main(_):
   classification.run(FLAGS, task_kind="glue")
+  if FLAGS.export_dir:
+    export.export_from_flags("classifier", FLAGS, FLAGS.output_dir)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,10 @@ from absl import flags  # noqa: E402
 
 from bert_tf import cli  # noqa: E402
 from bert_tf import common_flags  # noqa: E402
+from bert_tf import export  # noqa: E402
 from bert_tf import feature_extraction  # noqa: E402
 from bert_tf import ner  # noqa: E402
+from bert_tf.errors import BertTfError  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -47,11 +49,17 @@ def define_flags():
                     "With --feature_based: which BERT activations feed the BiLSTM.")
   flags.DEFINE_integer("lstm_units", 768, "With --feature_based: units per direction of each "
                        "BiLSTM layer.")
+  flags.DEFINE_string("export_dir", None, "If set, the fine-tuned model in output_dir is also "
+                      "exported there as a SavedModel that takes raw text (export_savedmodel.py).")
   common_flags.define_runtime_flags()
 
 
 def main(_):
+  if FLAGS.export_dir and FLAGS.feature_based:
+    raise BertTfError("--export_dir: not supported with --feature_based")
   ner.run(FLAGS)
+  if FLAGS.export_dir:
+    export.export_from_flags("ner", FLAGS, FLAGS.output_dir)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from absl import flags  # noqa: E402
 
 from bert_tf import cli  # noqa: E402
 from bert_tf import common_flags  # noqa: E402
+from bert_tf import export  # noqa: E402
 from bert_tf import question_answering  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -55,11 +56,15 @@ def define_flags():
   flags.DEFINE_bool("tune_null_threshold", False, "SQuAD 2.0 with a scored predict file: use the "
                     "null_score_diff_threshold that maximizes F1 on it (reported in "
                     "eval_results.json) instead of --null_score_diff_threshold.")
+  flags.DEFINE_string("export_dir", None, "If set, the fine-tuned model in output_dir is also "
+                      "exported there as a SavedModel that takes raw text (export_savedmodel.py).")
   common_flags.define_runtime_flags()
 
 
 def main(_):
   question_answering.run(FLAGS)
+  if FLAGS.export_dir:
+    export.export_from_flags("squad", FLAGS, FLAGS.output_dir)
 
 
 if __name__ == "__main__":

@@ -317,7 +317,7 @@ def main():
     lines.append(f"Not run (no run starts after {args.stop_at} UTC): {', '.join(not_run)}.")
   table = "\n".join(lines)
   print(table)
-  if args.no_append:
+  if args.no_append or not results:
     return
   subset = (f"a seeded random subset of the 14,041 training sentences (sizes in the table)"
             if args.train_sentences or args.feature_train_sentences

@@ -1,5 +1,5 @@
-"""Makes the built-in demo's data: a small English-like corpus, its WordPiece vocab, and a
-labelled sentiment set in the GLUE SST-2 layout. Nothing is downloaded; the same --seed gives
+"""Makes the built-in demo's data: a small English-like corpus (and a held-out one), its WordPiece
+vocab, a small bert_config.json, and a labelled sentiment set in the GLUE SST-2 layout. Nothing is downloaded; the same --seed gives
 the same files.
 
 Documents keep to one topic, so next-sentence prediction is learnable (a random sentence from
@@ -10,6 +10,7 @@ import os
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
+import json  # noqa: E402
 import random  # noqa: E402
 
 from absl import app  # noqa: E402
@@ -17,6 +18,7 @@ from absl import flags  # noqa: E402
 
 flags.DEFINE_string("output_dir", "demo_out/data", "Where corpus.txt, vocab.txt and sst-2/ go.")
 flags.DEFINE_integer("num_documents", 1200, "Documents in the pretraining corpus.")
+flags.DEFINE_integer("num_heldout_documents", 150, "Documents in the held-out corpus.")
 flags.DEFINE_integer("num_labelled", 2400, "Labelled sentences (train + dev).")
 flags.DEFINE_integer("seed", 12345, "Random seed.")
 FLAGS = flags.FLAGS
@@ -94,11 +96,19 @@ def main(_):
   rng = random.Random(FLAGS.seed)
   os.makedirs(os.path.join(FLAGS.output_dir, "sst-2"), exist_ok=True)
   corpus = corpus_text(rng, FLAGS.num_documents)
+  heldout = corpus_text(rng, FLAGS.num_heldout_documents)
   reviews = [make_review(rng) for _ in range(FLAGS.num_labelled)]
-  all_text = corpus + " ".join(text for text, _ in reviews)
+  vocab = vocab_tokens(corpus + heldout + " ".join(text for text, _ in reviews))
+  # A small BERT: a few minutes of pretraining on 2 CPU cores.
+  config = dict(vocab_size=len(vocab), hidden_size=128, num_hidden_layers=2,
+                num_attention_heads=2, intermediate_size=512, hidden_act="gelu",
+                hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                max_position_embeddings=128, type_vocab_size=2, initializer_range=0.02)
   files = {
       "corpus.txt": corpus,
-      "vocab.txt": "\n".join(vocab_tokens(all_text)) + "\n",
+      "heldout.txt": heldout,
+      "vocab.txt": "\n".join(vocab) + "\n",
+      "bert_config.json": json.dumps(config, indent=2) + "\n",
   }
   num_train = FLAGS.num_labelled * 5 // 6
   for name, rows in (("train.tsv", reviews[:num_train]), ("dev.tsv", reviews[num_train:])):

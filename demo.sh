@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The built-in demo: text -> pretraining records -> a short pretraining -> fine-tuning -> a SavedModel
+# that answers a sentence. Everything it reads is made by demo/make_demo_data.py.
+# Usage: bash demo.sh ["a sentence to classify"]
+set -euo pipefail
+cd "$(dirname "$0")"
+PY=${PY:-.venv/bin/python}
+OUT=${DEMO_OUT:-demo_out}
+SENTENCE=${1:-"the movie was not terrible , the music was brilliant ."}
+export TF_CPP_MIN_LOG_LEVEL=2
+rm -rf "$OUT"
+start=$SECONDS
+stage() { echo; echo "=== [$((SECONDS - start)) s] $*"; }
+
+stage "1/5 making the demo data (corpus, vocab, config, labelled set)"
+$PY demo/make_demo_data.py --output_dir="$OUT/data"
+
+stage "2/5 create_pretraining_data.py"
+for part in corpus heldout; do
+  $PY create_pretraining_data.py --input_file="$OUT/data/$part.txt" \
+    --output_file="$OUT/$part.tfrecord" --vocab_file="$OUT/data/vocab.txt" --do_lower_case \
+    --max_seq_length=64 --max_predictions_per_seq=10 --dupe_factor=4 --random_seed=12345 \
+    2>&1 | grep -iE "wrote|instances|records" | tail -2
+done
+
+stage "3/5 run_pretraining.py (a small BERT: L=2, H=128)"
+$PY run_pretraining.py --bert_config_file="$OUT/data/bert_config.json" \
+  --input_file="$OUT/corpus.tfrecord" --output_dir="$OUT/pretrain" --do_train \
+  --max_seq_length=64 --max_predictions_per_seq=10 --train_batch_size=64 \
+  --num_train_steps=${DEMO_PRETRAIN_STEPS:-1500} --num_warmup_steps=100 --learning_rate=1e-3 \
+  --save_checkpoints_steps=500 --iterations_per_loop=100 --log_steps=250 --dtype=bfloat16 \
+  2>&1 | grep -E "step|examples/s" | tail -4
+$PY run_pretraining.py --bert_config_file="$OUT/data/bert_config.json" \
+  --input_file="$OUT/heldout.tfrecord" --output_dir="$OUT/pretrain" --do_eval \
+  --max_seq_length=64 --max_predictions_per_seq=10 --eval_batch_size=64 --max_eval_steps=50 \
+  > /dev/null 2>&1
+echo "held-out pretraining eval:"; sed 's/^/  /' "$OUT/pretrain/eval_results.txt"
+
+stage "4/5 run_classifier.py (sst-2 layout) from the pretrained checkpoint"
+$PY run_classifier.py --task_name=sst-2 --data_dir="$OUT/data/sst-2" \
+  --vocab_file="$OUT/data/vocab.txt" --bert_config_file="$OUT/data/bert_config.json" \
+  --init_checkpoint="$OUT/pretrain" --output_dir="$OUT/classifier" --do_train --do_eval \
+  --max_seq_length=64 --train_batch_size=32 --learning_rate=1e-4 --num_train_epochs=2 \
+  --dtype=bfloat16 > "$OUT/classifier.log" 2>&1
+echo "dev results:"; sed 's/^/  /' "$OUT/classifier/eval_results.txt"
+
+stage "5/5 export_savedmodel.py, then ask it"
+$PY export_savedmodel.py --task=classifier --task_name=sst-2 \
+  --vocab_file="$OUT/data/vocab.txt" --bert_config_file="$OUT/data/bert_config.json" \
+  --init_checkpoint="$OUT/classifier" --export_dir="$OUT/export" --max_seq_length=64 \
+  > "$OUT/export.log" 2>&1
+$PY demo/ask.py --export_dir="$OUT/export" "$SENTENCE"
+
+stage "done"

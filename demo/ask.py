@@ -1,0 +1,39 @@
+"""Asks an exported classifier SavedModel about sentences given on the command line.
+
+A client needs TensorFlow and tensorflow_text (which registers the in-graph tokenizer ops), not
+bert_tf: usage `python demo/ask.py --export_dir=demo_out/export "a sentence" ["another"]`.
+"""
+import os
+
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+
+import time  # noqa: E402
+
+from absl import app  # noqa: E402
+from absl import flags  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tensorflow_text  # noqa: E402,F401  (registers the tokenizer ops the SavedModel uses)
+
+flags.DEFINE_string("export_dir", None, "A SavedModel written by export_savedmodel.py --task=classifier.")
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  sentences = argv[1:]
+  if not sentences:
+    raise app.UsageError("give at least one sentence to classify")
+  serve = tf.saved_model.load(FLAGS.export_dir).signatures["serving_default"]
+  serve(text_a=tf.constant(sentences))  # the first call traces; time the second
+  start = time.perf_counter()
+  outputs = serve(text_a=tf.constant(sentences))
+  elapsed_ms = (time.perf_counter() - start) * 1e3
+  for i, sentence in enumerate(sentences):
+    label = outputs["labels"][i].numpy().decode()
+    probabilities = ", ".join(f"{p:.3f}" for p in outputs["probabilities"][i].numpy())
+    print(f"{sentence!r} -> label {label} (probabilities {probabilities})")
+  print(f"({elapsed_ms:.1f} ms for {len(sentences)} sentence(s))")
+
+
+if __name__ == "__main__":
+  flags.mark_flag_as_required("export_dir")
+  app.run(main)
