@@ -10,7 +10,10 @@ SENTENCE=${1:-"the movie was not terrible , the music was brilliant ."}
 export TF_CPP_MIN_LOG_LEVEL=2
 rm -rf "$OUT"
 start=$SECONDS
+trap 'echo "demo failed at the stage above: its log is under $OUT/ (*.log)" >&2' ERR
 stage() { echo; echo "=== [$((SECONDS - start)) s] $*"; }
+# absl's log prefix off, so the figures read plainly.
+plain() { sed -E 's/^[IWE][0-9]{4} [0-9:.]+ +[0-9]+ [A-Za-z0-9_]+\.py:[0-9]+\] //'; }
 
 stage "1/5 making the demo data (corpus, vocab, config, labelled set)"
 $PY demo/make_demo_data.py --output_dir="$OUT/data"
@@ -20,7 +23,8 @@ for part in corpus heldout; do
   $PY create_pretraining_data.py --input_file="$OUT/data/$part.txt" \
     --output_file="$OUT/$part.tfrecord" --vocab_file="$OUT/data/vocab.txt" --do_lower_case \
     --max_seq_length=64 --max_predictions_per_seq=10 --dupe_factor=4 --random_seed=12345 \
-    2>&1 | grep -iE "wrote|instances|records" | tail -2
+    > "$OUT/$part.log" 2>&1
+  plain < "$OUT/$part.log" | grep -E "^Read " | sed "s|^|  $part: |" || true
 done
 
 stage "3/5 run_pretraining.py (a small BERT: L=2, H=128)"
@@ -29,11 +33,12 @@ $PY run_pretraining.py --bert_config_file="$OUT/data/bert_config.json" \
   --max_seq_length=64 --max_predictions_per_seq=10 --train_batch_size=64 \
   --num_train_steps=${DEMO_PRETRAIN_STEPS:-1500} --num_warmup_steps=100 --learning_rate=1e-3 \
   --save_checkpoints_steps=500 --iterations_per_loop=100 --log_steps=250 --dtype=bfloat16 \
-  2>&1 | grep -E "step|examples/s" | tail -4
+  > "$OUT/pretrain.log" 2>&1
+plain < "$OUT/pretrain.log" | grep -E "^step " | sed 's/^/  /' || true
 $PY run_pretraining.py --bert_config_file="$OUT/data/bert_config.json" \
   --input_file="$OUT/heldout.tfrecord" --output_dir="$OUT/pretrain" --do_eval \
   --max_seq_length=64 --max_predictions_per_seq=10 --eval_batch_size=64 --max_eval_steps=50 \
-  > /dev/null 2>&1
+  > "$OUT/pretrain_eval.log" 2>&1
 echo "held-out pretraining eval:"; sed 's/^/  /' "$OUT/pretrain/eval_results.txt"
 
 stage "4/5 run_classifier.py (sst-2 layout) from the pretrained checkpoint"

@@ -474,6 +474,13 @@ def convert_checkpoint(input_path, output, bert_config_file=None, input_format=N
   config = _config_for(input_path, bert_config_file)
   model = modeling.BertPretrainer(config)
   loaded = load_source(model, source).loaded
+  if output_format in ("tf1", "tf2"):
+    # Google's releases keep bert_config.json beside bert_model.ckpt; scripts then need no HF file.
+    directory = os.path.dirname(output) or "."
+    config_file = os.path.join(directory, "bert_config.json")
+    if not tf.io.gfile.exists(config_file):
+      tf.io.gfile.makedirs(directory)
+      config.to_json_file(config_file)
   if output_format == "tf1":
     return save_tf1_checkpoint(model, output, names=loaded)
   if output_format == "tf2":

@@ -1,4 +1,5 @@
 """convert_checkpoint.py end to end: TF1 -> Hugging Face -> TF2 keeps every weight bit-exact."""
+import json
 import os
 import subprocess
 import sys
@@ -38,6 +39,9 @@ def test_tf1_to_hf_to_tf2_is_bit_exact(tmp_path):
   run = convert(f"--input={hf_dir}", f"--output={tf2}", "--output_format=tf2")
   assert run.returncode == 0, run.stderr
   assert checkpoints.detect_format(tf2)[0] == "tf2"
+  # The HF config becomes bert_config.json beside the checkpoint, as in Google's releases.
+  written = BertConfig.from_json_file(os.path.join(os.path.dirname(tf2), "bert_config.json"))
+  assert written == BertConfig.from_dict(json.load(open(os.path.join(hf_dir, "config.json"))))
 
   restored = modeling.BertPretrainer(CONFIG)
   result = checkpoints.init_from_checkpoint(restored, tf2)
