@@ -247,3 +247,19 @@ def test_hard_cases_parity_with_packaged_vocab(do_lower_case):
   assert [full.tokenize(line) for line in lines] == expected
   fast = tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case)
   assert fast.tokenize(lines) == expected
+
+
+def test_repeated_vocab_line_keeps_line_numbers_as_the_original(tmp_path):
+  from absl import flags as absl_flags
+  orig = pytest.importorskip("bert.tokenization")
+  absl_flags.FLAGS.mark_as_parsed()
+  lines = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "want", "##ed", "want", "un", "##want", "run"]
+  vocab_file = tmp_path / "vocab.txt"
+  vocab_file.write_text("\n".join(lines) + "\n")
+  theirs = orig.load_vocab(str(vocab_file))
+  assert tokenization.load_vocab(str(vocab_file)) == theirs
+  text = "unwanted wanted running"
+  expected = orig.FullTokenizer(str(vocab_file), True).tokenize(text)
+  expected_ids = [theirs[t] for t in expected]
+  assert tokenization.FullTokenizer(str(vocab_file)).convert_tokens_to_ids(expected) == expected_ids
+  assert tokenization.FastTokenizer(str(vocab_file)).tokenize_to_ids([text]) == [expected_ids]
