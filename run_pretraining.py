@@ -58,6 +58,7 @@ flags.DEFINE_bool("export_tf1_checkpoint", False,
                   "After training, also write the final weights as an original-layout TF1 "
                   "checkpoint, <output_dir>/bert_model.ckpt, with bert_config.json beside it.")
 common_flags.define_runtime_flags()
+flags.adopt_module_key_flags(common_flags)  # --helpshort lists the shared flags too
 
 
 def main(_):

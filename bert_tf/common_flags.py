@@ -81,3 +81,42 @@ def train_kwargs_from_flags():
               keep_checkpoint_max=FLAGS.keep_checkpoint_max,
               steps_per_loop=FLAGS.iterations_per_loop, log_steps=FLAGS.log_steps,
               use_xla=FLAGS.use_xla, seed=FLAGS.seed)
+
+
+def define_model_flags():
+  """The model and output flags of every fine-tuning script, with the original's help."""
+  flags.DEFINE_string("bert_config_file", None, "The config json file corresponding to the "
+                      "pre-trained BERT model. This specifies the model architecture.")
+  flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+  flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained "
+                      "BERT model): original TF1, one of ours, or a Hugging Face directory.")
+  flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text. Should be True "
+                    "for uncased models and False for cased models.")
+  flags.DEFINE_string("output_dir", None, "The output directory where the model checkpoints and "
+                      "results will be written.")
+
+
+def define_finetuning_flags(max_seq_length=128, with_eval=True,
+                            max_seq_length_help="Sequences longer than this will be truncated, "
+                            "and sequences shorter than this will be padded."):
+  """The run_classifier-style phase and hyperparameter flags, with the original's defaults."""
+  flags.DEFINE_integer("max_seq_length", max_seq_length, "The maximum total input sequence "
+                       "length after WordPiece tokenization. " + max_seq_length_help)
+  flags.DEFINE_bool("do_train", False, "Whether to run training.")
+  if with_eval:
+    flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
+  flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on the "
+                    "test set.")
+  flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
+  if with_eval:
+    flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
+  flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
+  flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
+  flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
+  flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear "
+                     "learning rate warmup for. E.g., 0.1 = 10% of training.")
+
+
+def define_export_flag():
+  flags.DEFINE_string("export_dir", None, "If set, the fine-tuned model in output_dir is also "
+                      "exported there as a SavedModel that takes raw text (export_savedmodel.py).")
