@@ -319,7 +319,7 @@ def main():
   print(table)
   if args.no_append or not results:
     return
-  subset = (f"a seeded random subset of the 14,041 training sentences (sizes in the table)"
+  subset = ("a seeded random subset of the 14,041 training sentences (sizes in the table)"
             if args.train_sentences or args.feature_train_sentences
             else f"all {num_train:,} training sentences")
   command = "flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_ner.py " + " ".join(

@@ -19,7 +19,6 @@ import random  # noqa: E402
 import re  # noqa: E402
 
 from absl import flags  # noqa: E402
-from absl import logging  # noqa: E402
 
 from bert_tf import cli  # noqa: E402
 from bert_tf import fileio  # noqa: E402

@@ -17,9 +17,7 @@ from bert_tf import common_flags
 from bert_tf import heads
 from bert_tf import metrics
 from bert_tf import records
-from bert_tf import tokenization
 from bert_tf import training
-from bert_tf.config import BertConfig
 from bert_tf.data import glue
 from bert_tf.data import swag
 from bert_tf.errors import BertTfError
@@ -164,15 +162,7 @@ def run(flags_values, task_kind="glue"):
   f = flags_values
   if not (f.do_train or f.do_eval or f.do_predict):
     raise BertTfError("--do_train/--do_eval/--do_predict: at least one must be True")
-  tokenization.validate_case_matches_checkpoint(f.do_lower_case, f.init_checkpoint)
-  config = BertConfig.from_json_file(f.bert_config_file)
-  if f.max_seq_length > config.max_position_embeddings:
-    raise BertTfError(f"--max_seq_length: cannot use sequence length {f.max_seq_length} because "
-                      f"the BERT model was only trained up to sequence length "
-                      f"{config.max_position_embeddings}")
-  if not tf.io.gfile.exists(f.vocab_file):
-    raise BertTfError(f"--vocab_file: {f.vocab_file} not found")
-  tokenizer = tokenization.FullTokenizer(f.vocab_file, do_lower_case=f.do_lower_case)
+  config, tokenizer = common_flags.config_and_tokenizer_from_flags(f)
   if task_kind == "swag":
     task = SwagTask(f.max_seq_length, tokenizer, f.seed)
   else:

@@ -5,8 +5,12 @@ A script calls define_runtime_flags() at import time, then in main():
 and passes the remaining FLAGS values to bert_tf.training.train(...).
 """
 from absl import flags
+import tensorflow as tf
 
+from bert_tf import tokenization
 from bert_tf import training
+from bert_tf.config import BertConfig
+from bert_tf.errors import BertTfError
 
 FLAGS = flags.FLAGS
 
@@ -120,3 +124,19 @@ def define_finetuning_flags(max_seq_length=128, with_eval=True,
 def define_export_flag():
   flags.DEFINE_string("export_dir", None, "If set, the fine-tuned model in output_dir is also "
                       "exported there as a SavedModel that takes raw text (export_savedmodel.py).")
+
+
+def config_and_tokenizer_from_flags(f):
+  """Checks the model flags as the original scripts do; returns (BertConfig, FullTokenizer).
+
+  Python only, so bad flags fail before runtime_from_flags() starts TensorFlow's runtime.
+  """
+  tokenization.validate_case_matches_checkpoint(f.do_lower_case, f.init_checkpoint)
+  config = BertConfig.from_json_file(f.bert_config_file)
+  if f.max_seq_length > config.max_position_embeddings:
+    raise BertTfError(f"--max_seq_length: cannot use sequence length {f.max_seq_length} because "
+                      f"the BERT model was only trained up to sequence length "
+                      f"{config.max_position_embeddings}")
+  if not tf.io.gfile.exists(f.vocab_file):
+    raise BertTfError(f"--vocab_file: {f.vocab_file} not found")
+  return config, tokenization.FullTokenizer(f.vocab_file, do_lower_case=f.do_lower_case)

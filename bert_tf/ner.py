@@ -18,9 +18,7 @@ from bert_tf import common_flags
 from bert_tf import feature_extraction
 from bert_tf import heads
 from bert_tf import records
-from bert_tf import tokenization
 from bert_tf import training
-from bert_tf.config import BertConfig
 from bert_tf.data import conll
 from bert_tf.errors import BertTfError
 from bert_tf.fileio import write_text_atomically
@@ -142,19 +140,11 @@ def run(f):
   """The whole of run_ner.py for parsed FLAGS."""
   if not (f.do_train or f.do_eval or f.do_predict):
     raise BertTfError("--do_train/--do_eval/--do_predict: at least one must be True")
-  tokenization.validate_case_matches_checkpoint(f.do_lower_case, f.init_checkpoint)
-  config = BertConfig.from_json_file(f.bert_config_file)
-  if f.max_seq_length > config.max_position_embeddings:
-    raise BertTfError(f"--max_seq_length: cannot use sequence length {f.max_seq_length} because "
-                      f"the BERT model was only trained up to sequence length "
-                      f"{config.max_position_embeddings}")
-  if not tf.io.gfile.exists(f.vocab_file):
-    raise BertTfError(f"--vocab_file: {f.vocab_file} not found")
+  config, tokenizer = common_flags.config_and_tokenizer_from_flags(f)
   if f.feature_based and f.feature_layers not in feature_extraction.FEATURE_LAYERS:
     raise BertTfError(f"--feature_layers: {f.feature_layers!r} is not one of "
                       f"{feature_extraction.FEATURE_LAYERS}")
   strategy = common_flags.runtime_from_flags()
-  tokenizer = tokenization.FullTokenizer(f.vocab_file, do_lower_case=f.do_lower_case)
   tf.io.gfile.makedirs(f.output_dir)
   label_list, train_sentences = label_list_for(f)
   schema = records.tagging_features(f.max_seq_length)

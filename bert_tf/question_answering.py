@@ -19,9 +19,7 @@ from bert_tf import common_flags
 from bert_tf import heads
 from bert_tf import records
 from bert_tf import squad_metrics
-from bert_tf import tokenization
 from bert_tf import training
-from bert_tf.config import BertConfig
 from bert_tf.data import squad
 from bert_tf.errors import BertTfError
 
@@ -37,24 +35,19 @@ def span_loss(features, outputs):
           cross_entropy(outputs["end_logits"], features["end_positions"])) / 2.0
 
 
-def validate_flags(f, config):
-  """The original's validate_flags_or_throw, as BertTfError naming the flag."""
-  tokenization.validate_case_matches_checkpoint(f.do_lower_case, f.init_checkpoint)
+def validate_flags(f):
+  """The original's validate_flags_or_throw, as BertTfError naming the flag; returns
+  (BertConfig, FullTokenizer)."""
   if not f.do_train and not f.do_predict:
     raise BertTfError("--do_train/--do_predict: at least one must be True")
   if f.do_train and not f.train_file:
     raise BertTfError("--train_file: required with --do_train")
   if f.do_predict and not f.predict_file:
     raise BertTfError("--predict_file: required with --do_predict")
-  if f.max_seq_length > config.max_position_embeddings:
-    raise BertTfError(f"--max_seq_length: cannot use sequence length {f.max_seq_length} because "
-                      f"the BERT model was only trained up to sequence length "
-                      f"{config.max_position_embeddings}")
   squad.check_lengths(f.max_seq_length, f.doc_stride, f.max_query_length)
   if f.tune_null_threshold and not f.version_2_with_negative:
     raise BertTfError("--tune_null_threshold: needs --version_2_with_negative")
-  if not tf.io.gfile.exists(f.vocab_file):
-    raise BertTfError(f"--vocab_file: {f.vocab_file} not found")
+  return common_flags.config_and_tokenizer_from_flags(f)
 
 
 def predict_logits(strategy, model, input_fn):
@@ -111,12 +104,10 @@ def write_answers(f, examples, features, results, dataset):
 
 def run(f):
   """The whole of run_squad.py for parsed FLAGS; returns the evaluation dict (or {})."""
-  config = BertConfig.from_json_file(f.bert_config_file)
-  validate_flags(f, config)
+  config, tokenizer = validate_flags(f)
   # A bad predict file should fail now, not after training.
   dataset = squad.load_squad_json(f.predict_file) if f.do_predict else None
   strategy = common_flags.runtime_from_flags()
-  tokenizer = tokenization.FullTokenizer(f.vocab_file, do_lower_case=f.do_lower_case)
   tf.io.gfile.makedirs(f.output_dir)
   model_fn = lambda: heads.BertSpanLabeler(config)  # noqa: E731
   model = None

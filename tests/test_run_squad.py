@@ -125,16 +125,16 @@ def test_cli_bad_input(tmp_path):
   flag_values = dict(do_lower_case=True, init_checkpoint=None, do_train=False, do_predict=True,
                      train_file=None, predict_file=str(not_squad), max_seq_length=64,
                      doc_stride=48, max_query_length=16, tune_null_threshold=False,
-                     version_2_with_negative=False, vocab_file=str(vocab))
-  config = BertConfig.from_json_file(str(config))
+                     version_2_with_negative=False, vocab_file=str(vocab),
+                     bert_config_file=str(config))
   with pytest.raises(BertTfError, match="--doc_stride .48. must be positive and less than"):
-    question_answering.validate_flags(types.SimpleNamespace(**flag_values), config)
+    question_answering.validate_flags(types.SimpleNamespace(**flag_values))
   flag_values.update(doc_stride=16, max_seq_length=128)
   with pytest.raises(BertTfError, match="--max_seq_length: cannot use sequence length 128"):
-    question_answering.validate_flags(types.SimpleNamespace(**flag_values), config)
+    question_answering.validate_flags(types.SimpleNamespace(**flag_values))
   flag_values.update(max_seq_length=64, tune_null_threshold=True)
   with pytest.raises(BertTfError, match="--tune_null_threshold: needs --version_2_with_negative"):
-    question_answering.validate_flags(types.SimpleNamespace(**flag_values), config)
+    question_answering.validate_flags(types.SimpleNamespace(**flag_values))
 
 
 def test_v1_answers_and_official_v1_score(tmp_path):

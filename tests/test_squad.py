@@ -3,7 +3,6 @@ Model Garden's squad_lib (the original's functions without its flags), plus bad 
 import collections
 import json
 import logging as std_logging
-import random
 
 import numpy as np
 import pytest

@@ -638,7 +638,7 @@ class RecordEncoder:
     self.fixed_entries = {}
 
   def encode(self, tokens, instances, index):
-    options, vocab, varints = self.options, self.vocab, self.varints
+    options, vocab = self.options, self.vocab
     max_seq_length, max_predictions = options.max_seq_length, options.max_predictions_per_seq
     a0, a1, b0, b1, is_random_next = instances.spans[index].tolist()
     ids = [vocab.cls_id] + tokens[a0:a1].tolist() + [vocab.sep_id]
