@@ -50,19 +50,26 @@ def encoder_inputs(inputs):
   return {name: inputs[name] for name in INPUT_NAMES}
 
 
-class BertClassifier(tf_keras.Model):
+class _TaskModel(tf_keras.Model):
+  """The encoder, as `.encoder`, and the dropout in front of every task's output layer."""
+
+  def __init__(self, config, dropout_rate, **kwargs):
+    super().__init__(**kwargs)
+    self.config = config
+    self.encoder = modeling.BertModel(config, name="bert")
+    rate = config.hidden_dropout_prob if dropout_rate is None else dropout_rate
+    self.dropout = tf_keras.layers.Dropout(rate)
+
+
+class BertClassifier(_TaskModel):
   """Sequence classification over the pooled [CLS] output (run_classifier.py's create_model).
 
   num_labels=1 makes it a regressor (STS-B): `logits` [B, 1] is the predicted score.
   """
 
   def __init__(self, config, num_labels, dropout_rate=None, name="bert_classifier", **kwargs):
-    super().__init__(name=name, **kwargs)
-    self.config = config
+    super().__init__(config, dropout_rate, name=name, **kwargs)
     self.num_labels = num_labels
-    self.encoder = modeling.BertModel(config, name="bert")
-    rate = config.hidden_dropout_prob if dropout_rate is None else dropout_rate
-    self.dropout = tf_keras.layers.Dropout(rate)
     self.classifier = OutputProjection(num_labels, config.hidden_size, config.initializer_range,
                                        name="classifier")
 
@@ -72,7 +79,7 @@ class BertClassifier(tf_keras.Model):
     return {"logits": self.classifier(pooled)}
 
 
-class BertMultipleChoice(tf_keras.Model):
+class BertMultipleChoice(_TaskModel):
   """SWAG-style multiple choice: one vector scores each choice's pooled [CLS] state.
 
   Inputs are [B, num_choices * T] (as the records store them) or [B, num_choices, T];
@@ -81,12 +88,8 @@ class BertMultipleChoice(tf_keras.Model):
 
   def __init__(self, config, num_choices, dropout_rate=None, name="bert_multiple_choice",
                **kwargs):
-    super().__init__(name=name, **kwargs)
-    self.config = config
+    super().__init__(config, dropout_rate, name=name, **kwargs)
     self.num_choices = num_choices
-    self.encoder = modeling.BertModel(config, name="bert")
-    rate = config.hidden_dropout_prob if dropout_rate is None else dropout_rate
-    self.dropout = tf_keras.layers.Dropout(rate)
     self.classifier = OutputProjection(1, config.hidden_size, config.initializer_range,
                                        name="classifier")
 
@@ -101,7 +104,7 @@ class BertMultipleChoice(tf_keras.Model):
     return {"logits": tf.reshape(self.classifier(pooled), [-1, self.num_choices])}
 
 
-class BertSpanLabeler(tf_keras.Model):
+class BertSpanLabeler(_TaskModel):
   """SQuAD: start and end logits [B, T] from one linear layer over the sequence output.
 
   The original run_squad.py applies no dropout before its output layer, so the default here is
@@ -109,10 +112,7 @@ class BertSpanLabeler(tf_keras.Model):
   """
 
   def __init__(self, config, dropout_rate=0.0, name="bert_span_labeler", **kwargs):
-    super().__init__(name=name, **kwargs)
-    self.config = config
-    self.encoder = modeling.BertModel(config, name="bert")
-    self.dropout = tf_keras.layers.Dropout(dropout_rate)
+    super().__init__(config, dropout_rate, name=name, **kwargs)
     self.span_head = OutputProjection(2, config.hidden_size, config.initializer_range,
                                       scope="cls/squad", name="span_head")
 
@@ -123,17 +123,13 @@ class BertSpanLabeler(tf_keras.Model):
     return {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
 
 
-class BertTokenClassifier(tf_keras.Model):
+class BertTokenClassifier(_TaskModel):
   """NER: per-token logits [B, T, num_labels] from one linear layer over the sequence output."""
 
   def __init__(self, config, num_labels, dropout_rate=None, name="bert_token_classifier",
                **kwargs):
-    super().__init__(name=name, **kwargs)
-    self.config = config
+    super().__init__(config, dropout_rate, name=name, **kwargs)
     self.num_labels = num_labels
-    self.encoder = modeling.BertModel(config, name="bert")
-    rate = config.hidden_dropout_prob if dropout_rate is None else dropout_rate
-    self.dropout = tf_keras.layers.Dropout(rate)
     self.classifier = OutputProjection(num_labels, config.hidden_size, config.initializer_range,
                                        name="classifier")
 
