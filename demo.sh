@@ -54,6 +54,6 @@ $PY export_savedmodel.py --task=classifier --task_name=sst-2 \
   --vocab_file="$OUT/data/vocab.txt" --bert_config_file="$OUT/data/bert_config.json" \
   --init_checkpoint="$OUT/classifier" --export_dir="$OUT/export" --max_seq_length=64 \
   > "$OUT/export.log" 2>&1
-$PY demo/ask.py --export_dir="$OUT/export" "$SENTENCE"
+$PY demo/ask.py --export_dir="$OUT/export" "$SENTENCE" 2> "$OUT/ask.log"
 
 stage "done"
