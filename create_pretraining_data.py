@@ -9,8 +9,11 @@ The same flags give the same records, in the same order, as the original create_
 A corpus of many files can be split over machines: --num_shards=N --shard_index=i takes every N-th
 input file, seeds itself from --random_seed and i, and writes <output_file>-0000i-of-0000N; with
 --num_shards=N and no --shard_index, one run does every shard whose output is not there yet.
+--beam_runner=DirectRunner (or DataflowRunner, FlinkRunner, ...) makes the same --num_shards shards
+as an Apache Beam pipeline (pip install apache-beam), one shard per worker at a time.
 """
 import os
+import shlex
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
@@ -21,6 +24,7 @@ from bert_tf import cli  # noqa: E402
 from bert_tf import records  # noqa: E402
 from bert_tf import tokenization  # noqa: E402
 from bert_tf.data import pretraining  # noqa: E402
+from bert_tf.errors import BertTfError  # noqa: E402
 
 flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of files).")
 flags.DEFINE_string("output_file", None, "Output TF example file (or comma-separated list of files).")
@@ -49,6 +53,12 @@ flags.DEFINE_integer("num_shards", 1, "Split the input files into this many shar
                      "seed and output files named <output_file>-<shard>-of-<num_shards>.")
 flags.DEFINE_integer("shard_index", None, "The shard to make, in [0, num_shards). Default with "
                      "--num_shards > 1: every shard whose output files do not exist yet.")
+flags.DEFINE_string("beam_runner", None, "Make the --num_shards shards with this Apache Beam runner "
+                    "(DirectRunner, DataflowRunner, FlinkRunner, ...) instead of in this process; the "
+                    "files are the same. Needs apache-beam.")
+flags.DEFINE_string("beam_pipeline_options", "", "Beam pipeline options for --beam_runner, space-separated "
+                    "(shell quoting), e.g. \"--project=P --region=R --temp_location=gs://B/tmp "
+                    "--setup_file=./pyproject.toml\" for Dataflow.")
 flags.DEFINE_integer("progress_seconds", 30, "Log progress (documents, instances, MB/s) this often.")
 
 FLAGS = flags.FLAGS
@@ -63,9 +73,22 @@ def main(_):
       mask_prob_mask=FLAGS.mask_prob_mask, mask_prob_keep=FLAGS.mask_prob_keep,
       mask_prob_random=FLAGS.mask_prob_random, no_nsp=FLAGS.no_nsp)
   options.validate()
-  tokenizer = tokenization.FullTokenizer(vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
   input_files = records.input_files(FLAGS.input_file)
   output_files = [path for path in FLAGS.output_file.split(",") if path.strip()]
+  if FLAGS.beam_runner:
+    # The runner runs every shard, on as many workers as it has.
+    if FLAGS.shard_index is not None:
+      raise BertTfError("--shard_index: not used with --beam_runner, which makes every shard of --num_shards")
+    if FLAGS.num_workers != 1:
+      raise BertTfError("--num_workers: must be 1 with --beam_runner; the runner's workers run shards in "
+                        "parallel")
+    from bert_tf.data import pretraining_beam  # only here: apache-beam is optional
+    written = pretraining_beam.run(
+        input_files, output_files, FLAGS.vocab_file, FLAGS.do_lower_case, options, FLAGS.num_shards,
+        FLAGS.beam_runner, shlex.split(FLAGS.beam_pipeline_options), progress_seconds=FLAGS.progress_seconds)
+    logging.info("Beam wrote shards %s (the others were there already)", written)
+    return
+  tokenizer = tokenization.FullTokenizer(vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
   pretraining.run_shards(input_files, output_files, tokenizer, options, FLAGS.num_shards, FLAGS.shard_index,
                          num_workers=FLAGS.num_workers, progress_seconds=FLAGS.progress_seconds)
 

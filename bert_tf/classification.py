@@ -61,8 +61,8 @@ class GlueTask:
     glue.file_based_convert_examples_to_features(examples, self.label_list, self.max_seq_length,
                                                  self.tokenizer, path)
 
-  def model_fn(self, config):
-    return lambda: heads.BertClassifier(config, num_labels=len(self.label_list))
+  def model_fn(self, config, trim_padding=False):
+    return lambda: heads.BertClassifier(config, num_labels=len(self.label_list), trim_padding=trim_padding)
 
   def loss_fn(self, features, outputs):
     logits = outputs["logits"]
@@ -132,8 +132,8 @@ class SwagTask:
     swag.file_based_convert_examples_to_features(examples, self.max_seq_length, self.tokenizer,
                                                  path)
 
-  def model_fn(self, config):
-    return lambda: heads.BertMultipleChoice(config, num_choices=swag.NUM_CHOICES)
+  def model_fn(self, config, trim_padding=False):
+    return lambda: heads.BertMultipleChoice(config, num_choices=swag.NUM_CHOICES, trim_padding=trim_padding)
 
   def loss_fn(self, features, outputs):
     return _sparse_cross_entropy(features, outputs)
@@ -170,7 +170,7 @@ def run(flags_values, task_kind="glue"):
   # Python-only work above; the strategy must come before the first TensorFlow op.
   strategy = common_flags.runtime_from_flags()
   tf.io.gfile.makedirs(f.output_dir)
-  model_fn = task.model_fn(config)
+  model_fn = task.model_fn(config, common_flags.trim_padding_from_flags())
   model = None
 
   if f.do_train:

@@ -66,6 +66,12 @@ def strategy_name_from_flags():
   return "tpu" if FLAGS.use_tpu else FLAGS.distribution_strategy
 
 
+def trim_padding_from_flags():
+  """Whether task models may run each batch at its longest sequence: not where shapes are compiled
+  statically (XLA, TPU)."""
+  return not FLAGS.use_xla and strategy_name_from_flags() != "tpu"
+
+
 def runtime_from_flags():
   """The strategy for the flags, after which precision, seed and determinism are set. Call first:
   multi_worker_mirrored must be created before any other TensorFlow op runs."""

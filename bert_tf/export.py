@@ -84,12 +84,6 @@ def _string_spec(name):
   return tf.TensorSpec([None], tf.string, name=name)
 
 
-def _trimmed(inputs):
-  """The inputs cut to the batch's longest sequence (at least 2: [CLS] [SEP])."""
-  length = tf.maximum(tf.reduce_max(tf.reduce_sum(inputs["input_mask"], axis=1)), 2)
-  return {name: inputs[name][:, :length] for name in heads.INPUT_NAMES}
-
-
 def _piece_char_lengths(vocab):
   """Characters each vocab entry spells in a word (## stripped); -1 for [UNK]."""
   lengths = []
@@ -125,7 +119,7 @@ class ClassifierServer(tf.Module):
     return {name: tf.where(has_b, pair[name], single[name]) for name in pair}
 
   def _serve(self, text_a, text_b=None):
-    logits = self.model(_trimmed(self._pack(text_a, text_b)), training=False)["logits"]
+    logits = self.model(heads.trimmed_inputs(self._pack(text_a, text_b)), training=False)["logits"]
     if self.regression:
       return {"scores": logits[:, 0]}
     label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
@@ -320,7 +314,7 @@ class NerServer(tf.Module):
 
   def _serve(self, text):
     inputs, words, first_piece = self._features(text)
-    logits = self.model(_trimmed(inputs), training=False)["logits"]
+    logits = self.model(heads.trimmed_inputs(inputs), training=False)["logits"]
     predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [B, t]
     fits = first_piece <= self.max_seq_length - 2
     position = tf.where(fits, first_piece, 0)
@@ -388,8 +382,7 @@ def build_model(task, config, num_labels=None):
   elif task == "squad":
     model = heads.BertSpanLabeler(config)
   elif task == "ner":
-    from bert_tf import ner  # pylint: disable=g-import-not-at-top
-    model = ner.TokenTagger(config, num_labels)
+    model = heads.BertTokenClassifier(config, num_labels)
   else:
     raise BertTfError(f"--task: {task!r} is not one of {', '.join(TASKS)}")
   zeros = tf.zeros([1, 2], tf.int32)

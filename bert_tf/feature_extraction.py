@@ -165,11 +165,13 @@ class BertFeatureTagger(tf_keras.Model):
   (`lstm_units` per direction) and a linear classifier; `logits` [B, T, num_labels] float32.
 
   The encoder is not trained (no gradient, no dropout); padding is masked out of the LSTMs.
+  trim_padding: as the task models of heads.py.
   """
 
   def __init__(self, config, num_labels, feature_layers="concat_last_four", lstm_units=768,
-               dropout_rate=None, name="bert_feature_tagger", **kwargs):
+               dropout_rate=None, trim_padding=False, name="bert_feature_tagger", **kwargs):
     super().__init__(name=name, **kwargs)
+    self.trim_padding = trim_padding
     if feature_layers not in FEATURE_LAYERS:
       raise BertTfError(f"--feature_layers: {feature_layers!r} is not one of {FEATURE_LAYERS}")
     if feature_layers in ("sum_last_four", "concat_last_four") and config.num_hidden_layers < 4:
@@ -191,9 +193,12 @@ class BertFeatureTagger(tf_keras.Model):
                                              name="classifier")
 
   def call(self, inputs, training=False):
-    outputs = self.encoder(heads.encoder_inputs(inputs), training=False)
+    full_inputs = inputs
+    inputs = heads.trimmed_inputs(inputs) if self.trim_padding else heads.encoder_inputs(inputs)
+    outputs = self.encoder(inputs, training=False)
     x = tf.stop_gradient(select_layers(outputs, self.feature_layers))
     mask = tf.cast(inputs["input_mask"], tf.bool)
     for lstm in self.lstms:
       x = lstm(self.dropout(x, training=training), mask=mask, training=training)
-    return {"logits": self.classifier(self.dropout(x, training=training))}
+    logits = self.classifier(self.dropout(x, training=training))
+    return {"logits": heads.padded_like(logits, full_inputs) if self.trim_padding else logits}

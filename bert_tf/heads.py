@@ -50,15 +50,44 @@ def encoder_inputs(inputs):
   return {name: inputs[name] for name in INPUT_NAMES}
 
 
-class _TaskModel(tf_keras.Model):
-  """The encoder, as `.encoder`, and the dropout in front of every task's output layer."""
+def trimmed_inputs(inputs):
+  """The encoder inputs cut to the batch's longest sequence (at least 1 position), so that padding
+  costs no compute. Not under XLA or on TPU, which compile static shapes."""
+  length = tf.maximum(tf.reduce_max(tf.reduce_sum(inputs["input_mask"], axis=1)), 1)
+  return {name: inputs[name][:, :length] for name in INPUT_NAMES}
 
-  def __init__(self, config, dropout_rate, **kwargs):
+
+def padded_like(values, inputs):
+  """Per-position values [B, t, ...] of trimmed inputs padded with zeros back to the inputs' [B, T, ...]."""
+  padding = tf.shape(inputs["input_ids"])[1] - tf.shape(values)[1]
+  padded = tf.pad(values, [[0, 0], [0, padding]] + [[0, 0]] * (values.shape.rank - 2))
+  padded.set_shape(inputs["input_ids"].shape.concatenate(values.shape[2:]))
+  return padded
+
+
+class _TaskModel(tf_keras.Model):
+  """The encoder, as `.encoder`, and the dropout in front of every task's output layer.
+
+  trim_padding=True runs the encoder on each batch's longest sequence only (the outputs are the same:
+  padding is masked out of attention); leave it off under XLA and on TPU.
+  """
+
+  def __init__(self, config, dropout_rate, trim_padding=False, **kwargs):
     super().__init__(**kwargs)
     self.config = config
+    self.trim_padding = trim_padding
     self.encoder = modeling.BertModel(config, name="bert")
     rate = config.hidden_dropout_prob if dropout_rate is None else dropout_rate
     self.dropout = tf_keras.layers.Dropout(rate)
+
+  def encode(self, inputs, training):
+    """The encoder's outputs for `inputs` (trimmed to the longest sequence when trim_padding)."""
+    return self.encoder(trimmed_inputs(inputs) if self.trim_padding else encoder_inputs(inputs),
+                        training=training)
+
+  def full_length(self, values, inputs):
+    """Per-position values back to the inputs' sequence length."""
+    return padded_like(values, inputs) if self.trim_padding else values
 
 
 class BertClassifier(_TaskModel):
@@ -74,7 +103,7 @@ class BertClassifier(_TaskModel):
                                        name="classifier")
 
   def call(self, inputs, training=False):
-    outputs = self.encoder(encoder_inputs(inputs), training=training)
+    outputs = self.encode(inputs, training)
     pooled = self.dropout(outputs["pooled_output"], training=training)
     return {"logits": self.classifier(pooled)}
 
@@ -99,7 +128,7 @@ class BertMultipleChoice(_TaskModel):
       t = inputs[name]
       seq_length = t.shape[-1] if t.shape.rank == 3 else t.shape[-1] // self.num_choices
       flat[name] = tf.reshape(t, [-1, seq_length])
-    outputs = self.encoder(flat, training=training)
+    outputs = self.encode(flat, training)
     pooled = self.dropout(outputs["pooled_output"], training=training)
     return {"logits": tf.reshape(self.classifier(pooled), [-1, self.num_choices])}
 
@@ -117,9 +146,9 @@ class BertSpanLabeler(_TaskModel):
                                       scope="cls/squad", name="span_head")
 
   def call(self, inputs, training=False):
-    outputs = self.encoder(encoder_inputs(inputs), training=training)
+    outputs = self.encode(inputs, training)
     sequence = self.dropout(outputs["sequence_output"], training=training)
-    logits = self.span_head(sequence)  # [B, T, 2]
+    logits = self.full_length(self.span_head(sequence), inputs)  # [B, T, 2]
     return {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
 
 
@@ -134,6 +163,6 @@ class BertTokenClassifier(_TaskModel):
                                        name="classifier")
 
   def call(self, inputs, training=False):
-    outputs = self.encoder(encoder_inputs(inputs), training=training)
+    outputs = self.encode(inputs, training)
     sequence = self.dropout(outputs["sequence_output"], training=training)
-    return {"logits": self.classifier(sequence)}
+    return {"logits": self.full_length(self.classifier(sequence), inputs)}

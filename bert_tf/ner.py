@@ -27,48 +27,6 @@ SPLIT_FILES = {"train": "train.txt", "dev": "valid.txt", "test": "test.txt"}
 LABEL_LIST_FILE = "label_list.txt"
 
 
-def _trimmed(inputs):
-  """The encoder inputs cut to the batch's longest sequence (at least 1 position)."""
-  length = tf.maximum(tf.reduce_max(tf.reduce_sum(inputs["input_mask"], axis=1)), 1)
-  return {name: inputs[name][:, :length] for name in heads.INPUT_NAMES}
-
-
-def _padded_like(outputs, inputs):
-  """Logits [B, t, N] padded back to the inputs' [B, T, N]."""
-  logits = outputs["logits"]
-  padding = tf.shape(inputs["input_ids"])[1] - tf.shape(logits)[1]
-  padded = tf.pad(logits, [[0, 0], [0, padding], [0, 0]])
-  padded.set_shape(inputs["input_ids"].shape.concatenate(logits.shape[-1:]))
-  return {"logits": padded}
-
-
-class TokenTagger(heads.BertTokenClassifier):
-  """BertTokenClassifier run on each batch's longest sequence only (unless trim_padding=False,
-  which XLA needs: it compiles static shapes)."""
-
-  def __init__(self, config, num_labels, trim_padding=True, **kwargs):
-    super().__init__(config, num_labels, **kwargs)
-    self.trim_padding = trim_padding
-
-  def call(self, inputs, training=False):
-    if not self.trim_padding:
-      return super().call(inputs, training=training)
-    return _padded_like(super().call(_trimmed(inputs), training=training), inputs)
-
-
-class FeatureTagger(feature_extraction.BertFeatureTagger):
-  """BertFeatureTagger run on each batch's longest sequence only (as TokenTagger)."""
-
-  def __init__(self, config, num_labels, trim_padding=True, **kwargs):
-    super().__init__(config, num_labels, **kwargs)
-    self.trim_padding = trim_padding
-
-  def call(self, inputs, training=False):
-    if not self.trim_padding:
-      return super().call(inputs, training=training)
-    return _padded_like(super().call(_trimmed(inputs), training=training), inputs)
-
-
 def loss_fn(features, outputs):
   """Cross-entropy averaged over the words (first sub-tokens) of the batch."""
   weights = features["label_weights"]
@@ -115,11 +73,11 @@ def label_list_for(f):
 
 
 def model_fn_for(f, config, num_labels):
-  trim = not f.use_xla
+  trim = common_flags.trim_padding_from_flags()
   if f.feature_based:
-    return lambda: FeatureTagger(config, num_labels, trim_padding=trim,
-                                 feature_layers=f.feature_layers, lstm_units=f.lstm_units)
-  return lambda: TokenTagger(config, num_labels, trim_padding=trim)
+    return lambda: feature_extraction.BertFeatureTagger(
+        config, num_labels, trim_padding=trim, feature_layers=f.feature_layers, lstm_units=f.lstm_units)
+  return lambda: heads.BertTokenClassifier(config, num_labels, trim_padding=trim)
 
 
 def _predict_ids(strategy, model, input_fn):

@@ -109,7 +109,8 @@ def run(f):
   dataset = squad.load_squad_json(f.predict_file) if f.do_predict else None
   strategy = common_flags.runtime_from_flags()
   tf.io.gfile.makedirs(f.output_dir)
-  model_fn = lambda: heads.BertSpanLabeler(config)  # noqa: E731
+  trim = common_flags.trim_padding_from_flags()
+  model_fn = lambda: heads.BertSpanLabeler(config, trim_padding=trim)  # noqa: E731
   model = None
 
   if f.do_train:

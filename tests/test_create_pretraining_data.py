@@ -271,7 +271,7 @@ def test_awkward_input_is_handled(tmp_path):
   assert corpus.tokens[third:third + len(expected)].tolist() == expected
 
 
-def test_bad_input_fails_cleanly(tmp_path):
+def test_bad_input_fails_cleanly(tmp_path, monkeypatch):
   toy = _toy_corpus(tmp_path)
   blank = tmp_path / "blank.txt"
   blank.write_text("\n\n  \n")
@@ -285,21 +285,20 @@ def test_bad_input_fails_cleanly(tmp_path):
     pretraining.create_pretraining_data([toy], [str(tmp_path / "o.tfrecord")],
                                         tokenization.FullTokenizer(str(vocab)), pretraining.Options())
   # A failure while writing leaves neither the output nor a temporary file behind.
-  original_encode = pretraining.RecordEncoder.encode
+  original_encode_block = pretraining.RecordEncoder.encode_block
   calls = []
 
-  def failing_encode(self, *args):
+  def failing_encode_block(self, *args):
     calls.append(1)
-    if len(calls) > 50:
+    if len(calls) > 3:
       raise RuntimeError("disk full")
-    return original_encode(self, *args)
+    return original_encode_block(self, *args)
 
-  pretraining.RecordEncoder.encode = failing_encode
-  try:
-    with pytest.raises(RuntimeError):
-      _ours([toy], [str(tmp_path / "w0.tfrecord"), str(tmp_path / "w1.tfrecord")], dupe_factor=5)
-  finally:
-    pretraining.RecordEncoder.encode = original_encode
+  monkeypatch.setattr(pretraining, "_WRITE_BLOCK", 10)
+  monkeypatch.setattr(pretraining.RecordEncoder, "encode_block", failing_encode_block)
+  with pytest.raises(RuntimeError):
+    _ours([toy], [str(tmp_path / "w0.tfrecord"), str(tmp_path / "w1.tfrecord")], dupe_factor=5)
+  assert len(calls) == 4
   assert not [name for name in os.listdir(tmp_path) if name.startswith("w")]
 
 

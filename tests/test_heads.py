@@ -94,3 +94,27 @@ def test_mixed_bfloat16_logits_are_float32():
     assert model(_inputs(length=16))["logits"].dtype == tf.float32
   finally:
     tf_keras.mixed_precision.set_global_policy("float32")
+
+
+def test_trim_padding_gives_the_same_outputs_at_full_length():
+  inputs = _inputs(batch=4, length=12)
+  mask = inputs["input_mask"].numpy()
+  mask[:, 7:] = 0  # the batch's longest sequence is 7 of 12 positions
+  inputs["input_mask"] = tf.constant(mask)
+  real = mask.astype(bool)
+  for make in [lambda trim: heads.BertClassifier(CONFIG, num_labels=3, trim_padding=trim),
+               lambda trim: heads.BertMultipleChoice(CONFIG, num_choices=2, trim_padding=trim),
+               lambda trim: heads.BertSpanLabeler(CONFIG, trim_padding=trim),
+               lambda trim: heads.BertTokenClassifier(CONFIG, num_labels=5, trim_padding=trim)]:
+    full, trimmed = make(False), make(True)
+    full(inputs)
+    trimmed(inputs)
+    trimmed.set_weights(full.get_weights())
+    want, got = full(inputs), trimmed(inputs)
+    for name in want:
+      assert got[name].shape == want[name].shape, name
+      per_position = want[name].shape[:2] == real.shape
+      # Padded positions of per-position outputs are zeros when trimmed; only real ones must agree.
+      np.testing.assert_allclose(got[name].numpy()[real] if per_position else got[name],
+                                 want[name].numpy()[real] if per_position else want[name],
+                                 atol=1e-5, err_msg=name)

@@ -622,85 +622,142 @@ def _field(number, payload, varint=_varint):
   return varint(number << 3 | 2) + varint(len(payload)) + payload
 
 
+def _ranges(starts, lengths):
+  """np.concatenate([np.arange(s, s + n) for s, n in zip(starts, lengths)]), without the loop."""
+  offsets = np.cumsum(lengths) - lengths
+  return np.repeat(starts - offsets, lengths) + np.arange(int(np.sum(lengths)))
+
+
 class RecordEncoder:
   """Serializes instances straight to the bytes records.serialize(instance_features(...)) gives.
 
   A tf.train.Example is a map of name -> Feature; deterministic serialization writes the names in
-  sorted order, each list as one packed field. Building protobuf objects per record cost ~100 us; this
-  joins precomputed varints instead (tests check the bytes are the same).
+  sorted order, each list as one packed field. Building protobuf objects cost ~100 us a record. Here
+  the id lists of a block of records are put together and varint-encoded by numpy, and a record is the
+  join of its slices of those bytes with framing that depends only on lengths, padding and the few
+  lists that take few values (tests check the bytes are the same).
   """
 
   def __init__(self, vocab, options):
     self.vocab = vocab
     self.options = options
-    self.varints = [_varint(v) for v in range(max(vocab.size, 4 * options.max_seq_length + 64))]
     self.keys = {name: _field(1, name.encode()) for name in records.pretraining_features(1, 1)}
-    self.fixed_entries = {}
+    self.prefixes = {}
+    self.message_prefixes = {}
+    self.segment_entries = {}
+    self.zeros = [b"\x00" * n for n in range(options.max_seq_length + 1)]
+    # The lists that take few values are built once: the input mask and the weights by length, the label.
+    max_seq_length, max_predictions = options.max_seq_length, options.max_predictions_per_seq
+    self.mask_entries = [self._entry("input_mask", 3, b"\x01" * n + b"\x00" * (max_seq_length - n))
+                         for n in range(max_seq_length + 1)]
+    float_one, float_zero = b"\x00\x00\x80\x3f", b"\x00\x00\x00\x00"
+    self.weight_entries = [self._entry("masked_lm_weights", 2, float_one * m + float_zero * (max_predictions - m))
+                           for m in range(max_predictions + 1)]
+    self.label_entries = [self._entry("next_sentence_labels", 3, _varint(label)) for label in (0, 1)]
+    # Varint bytes of every id and position, zero-padded to one width, and how many of them count.
+    varints = [_varint(v) for v in range(max(vocab.size, options.max_seq_length))]
+    self.varint_lengths = np.array([len(v) for v in varints], np.int64)
+    width = int(self.varint_lengths.max())
+    self.varint_table = np.frombuffer(b"".join(v.ljust(width, b"\x00") for v in varints),
+                                      np.uint8).reshape([-1, width])
 
   def encode(self, tokens, instances, index):
-    options, vocab = self.options, self.vocab
-    max_seq_length, max_predictions = options.max_seq_length, options.max_predictions_per_seq
-    a0, a1, b0, b1, is_random_next = instances.spans[index].tolist()
-    ids = [vocab.cls_id] + tokens[a0:a1].tolist() + [vocab.sep_id]
-    len_a = a1 - a0
-    if b1 > b0:
-      ids += tokens[b0:b1].tolist() + [vocab.sep_id]
-    length = len(ids)
-    m0, m1 = instances.mask_starts[index:index + 2].tolist()
-    positions = instances.positions[m0:m1].tolist()
-    labels = [ids[p] for p in positions]
-    for p, replacement in zip(positions, instances.replacements[m0:m1].tolist()):
-      if replacement >= 0:
-        ids[p] = replacement
-    num_masked = len(positions)
-    pad_ids = b"\x00" * (max_seq_length - length)
-    pad_predictions = b"\x00" * (max_predictions - num_masked)
-    varint, join = self.varints.__getitem__, b"".join
-    return self._message((
-        self._entry("input_ids", 3, join(map(varint, ids)) + pad_ids),
-        self._fixed_entry("input_mask", length),
-        self._entry("masked_lm_ids", 3, join(map(varint, labels)) + pad_predictions),
-        self._entry("masked_lm_positions", 3, join(map(varint, positions)) + pad_predictions),
-        self._fixed_entry("masked_lm_weights", num_masked),
-        self._fixed_entry("next_sentence_labels", is_random_next),
-        self._fixed_entry("segment_ids", (len_a, length)),
-    ))
+    return self.encode_block(tokens, instances, np.asarray([index]))[0]
 
-  def _fixed_entry(self, name, key):
-    """Entries that take few distinct values (the mask, segment ids, weights, label) are built once."""
-    entry = self.fixed_entries.get((name, key))
+  def encode_block(self, tokens, instances, indexes):
+    """The records of instances[indexes], in that order."""
+    options, vocab = self.options, self.vocab
+    a0, a1, b0, b1, is_random_next = instances.spans[indexes].T
+    len_a, len_b = a1 - a0, b1 - b0
+    length = len_a + 2 + np.where(len_b > 0, len_b + 1, 0)
+    # The ids of all records, unpadded and back to back: [CLS] A [SEP] (B [SEP]).
+    starts = np.cumsum(length) - length
+    ids = np.empty([int(np.sum(length))], np.int64)
+    ids[starts] = vocab.cls_id
+    ids[_ranges(starts + 1, len_a)] = tokens[_ranges(a0, len_a)]
+    ids[starts + 1 + len_a] = vocab.sep_id
+    ids[_ranges(starts + 2 + len_a, len_b)] = tokens[_ranges(b0, len_b)]
+    ids[(starts + length - 1)[len_b > 0]] = vocab.sep_id
+    # Masked positions: the labels are the tokens there; the input takes the replacement (-1: kept).
+    m0 = instances.mask_starts[indexes]
+    num_masked = instances.mask_starts[indexes + 1] - m0
+    masked = _ranges(m0, num_masked)
+    positions = instances.positions[masked].astype(np.int64)
+    at = np.repeat(starts, num_masked) + positions
+    labels = ids[at]
+    replacements = instances.replacements[masked]
+    ids[at] = np.where(replacements < 0, labels, replacements)
+
+    ids_bytes, ids_bounds = self._varints(ids, length)
+    labels_bytes, labels_bounds = self._varints(labels, num_masked)
+    positions_bytes, positions_bounds = self._varints(positions, num_masked)
+    max_seq_length, max_predictions = options.max_seq_length, options.max_predictions_per_seq
+    entry, zeros, message_prefix = self._entry_with_prefix, self.zeros, self._message_prefix
+    mask_entries, weight_entries = self.mask_entries, self.weight_entries
+    label_entries, segment_entry = self.label_entries, self._segment_entry
+    serialized = []
+    for i, (n, m, la, nsp) in enumerate(zip(length.tolist(), num_masked.tolist(), len_a.tolist(),
+                                            is_random_next.tolist())):
+      features = b"".join((
+          entry("input_ids", ids_bytes[ids_bounds[i]:ids_bounds[i + 1]] + zeros[max_seq_length - n]),
+          mask_entries[n],
+          entry("masked_lm_ids",
+                labels_bytes[labels_bounds[i]:labels_bounds[i + 1]] + zeros[max_predictions - m]),
+          entry("masked_lm_positions",
+                positions_bytes[positions_bounds[i]:positions_bounds[i + 1]] + zeros[max_predictions - m]),
+          weight_entries[m],
+          label_entries[nsp],
+          segment_entry(la, n),
+      ))
+      serialized.append(message_prefix(len(features)) + features)
+    return serialized
+
+  def _varints(self, values, counts):
+    """Varints of `values`, back to back, and where each record's run of `counts` values starts and ends."""
+    num_bytes = self.varint_lengths[values]
+    ends = np.cumsum(num_bytes)
+    out = np.empty([int(ends[-1]) if len(ends) else 0], np.uint8)
+    starts = ends - num_bytes
+    codes = self.varint_table[values]
+    for k in range(codes.shape[1]):
+      longer = num_bytes > k
+      out[starts[longer] + k] = codes[longer, k]
+    record_ends = np.concatenate([[0], ends])[np.cumsum(counts)]
+    return out.tobytes(), np.concatenate([[0], record_ends]).tolist()
+
+  def _entry_with_prefix(self, name, packed):
+    """An int64 list entry: its framing depends only on the name and the payload's length."""
+    key = (name, len(packed))
+    prefix = self.prefixes.get(key)
+    if prefix is None:
+      prefix = self.prefixes[key] = self._entry(name, 3, b"\x00" * len(packed))[:-len(packed)]
+    return prefix + packed
+
+  def _segment_entry(self, len_a, length):
+    key = (len_a, length)
+    entry = self.segment_entries.get(key)
     if entry is None:
-      options = self.options
-      if name == "input_mask":
-        entry = self._entry(name, 3, b"\x01" * key + b"\x00" * (options.max_seq_length - key))
-      elif name == "segment_ids":
-        len_a, length = key
-        entry = self._entry(name, 3, b"\x00" * (len_a + 2) + b"\x01" * (length - len_a - 2)
-                            + b"\x00" * (options.max_seq_length - length))
-      elif name == "masked_lm_weights":
-        float_one, float_zero = b"\x00\x00\x80\x3f", b"\x00\x00\x00\x00"
-        entry = self._entry(name, 2, float_one * key + float_zero * (options.max_predictions_per_seq - key))
-      else:
-        entry = self._entry(name, 3, self.varints[key])
-      self.fixed_entries[(name, key)] = entry
+      entry = self.segment_entries[key] = self._entry(
+          "segment_ids", 3, b"\x00" * (len_a + 2) + b"\x01" * (length - len_a - 2)
+          + b"\x00" * (self.options.max_seq_length - length))
     return entry
+
+  def _message_prefix(self, size):
+    """The Example's field 1 (its Features) framing: a tag and the length."""
+    prefix = self.message_prefixes.get(size)
+    if prefix is None:
+      prefix = self.message_prefixes[size] = _varint(1 << 3 | 2) + _varint(size)
+    return prefix
 
   def _entry(self, name, kind, packed):
     """One map entry of Features: name -> Feature{int64_list (3) or float_list (2) {packed values}}."""
-    varint = self._varint
-    return _field(1, self.keys[name] + _field(2, _field(kind, _field(1, packed, varint), varint), varint), varint)
-
-  def _message(self, entries):
-    return _field(1, b"".join(entries), self._varint)
-
-  def _varint(self, value):
-    return self.varints[value] if value < len(self.varints) else _varint(value)
+    return _field(1, self.keys[name] + _field(2, _field(kind, _field(1, packed))))
 
 
 def _serialize_block(bounds):
   tokens, instances, output_order, encoder = _write_state
   lo, hi = bounds
-  return [encoder.encode(tokens, instances, index) for index in output_order[lo:hi].tolist()]
+  return encoder.encode_block(tokens, instances, output_order[lo:hi])
 
 
 def write_instances(corpus, instances, output_order, vocab, options, output_files, num_workers=1,
@@ -788,6 +845,17 @@ def create_pretraining_data(input_files, output_files, tokenizer, options, num_w
   return stats
 
 
+def check_shards(input_files, output_files, options, num_shards):
+  """One-line errors for flags that would fail every shard."""
+  options.validate()
+  if num_shards < 1:
+    raise BertTfError(f"--num_shards: must be at least 1, got {num_shards}")
+  if len(input_files) < num_shards:
+    raise BertTfError(f"--num_shards: {num_shards} shards but only {len(input_files)} input files")
+  if not output_files:
+    raise BertTfError("--output_file: no output file given")
+
+
 def run_shards(input_files, output_files, tokenizer, options, num_shards=1, shard_index=None, num_workers=1,
                progress_seconds=30):
   """create_pretraining_data over shards of the input files; returns the shard indices written.
@@ -798,13 +866,9 @@ def run_shards(input_files, output_files, tokenizer, options, num_shards=1, shar
   """
   if num_workers < 1:
     raise BertTfError(f"--num_workers: must be at least 1, got {num_workers}")
-  if num_shards < 1:
-    raise BertTfError(f"--num_shards: must be at least 1, got {num_shards}")
   if shard_index is not None and not 0 <= shard_index < num_shards:
     raise BertTfError(f"--shard_index: must be in [0, {num_shards}), got {shard_index}")
-  if len(input_files) < num_shards:
-    raise BertTfError(f"--num_shards: {num_shards} shards but only {len(input_files)} input files")
-  options.validate()
+  check_shards(input_files, output_files, options, num_shards)
   written = []
   for shard in range(num_shards) if shard_index is None else [shard_index]:
     shard_outputs = shard_output_files(output_files, shard, num_shards)

@@ -1,0 +1,78 @@
+"""create_pretraining_data as an Apache Beam pipeline, for corpora that outgrow one machine.
+
+Each element is a shard index; a worker makes that shard with pretraining.run_shards, so the files
+are byte for byte those of a local `--num_shards=N` run (with one shard, the original's records),
+and with N > 1 a rerun skips the shards whose outputs already exist. apache-beam is an optional
+dependency: only create_pretraining_data.py --beam_runner imports this module.
+
+On a remote runner the workers import bert_tf, so it has to be staged with the job, e.g. for Dataflow
+(`pip install 'apache-beam[gcp]' build`: Beam builds an sdist of the repository with `python -m build`):
+  --beam_pipeline_options="--project=P --region=R --temp_location=gs://B/tmp --setup_file=./pyproject.toml"
+Input, output and vocab paths must then be ones the workers can read and write (gs://...).
+"""
+from bert_tf import tokenization
+from bert_tf.data import pretraining
+from bert_tf.errors import BertTfError
+
+try:
+  import apache_beam as beam
+  from apache_beam.metrics.metric import MetricsFilter
+  from apache_beam.options.pipeline_options import PipelineOptions
+except ImportError:
+  raise BertTfError("--beam_runner: needs apache-beam (pip install apache-beam)") from None
+
+# Which shards were written comes back to the driver as one counter per shard: the runner, not this
+# process, runs the DoFn, and user counters are how runners report results to the driver.
+_METRICS_NAMESPACE = "create_pretraining_data"
+_WRITTEN_PREFIX = "shard_written_"
+
+
+class MakeShard(beam.DoFn):
+  """Makes the shard each element names; yields its index, or nothing if its outputs already exist."""
+
+  def __init__(self, input_files, output_files, vocab_file, do_lower_case, options, num_shards,
+               progress_seconds=30):
+    self.input_files = input_files
+    self.output_files = output_files
+    self.vocab_file = vocab_file
+    self.do_lower_case = do_lower_case
+    self.options = options
+    self.num_shards = num_shards
+    self.progress_seconds = progress_seconds
+    self.tokenizer = None
+
+  def setup(self):
+    # Once per worker, not per element, and never pickled: the worker reads the vocab itself.
+    self.tokenizer = tokenization.FullTokenizer(vocab_file=self.vocab_file, do_lower_case=self.do_lower_case)
+
+  def process(self, shard_index):
+    # One process per shard: the runner's workers, not --num_workers, give the parallelism.
+    for shard in pretraining.run_shards(self.input_files, self.output_files, self.tokenizer, self.options,
+                                        self.num_shards, shard_index, num_workers=1,
+                                        progress_seconds=self.progress_seconds):
+      beam.metrics.Metrics.counter(_METRICS_NAMESPACE, f"{_WRITTEN_PREFIX}{shard}").inc()
+      yield shard
+
+
+def run(input_files, output_files, vocab_file, do_lower_case, options, num_shards, runner, pipeline_args=(),
+        progress_seconds=30):
+  """Runs every shard on `runner` and waits; returns the sorted shard indices written (not skipped).
+
+  The indices come from the runner's counters: a runner that reports none gives [] (the files are there).
+  """
+  # Bad flags fail here in one line, not as a traceback from every worker (and every retry).
+  pretraining.check_shards(input_files, output_files, options, num_shards)
+  pretraining.Vocab(tokenization.load_vocab(vocab_file))
+  make_shard = MakeShard(input_files, output_files, vocab_file, do_lower_case, options, num_shards,
+                         progress_seconds)
+  pipeline = beam.Pipeline(options=PipelineOptions(list(pipeline_args), runner=runner))
+  _ = (pipeline
+       | "ShardIndices" >> beam.Create(range(num_shards))
+       # Breaks fusion with Create, so that the runner spreads the shards over its workers.
+       | "Spread" >> beam.Reshuffle()
+       | "MakeShard" >> beam.ParDo(make_shard))
+  result = pipeline.run()
+  result.wait_until_finish()
+  counters = result.metrics().query(MetricsFilter().with_namespace(_METRICS_NAMESPACE))["counters"]
+  return sorted({int(c.key.metric.name[len(_WRITTEN_PREFIX):]) for c in counters
+                if c.key.metric.name.startswith(_WRITTEN_PREFIX) and (c.committed or c.attempted)})
