@@ -5,6 +5,7 @@ A script calls define_runtime_flags() at import time, then in main():
 and passes the remaining FLAGS values to bert_tf.training.train(...).
 """
 from absl import flags
+from absl import logging
 import tensorflow as tf
 
 from bert_tf import tokenization
@@ -91,6 +92,30 @@ def train_kwargs_from_flags():
               keep_checkpoint_max=FLAGS.keep_checkpoint_max,
               steps_per_loop=FLAGS.iterations_per_loop, log_steps=FLAGS.log_steps,
               use_xla=FLAGS.use_xla, seed=FLAGS.seed)
+
+
+def finetuning_steps(f, num_examples, what):
+  """(num_train_steps, num_warmup_steps) for f.num_train_epochs over num_examples `what` (e.g.
+  "training examples"), as the original computes them."""
+  num_train_steps = int(num_examples / f.train_batch_size * f.num_train_epochs)
+  if num_train_steps < 1:
+    raise BertTfError(f"--train_batch_size: {num_examples} {what} make no full batch of "
+                      f"{f.train_batch_size} in {f.num_train_epochs} epochs")
+  return num_train_steps, int(num_train_steps * f.warmup_proportion)
+
+
+def finetune(f, strategy, model_fn, loss_fn, train_file, schema, num_train_steps, num_warmup_steps,
+             metric_fn=None):
+  """training.train on the records of `train_file` with the fine-tuning flags `f`; returns the model."""
+  logging.info("  Batch size = %d", f.train_batch_size)
+  logging.info("  Num steps = %d", num_train_steps)
+  train_input_fn = training.records_input_fn(
+      [train_file], schema, f.train_batch_size, is_training=True, seed=f.seed,
+      gradient_accumulation_steps=f.gradient_accumulation_steps)
+  return training.train(
+      strategy, model_fn, loss_fn, train_input_fn, num_train_steps, f.learning_rate,
+      num_warmup_steps, f.output_dir, init_checkpoint=f.init_checkpoint, metric_fn=metric_fn,
+      train_batch_size=f.train_batch_size, **train_kwargs_from_flags())
 
 
 def define_model_flags():

@@ -115,25 +115,14 @@ def run(f):
                       "encoder.")
     train_features = conll.convert_sentences_to_features(
         train_sentences, label_list, f.max_seq_length, tokenizer, source="train.txt")
-    num_train_steps = int(len(train_features) / f.train_batch_size * f.num_train_epochs)
-    if num_train_steps < 1:
-      raise BertTfError(f"--train_batch_size: {len(train_features)} training windows make no "
-                        f"full batch of {f.train_batch_size} in {f.num_train_epochs} epochs")
-    num_warmup_steps = int(num_train_steps * f.warmup_proportion)
+    num_train_steps, num_warmup_steps = common_flags.finetuning_steps(f, len(train_features),
+                                                                      "training windows")
     train_file = os.path.join(f.output_dir, "train.tf_record")
     conll.write_records(train_features, train_file)
     logging.info("***** Running training *****")
     logging.info("  Num sentences = %d (%d windows)", len(train_sentences), len(train_features))
-    logging.info("  Batch size = %d", f.train_batch_size)
-    logging.info("  Num steps = %d", num_train_steps)
-    train_input_fn = training.records_input_fn(
-        [train_file], schema, f.train_batch_size, is_training=True, seed=f.seed,
-        gradient_accumulation_steps=f.gradient_accumulation_steps)
-    model = training.train(
-        strategy, model_fn, loss_fn, train_input_fn, num_train_steps, f.learning_rate,
-        num_warmup_steps, f.output_dir, init_checkpoint=f.init_checkpoint,
-        metric_fn=train_metric_fn, train_batch_size=f.train_batch_size,
-        **common_flags.train_kwargs_from_flags())
+    model = common_flags.finetune(f, strategy, model_fn, loss_fn, train_file, schema, num_train_steps,
+                                  num_warmup_steps, metric_fn=train_metric_fn)
 
   for split, batch_size, wanted in (("dev", f.eval_batch_size, f.do_eval),
                                     ("test", f.predict_batch_size, f.do_predict)):

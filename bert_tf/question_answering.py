@@ -121,11 +121,8 @@ def run(f):
                                                version_2_with_negative=f.version_2_with_negative)
     if not train_examples:
       raise BertTfError(f"--train_file: {f.train_file} has no usable question")
-    num_train_steps = int(len(train_examples) / f.train_batch_size * f.num_train_epochs)
-    if num_train_steps < 1:
-      raise BertTfError(f"--train_batch_size: {len(train_examples)} training questions make no "
-                        f"full batch of {f.train_batch_size} in {f.num_train_epochs} epochs")
-    num_warmup_steps = int(num_train_steps * f.warmup_proportion)
+    num_train_steps, num_warmup_steps = common_flags.finetuning_steps(f, len(train_examples),
+                                                                      "training questions")
     # Pre-shuffled (as the original) so the small shuffle buffer of the input sees mixed articles.
     random.Random(f.seed).shuffle(train_examples)
     train_file = os.path.join(f.output_dir, "train.tf_record")
@@ -137,17 +134,10 @@ def run(f):
     logging.info("***** Running training *****")
     logging.info("  Num orig examples = %d", len(train_examples))
     logging.info("  Num split examples = %d", writer.num_features)
-    logging.info("  Batch size = %d", f.train_batch_size)
-    logging.info("  Num steps = %d", num_train_steps)
     del train_examples
-    train_input_fn = training.records_input_fn(
-        [train_file], records.squad_features(f.max_seq_length, is_training=True),
-        f.train_batch_size, is_training=True, seed=f.seed,
-        gradient_accumulation_steps=f.gradient_accumulation_steps)
-    model = training.train(
-        strategy, model_fn, span_loss, train_input_fn, num_train_steps, f.learning_rate,
-        num_warmup_steps, f.output_dir, init_checkpoint=f.init_checkpoint,
-        train_batch_size=f.train_batch_size, **common_flags.train_kwargs_from_flags())
+    model = common_flags.finetune(f, strategy, model_fn, span_loss, train_file,
+                                  records.squad_features(f.max_seq_length, is_training=True),
+                                  num_train_steps, num_warmup_steps)
 
   if not f.do_predict:
     return {}
