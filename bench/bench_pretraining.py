@@ -44,9 +44,10 @@ flags.DEFINE_integer("base_batch_size", 8, "Sequences per step for BERT-Base.")
 flags.DEFINE_integer("small_batch_size", 32, "Sequences per step for the small config.")
 flags.DEFINE_integer("steps", 4, "Timed steps (after as many untimed ones).")
 flags.DEFINE_bool("append", True, "Append the results to BENCHMARKS.md.")
-flags.DEFINE_enum("mode", "throughput", ["throughput", "pretrain"],
+flags.DEFINE_enum("mode", "throughput", ["throughput", "pretrain", "plot"],
                   "throughput: the speed table; pretrain: a real small-BERT pretraining run on the "
-                  "shared corpus (records made by create_pretraining_data.py), then held-out eval.")
+                  "shared corpus (records made by create_pretraining_data.py), then held-out eval; "
+                  "plot: bench/pretraining_curve.png from the pretrain run in --work_dir.")
 flags.DEFINE_integer("pretrain_steps", 4000, "pretrain mode: training steps (batch 32).")
 flags.DEFINE_string("work_dir", "/tmp/bench_pretraining", "pretrain mode: records and checkpoints.")
 flags.DEFINE_list("train_books", None, "pretrain mode: Gutenberg file names to train on "
@@ -212,6 +213,27 @@ def unigram_baselines(record_file, train_file):
   return hits / total, max(nsp_zero, n - nsp_zero) / n, n
 
 
+def plot_curve(work_dir, png=os.path.join(REPO, "bench", "pretraining_curve.png")):
+  """Train masked-LM accuracy and loss of the pretrain run in work_dir, against steps, as a PNG."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  from matplotlib import pyplot  # pylint: disable=g-import-not-at-top
+  event_dir = os.path.join(work_dir, "model", "train")
+  accuracy = scalar_curve(event_dir, "masked_lm_accuracy")
+  loss = scalar_curve(event_dir, "loss")
+  figure, (left, right) = pyplot.subplots(1, 2, figsize=(10, 4))
+  left.plot(*zip(*accuracy), marker="o")
+  left.set(xlabel="step (batch 32)", ylabel="train masked-LM accuracy", title="Masked LM accuracy")
+  right.plot(*zip(*loss), marker="o", color="tab:red")
+  right.set(xlabel="step (batch 32)", ylabel="train loss (MLM + NSP)", title="Loss")
+  for axis in (left, right):
+    axis.grid(alpha=0.3)
+  figure.suptitle("run_pretraining.py, L=4 H=256 A=4, seq 128, bf16, shared Gutenberg corpus, 2-core CPU")
+  figure.tight_layout()
+  figure.savefig(png, dpi=80)
+  print("wrote", png)
+
+
 def pretrain_run():
   corpus = os.path.join(os.path.dirname(REPO), "shared", "data", "corpus", "gutenberg")
   vocab = os.path.join(os.path.dirname(REPO), "shared", "data", "vocab",
@@ -290,6 +312,10 @@ def pretrain_run():
 def main(_):
   if FLAGS.mode == "pretrain":
     pretrain_run()
+    plot_curve(FLAGS.work_dir)
+    return
+  if FLAGS.mode == "plot":
+    plot_curve(FLAGS.work_dir)
     return
   if FLAGS.torch_child:
     name, batch_size, dtype = FLAGS.torch_child.split(",")
