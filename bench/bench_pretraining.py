@@ -49,6 +49,8 @@ flags.DEFINE_enum("mode", "throughput", ["throughput", "pretrain", "plot"],
                   "shared corpus (records made by create_pretraining_data.py), then held-out eval; "
                   "plot: bench/pretraining_curve.png from the pretrain run in --work_dir.")
 flags.DEFINE_integer("pretrain_steps", 4000, "pretrain mode: training steps (batch 32).")
+flags.DEFINE_float("pretrain_learning_rate", 2e-4, "pretrain mode: peak learning rate (1e-3 diverged "
+                   "to the unigram level after warm-up).")
 flags.DEFINE_string("work_dir", "/tmp/bench_pretraining", "pretrain mode: records and checkpoints.")
 flags.DEFINE_list("train_books", None, "pretrain mode: Gutenberg file names to train on "
                   "(default: all but the held-out one).")
@@ -264,7 +266,7 @@ def pretrain_run():
   run_logged([sys.executable, "run_pretraining.py", *common, f"--input_file={train_records}",
               f"--output_dir={output_dir}", "--do_train", "--train_batch_size=32",
               f"--num_train_steps={FLAGS.pretrain_steps}",
-              f"--num_warmup_steps={FLAGS.pretrain_steps // 10}", "--learning_rate=1e-3",
+              f"--num_warmup_steps={FLAGS.pretrain_steps // 10}", f"--learning_rate={FLAGS.pretrain_learning_rate:g}",
               "--save_checkpoints_steps=1000", "--log_steps=250"])
   train_seconds = time.time() - start
   mlm_baseline, nsp_baseline, num_eval = unigram_baselines(eval_records, train_records)
@@ -303,7 +305,7 @@ def pretrain_run():
               f"../shared/data/corpus (uncased vocab, seq 128, 20 predictions, dupe_factor 1: "
               f"{num_train} train instances; {records_seconds:.0f} s), held out: "
               f"{HELD_OUT_BOOK}. Model: L=4, H=256, A=4, I=1024, V={VOCAB}, bf16 "
-              f"(mixed_bfloat16), batch 32, lr 1e-3, {FLAGS.pretrain_steps // 10} warmup steps, "
+              f"(mixed_bfloat16), batch 32, lr {FLAGS.pretrain_learning_rate:g}, {FLAGS.pretrain_steps // 10} warmup steps, "
               f"{FLAGS.pretrain_steps} steps in {train_seconds / 60:.1f} min (whole "
               f"run_pretraining.py process; last logged {speed[-1][1] if speed else 0:.0f} "
               f"examples/s).\n\n{table}\n\n{summary}\n")
