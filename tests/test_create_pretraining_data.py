@@ -158,7 +158,8 @@ def test_encoder_gives_the_bytes_of_records_serialize(tmp_path):
   tokenizer = tokenization.FullTokenizer(_vocab_file())
   for options in [pretraining.Options(dupe_factor=2), pretraining.Options(dupe_factor=1, no_nsp=True),
                   pretraining.Options(dupe_factor=1, max_seq_length=300, max_predictions_per_seq=80,
-                                      masked_lm_prob=0.3, do_whole_word_mask=True)]:
+                                      masked_lm_prob=0.3, do_whole_word_mask=True),
+                  pretraining.Options(dupe_factor=1, max_seq_length=16, max_predictions_per_seq=20)]:
     corpus = pretraining.read_corpus([sample], tokenizer)
     vocab = pretraining.Vocab(tokenizer.vocab)
     instances, order = pretraining.InstanceMaker(corpus, vocab, options, random.Random(1)).make()

@@ -617,9 +617,9 @@ def _varint(value):
   return bytes(out)
 
 
-def _field(number, payload, varint=_varint):
+def _field(number, payload):
   """A length-delimited protobuf field."""
-  return varint(number << 3 | 2) + varint(len(payload)) + payload
+  return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
 def _ranges(starts, lengths):
@@ -645,7 +645,8 @@ class RecordEncoder:
     self.prefixes = {}
     self.message_prefixes = {}
     self.segment_entries = {}
-    self.zeros = [b"\x00" * n for n in range(options.max_seq_length + 1)]
+    # Padding of the id lists (input_ids, masked_lm_ids/positions): one zero byte per value.
+    self.zeros = [b"\x00" * n for n in range(max(options.max_seq_length, options.max_predictions_per_seq) + 1)]
     # The lists that take few values are built once: the input mask and the weights by length, the label.
     max_seq_length, max_predictions = options.max_seq_length, options.max_predictions_per_seq
     self.mask_entries = [self._entry("input_mask", 3, b"\x01" * n + b"\x00" * (max_seq_length - n))
