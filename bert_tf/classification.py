@@ -185,7 +185,8 @@ def run(flags_values, task_kind="glue"):
     logging.info("***** Running training *****")
     logging.info("  Num examples = %d", len(train_examples))
     model = common_flags.finetune(f, strategy, model_fn, task.loss_fn, train_file, task.schema,
-                                  num_train_steps, num_warmup_steps, metric_fn=task.train_metric_fn)
+                                  len(train_examples), num_train_steps, num_warmup_steps,
+                                  metric_fn=task.train_metric_fn)
 
   for split, batch_size, flag in (("dev", f.eval_batch_size, f.do_eval),
                                   ("test", f.predict_batch_size, f.do_predict)):

@@ -104,14 +104,25 @@ def finetuning_steps(f, num_examples, what):
   return num_train_steps, int(num_train_steps * f.warmup_proportion)
 
 
-def finetune(f, strategy, model_fn, loss_fn, train_file, schema, num_train_steps, num_warmup_steps,
-             metric_fn=None):
-  """training.train on the records of `train_file` with the fine-tuning flags `f`; returns the model."""
+# Records held by the fine-tuning shuffle buffer at most (~1 KB each at seq 128).
+MAX_FINETUNE_SHUFFLE_BUFFER = 100_000
+
+
+def finetune(f, strategy, model_fn, loss_fn, train_file, schema, num_examples, num_train_steps,
+             num_warmup_steps, metric_fn=None):
+  """training.train on the `num_examples` records of `train_file` with the fine-tuning flags `f`.
+
+  The records are shuffled over a buffer as large as the training set (up to
+  MAX_FINETUNE_SHUFFLE_BUFFER), not the original's 100: train files keep the order of the task's
+  data, and CoLA's, for one, is sorted by source, so 100-record windows made batches of one
+  source and cost several points of Matthews correlation. Returns the model.
+  """
   logging.info("  Batch size = %d", f.train_batch_size)
   logging.info("  Num steps = %d", num_train_steps)
   train_input_fn = training.records_input_fn(
       [train_file], schema, f.train_batch_size, is_training=True, seed=f.seed,
-      gradient_accumulation_steps=f.gradient_accumulation_steps)
+      gradient_accumulation_steps=f.gradient_accumulation_steps,
+      shuffle_buffer_size=max(1, min(num_examples, MAX_FINETUNE_SHUFFLE_BUFFER)))
   return training.train(
       strategy, model_fn, loss_fn, train_input_fn, num_train_steps, f.learning_rate,
       num_warmup_steps, f.output_dir, init_checkpoint=f.init_checkpoint, metric_fn=metric_fn,

@@ -183,7 +183,7 @@ class BertFeatureTagger(tf_keras.Model):
     self.encoder = modeling.BertModel(config, name="bert")
     self.encoder.trainable = False
     rate = config.hidden_dropout_prob if dropout_rate is None else dropout_rate
-    self.dropout = tf_keras.layers.Dropout(rate)
+    self.dropout = modeling.Dropout(rate)
     self.lstms = [
         tf_keras.layers.Bidirectional(
             tf_keras.layers.LSTM(lstm_units, return_sequences=True), name=f"bilstm_{i}")

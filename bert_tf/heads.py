@@ -78,7 +78,7 @@ class _TaskModel(tf_keras.Model):
     self.trim_padding = trim_padding
     self.encoder = modeling.BertModel(config, name="bert")
     rate = config.hidden_dropout_prob if dropout_rate is None else dropout_rate
-    self.dropout = tf_keras.layers.Dropout(rate)
+    self.dropout = modeling.Dropout(rate)
 
   def encode(self, inputs, training):
     """The encoder's outputs for `inputs` (trimmed to the longest sequence when trim_padding)."""

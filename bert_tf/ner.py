@@ -121,8 +121,9 @@ def run(f):
     conll.write_records(train_features, train_file)
     logging.info("***** Running training *****")
     logging.info("  Num sentences = %d (%d windows)", len(train_sentences), len(train_features))
-    model = common_flags.finetune(f, strategy, model_fn, loss_fn, train_file, schema, num_train_steps,
-                                  num_warmup_steps, metric_fn=train_metric_fn)
+    model = common_flags.finetune(f, strategy, model_fn, loss_fn, train_file, schema,
+                                  len(train_features), num_train_steps, num_warmup_steps,
+                                  metric_fn=train_metric_fn)
 
   for split, batch_size, wanted in (("dev", f.eval_batch_size, f.do_eval),
                                     ("test", f.predict_batch_size, f.do_predict)):

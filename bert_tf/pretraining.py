@@ -12,8 +12,36 @@ from bert_tf import training
 
 
 def _cross_entropy(logits, labels):
-  log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-  return -tf.reduce_sum(log_probs * tf.one_hot(labels, tf.shape(logits)[-1]), axis=-1)
+  """-log softmax(logits)[label] per row, in float32, as the original's log_softmax * one_hot.
+
+  Written out (log-sum-exp minus the label's logit) with its own gradient, softmax - one_hot,
+  because the masked-LM logits are large (batch x predictions x vocab): this makes a handful of
+  passes over them where log_softmax, one_hot and their autodiff gradient make about a dozen, and
+  tf.nn.sparse_softmax_cross_entropy_with_logits is slower still on the CPU.
+  """
+  shape = tf.shape(labels)
+  vocab_size = tf.shape(logits)[-1]
+  flat_logits = tf.reshape(logits, [-1, vocab_size])
+  flat_labels = tf.reshape(tf.cast(labels, tf.int32), [-1])
+  return tf.reshape(_label_cross_entropy(flat_logits, flat_labels), shape)
+
+
+@tf.custom_gradient
+def _label_cross_entropy(logits, labels):
+  x = tf.cast(logits, tf.float32)
+  top = tf.reduce_max(x, axis=-1, keepdims=True)
+  exp = tf.exp(x - top)
+  total = tf.reduce_sum(exp, axis=-1, keepdims=True)
+  label_logit = tf.gather(x, labels, axis=1, batch_dims=1)
+  loss = tf.squeeze(top + tf.math.log(total), -1) - label_logit
+
+  def gradient(upstream):
+    grad = exp * (upstream[:, None] / total)
+    label_index = tf.stack([tf.range(tf.shape(labels)[0]), labels], axis=1)
+    grad = tf.tensor_scatter_nd_sub(grad, label_index, upstream)
+    return tf.cast(grad, logits.dtype), None
+
+  return loss, gradient
 
 
 def masked_lm_loss(features, outputs):

@@ -137,7 +137,7 @@ def run(f):
     del train_examples
     model = common_flags.finetune(f, strategy, model_fn, span_loss, train_file,
                                   records.squad_features(f.max_seq_length, is_training=True),
-                                  num_train_steps, num_warmup_steps)
+                                  writer.num_features, num_train_steps, num_warmup_steps)
 
   if not f.do_predict:
     return {}

@@ -143,6 +143,35 @@ def test_dropout_only_in_training():
                 - model(f)["sequence_output"].numpy()).max() > 1e-3
 
 
+@pytest.fixture
+def tf_random_generator():
+  tf_keras.backend.experimental.enable_tf_random_generator()
+  yield
+  tf_keras.backend.experimental.disable_tf_random_generator()
+
+
+@pytest.mark.parametrize("dtype,shape", [("bfloat16", [250, 4001]), ("float32", [7, 3, 5])])
+def test_dropout_mask_rate_scale_and_gradient(tf_random_generator, dtype, shape):
+  tf_keras.utils.set_random_seed(3)
+  layer = modeling.Dropout(0.1, dtype=dtype)
+  x = tf.ones(shape, dtype)
+  with tf.GradientTape() as tape:
+    tape.watch(x)
+    y = layer(x, training=True)
+  gradient = tape.gradient(y, x)
+  dropped = (y.numpy() == 0).astype(np.float64)
+  n = dropped.size
+  if n > 1000:  # within 4.5 sigma of the rate (bfloat16 uniform samples dropped 0.1016 here)
+    assert abs(dropped.mean() - 0.1) < 4.5 * math.sqrt(0.09 / n)
+  np.testing.assert_allclose(tf.cast(y, tf.float32).numpy()[dropped == 0],
+                             float(tf.cast(1 / 0.9, dtype)))
+  np.testing.assert_array_equal(tf.cast(gradient, tf.float32).numpy(),
+                                tf.cast(y, tf.float32).numpy())
+  np.testing.assert_array_equal(layer(x, training=False), x)
+  tf_keras.utils.set_random_seed(3)
+  np.testing.assert_array_equal(modeling.Dropout(0.1, dtype=dtype)(x, training=True), y)
+
+
 def test_gelu_is_exact_erf():
   x = np.linspace(-4, 4, 9).astype(np.float32)
   erf = np.vectorize(math.erf)

@@ -276,3 +276,25 @@ def test_multi_worker_mirrored_trains_and_checkpoints(tmp_path, record_file):
   assert logs[0].split("WEIGHTS")[1] == logs[1].split("WEIGHTS")[1]
   assert tf.train.latest_checkpoint(str(tmp_path / "mw")).endswith("ckpt-6")
   assert not tf.io.gfile.glob(str(tmp_path / "mw" / ".worker_*"))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_pretraining_cross_entropy_and_its_gradient_match_log_softmax_one_hot(dtype):
+  logits = tf.cast(tf.random.stateless_normal([3, 5, VOCAB], seed=[1, 2]) * 4, dtype)
+  labels = tf.random.stateless_uniform([3, 5], seed=[3, 4], maxval=VOCAB, dtype=tf.int32)
+  weights = tf.random.stateless_uniform([3, 5], seed=[5, 6])
+
+  def reference(x):  # the original's formula
+    log_probs = tf.nn.log_softmax(tf.cast(x, tf.float32), axis=-1)
+    return -tf.reduce_sum(log_probs * tf.one_hot(labels, VOCAB), axis=-1)
+
+  results = []
+  for fn in (reference, lambda x: pretraining._cross_entropy(x, labels)):  # pylint: disable=protected-access
+    with tf.GradientTape() as tape:
+      tape.watch(logits)
+      loss = tf.reduce_sum(fn(logits) * weights)
+    gradient = tape.gradient(loss, logits)
+    assert gradient.dtype == logits.dtype
+    results.append((loss.numpy(), tf.cast(gradient, tf.float32).numpy()))
+  np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-6)
+  np.testing.assert_allclose(results[1][1], results[0][1], atol=1e-6)
