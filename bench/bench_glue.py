@@ -121,7 +121,7 @@ def run_ours(task, data_dir, work_dir, args):
     for line in f:
       key, value = line.split(" = ")
       results[key.replace("eval_", "")] = float(value)
-  return results, seconds, " ".join(command[1:])
+  return results, seconds
 
 
 def original_adam(torch):
@@ -308,7 +308,7 @@ def main():
         not_run.append(f"{task} seed {seed}")
         continue
       args.train_seed = seed
-      ours, ours_s = run_ours(task, data_dir, work_dir, args)[:2] if "ours" in sides else ({}, None)
+      ours, ours_s = run_ours(task, data_dir, work_dir, args) if "ours" in sides else ({}, None)
       peer, peer_s = run_torch(task, data_dir, args) if "peer" in sides else ({}, None)
       seconds_per_example = max(seconds_per_example, ((ours_s or 0) + (peer_s or 0)) / train_size)
       lines = []

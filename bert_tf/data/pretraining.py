@@ -645,10 +645,10 @@ class RecordEncoder:
     self.prefixes = {}
     self.message_prefixes = {}
     self.segment_entries = {}
-    # Padding of the id lists (input_ids, masked_lm_ids/positions): one zero byte per value.
-    self.zeros = [b"\x00" * n for n in range(max(options.max_seq_length, options.max_predictions_per_seq) + 1)]
-    # The lists that take few values are built once: the input mask and the weights by length, the label.
     max_seq_length, max_predictions = options.max_seq_length, options.max_predictions_per_seq
+    # Padding of the id lists (input_ids, masked_lm_ids/positions): one zero byte per value.
+    self.zeros = [b"\x00" * n for n in range(max(max_seq_length, max_predictions) + 1)]
+    # The lists that take few values are built once: the input mask and the weights by length, the label.
     self.mask_entries = [self._entry("input_mask", 3, b"\x01" * n + b"\x00" * (max_seq_length - n))
                          for n in range(max_seq_length + 1)]
     float_one, float_zero = b"\x00\x00\x80\x3f", b"\x00\x00\x00\x00"
