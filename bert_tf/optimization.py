@@ -94,10 +94,16 @@ class _DecoupledDecayOptimizer(tf_keras.optimizers.Optimizer):
 
 
 class AdamWeightDecay(_DecoupledDecayOptimizer):
-  """The original AdamWeightDecayOptimizer: Adam without bias correction, decoupled decay."""
+  """The original AdamWeightDecayOptimizer: Adam without bias correction, decoupled decay.
 
-  def __init__(self, learning_rate, name="AdamWeightDecay", **kwargs):
+  bias_correction=True (not the original's) scales the step as Adam does, by
+  sqrt(1 - b2^t) / (1 - b1^t) at step t, with epsilon added to sqrt(v) as in tf.keras Adam (torch's
+  AdamW adds it to the corrected sqrt(v), a difference of order epsilon).
+  """
+
+  def __init__(self, learning_rate, name="AdamWeightDecay", bias_correction=False, **kwargs):
     super().__init__(learning_rate, name=name, **kwargs)
+    self.bias_correction = bias_correction
 
   def update_step(self, gradient, variable):
     lr = tf.cast(self.learning_rate, variable.dtype)
@@ -108,13 +114,23 @@ class AdamWeightDecay(_DecoupledDecayOptimizer):
     index = self._index_dict[self._var_key(variable)]
     # The fused Adam kernel with beta powers of 0 is Adam without bias correction, exactly the
     # original's m / (sqrt(v) + eps) step, in one pass over memory instead of a dozen.
+    beta1_power = beta2_power = tf.constant(0.0, variable.dtype)
+    if self.bias_correction:
+      step = tf.cast(self.iterations + 1, variable.dtype)
+      beta1_power = tf.pow(tf.constant(self.beta_1, variable.dtype), step)
+      beta2_power = tf.pow(tf.constant(self.beta_2, variable.dtype), step)
     tf.raw_ops.ResourceApplyAdam(
         var=variable.handle, m=self._m[index].handle, v=self._v[index].handle,
-        beta1_power=tf.constant(0.0, variable.dtype), beta2_power=tf.constant(0.0, variable.dtype),
+        beta1_power=beta1_power, beta2_power=beta2_power,
         lr=lr, beta1=tf.constant(self.beta_1, variable.dtype),
         beta2=tf.constant(self.beta_2, variable.dtype),
         epsilon=tf.constant(self.epsilon, variable.dtype),
         grad=tf.convert_to_tensor(gradient), use_locking=False)
+
+  def get_config(self):
+    config = super().get_config()
+    config["bias_correction"] = self.bias_correction
+    return config
 
 
 class Lamb(_DecoupledDecayOptimizer):
@@ -145,10 +161,12 @@ class Lamb(_DecoupledDecayOptimizer):
 
 def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer_type="adamw",
                      weight_decay_rate=0.01, clip_norm=1.0, beta_1=0.9, beta_2=0.999,
-                     epsilon=1e-6, exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY):
+                     epsilon=1e-6, exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY,
+                     adam_bias_correction=False):
   """The original's optimizer set-up (schedule, decay, clipping) as a tf_keras optimizer.
 
-  Gradients are clipped to global norm `clip_norm` (after the cross-replica sum) by the optimizer
+  adam_bias_correction=True gives "adamw" Adam's bias correction (see AdamWeightDecay); LAMB always
+  has it. Gradients are clipped to global norm `clip_norm` (after the cross-replica sum) by the optimizer
   itself; optimizer.iterations is the global step.
   """
   if optimizer_type not in OPTIMIZER_TYPES:
@@ -158,7 +176,9 @@ def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer_type=
   if num_warmup_steps < 0:
     raise BertTfError(f"--num_warmup_steps: must be >= 0, got {num_warmup_steps}")
   schedule = WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps)
-  cls = AdamWeightDecay if optimizer_type == "adamw" else Lamb
-  return cls(schedule, weight_decay_rate=weight_decay_rate, beta_1=beta_1, beta_2=beta_2,
-             epsilon=epsilon, exclude_from_weight_decay=exclude_from_weight_decay,
-             global_clipnorm=clip_norm or None)
+  kwargs = dict(weight_decay_rate=weight_decay_rate, beta_1=beta_1, beta_2=beta_2,
+                epsilon=epsilon, exclude_from_weight_decay=exclude_from_weight_decay,
+                global_clipnorm=clip_norm or None)
+  if optimizer_type == "adamw":
+    return AdamWeightDecay(schedule, bias_correction=adam_bias_correction, **kwargs)
+  return Lamb(schedule, **kwargs)

@@ -16,7 +16,7 @@ API (stable; later changes only add keyword arguments):
                 num_warmup_steps, output_dir, init_checkpoint=None, optimizer_type="adamw",
                 weight_decay_rate=0.01, save_checkpoints_steps=1000, keep_checkpoint_max=5,
                 steps_per_loop=1000, log_steps=100, gradient_accumulation_steps=1, metric_fn=None,
-                seed=None, use_xla=False, train_batch_size=None)
+                seed=None, use_xla=False, train_batch_size=None, adam_bias_correction=False)
       model_fn()                      -> a tf_keras.Model (called inside strategy.scope()); a task
                                          model holds its encoder as `.encoder`.
       loss_fn(features, outputs)      -> float32 scalar: the mean loss of this replica's
@@ -28,8 +28,9 @@ API (stable; later changes only add keyword arguments):
                                          records_input_fn(...) which does all of it.
       metric_fn(features, outputs)    -> {name: (values, weights or None)}: the metric is
                                          sum(values * weights) / sum(weights) over what was seen
-                                         (logged during training when gradient_accumulation_steps
-                                         is 1; evaluate() uses the same function).
+                                         (logged during training, over every micro-batch with
+                                         gradient accumulation; evaluate() uses the same
+                                         function).
       Checkpoints (tf.train.Checkpoint(model=, optimizer=, train_iterators=, rngs=)) go to
       output_dir every save_checkpoints_steps and at the end; an existing checkpoint there is
       resumed (global step, optimizer slots, input position, dropout RNG), and init_checkpoint is
@@ -298,7 +299,7 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
           num_warmup_steps, output_dir, init_checkpoint=None, optimizer_type="adamw",
           weight_decay_rate=0.01, save_checkpoints_steps=1000, keep_checkpoint_max=5,
           steps_per_loop=1000, log_steps=100, gradient_accumulation_steps=1, metric_fn=None,
-          seed=None, use_xla=False, train_batch_size=None):
+          seed=None, use_xla=False, train_batch_size=None, adam_bias_correction=False):
   """Trains model_fn()'s model to num_train_steps optimizer steps; see the module docstring."""
   if gradient_accumulation_steps < 1:
     raise BertTfError("--gradient_accumulation_steps: must be >= 1, got "
@@ -318,7 +319,7 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
     features, outputs = _build(model, iterators.element_spec)
     optimizer = optimization.create_optimizer(
         learning_rate, num_train_steps, num_warmup_steps, optimizer_type=optimizer_type,
-        weight_decay_rate=weight_decay_rate)
+        weight_decay_rate=weight_decay_rate, adam_bias_correction=adam_bias_correction)
     loss_scaled = tf_keras.mixed_precision.global_policy().name == "mixed_float16"
     if loss_scaled:
       optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
@@ -375,7 +376,8 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
     total = [tf.zeros_like(v) for v in trainable]
     for i in tf.range(accumulation):
       micro = tf.nest.map_structure(lambda t: t[i], features)  # pylint: disable=cell-var-from-loop
-      loss, grads, _ = micro_step(micro)
+      loss, grads, outputs = micro_step(micro)
+      update_metrics(micro, outputs, loss)
       total_loss += loss
       total = [a + g for a, g in zip(total, grads)]
     return total_loss / accumulation, total, None
@@ -383,10 +385,8 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
   def replica_step(features):
     loss, grads, outputs = compute_gradients(features)
     optimizer.apply_gradients(zip(grads, trainable))
-    if outputs is not None:
+    if outputs is not None:  # with accumulation, compute_gradients updated them per micro-batch
       update_metrics(features, outputs, loss)
-    else:
-      train_loss.update_state(loss)
     return loss
 
   @tf.function

@@ -16,16 +16,19 @@ def original_lr(step, init_lr, num_train_steps, num_warmup_steps):
   return decayed
 
 
-def original_step(params, grads, m, v, step, init_lr, num_train_steps, num_warmup_steps):
-  """One update of the original AdamWeightDecayOptimizer after clip_by_global_norm(1.0)."""
+def original_step(params, grads, m, v, step, init_lr, num_train_steps, num_warmup_steps,
+                  bias_correction=False):
+  """One update of the original AdamWeightDecayOptimizer after clip_by_global_norm(1.0); with
+  bias_correction, Adam's step size sqrt(1 - b2^t) / (1 - b1^t) at step t = step + 1."""
   norm = np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in grads.values()))
   scale = 1.0 / max(norm, 1.0)
   lr = original_lr(step, init_lr, num_train_steps, num_warmup_steps)
+  correction = np.sqrt(1 - 0.999 ** (step + 1)) / (1 - 0.9 ** (step + 1)) if bias_correction else 1
   for name in params:
     g = grads[name] * scale
     m[name] = 0.9 * m[name] + 0.1 * g
     v[name] = 0.999 * v[name] + 0.001 * g * g
-    update = m[name] / (np.sqrt(v[name]) + 1e-6)
+    update = correction * m[name] / (np.sqrt(v[name]) + 1e-6)
     if not any(re.search(p, name) for p in ("LayerNorm", "layer_norm", "bias")):
       update = update + 0.01 * params[name]
     params[name] = params[name] - lr * update
@@ -39,13 +42,15 @@ def test_schedule_matches_original():
   assert float(no_warmup(0)) == pytest.approx(1e-3)
 
 
-def test_adamw_updates_match_original_formula():
+@pytest.mark.parametrize("bias_correction", [False, True])
+def test_adamw_updates_match_original_formula(bias_correction):
   rng = np.random.RandomState(0)
   shapes = {"layer_0/dense/kernel": (3, 4), "layer_0/dense/bias": (4,),
             "layer_0/LayerNorm/gamma": (4,), "output/layer_norm/beta": (4,), "embeddings": (5, 3)}
   init = {name: rng.randn(*shape).astype(np.float32) for name, shape in shapes.items()}
   variables = [tf.Variable(value, name=name) for name, value in init.items()]
-  opt = optimization.create_optimizer(1e-1, num_train_steps=6, num_warmup_steps=2)
+  opt = optimization.create_optimizer(1e-1, num_train_steps=6, num_warmup_steps=2,
+                                      adam_bias_correction=bias_correction)
   params = {name: value.astype(np.float64) for name, value in init.items()}
   m = {name: np.zeros_like(p) for name, p in params.items()}
   v = {name: np.zeros_like(p) for name, p in params.items()}
@@ -54,7 +59,7 @@ def test_adamw_updates_match_original_formula():
     grads = {name: (rng.randn(*shape) * (5.0 if step % 2 else 0.1)).astype(np.float32)
              for name, shape in shapes.items()}
     opt.apply_gradients([(tf.constant(grads[var.name[:-2]]), var) for var in variables])
-    original_step(params, grads, m, v, step, 1e-1, 6, 2)
+    original_step(params, grads, m, v, step, 1e-1, 6, 2, bias_correction)
     for var in variables:
       np.testing.assert_allclose(var.numpy(), params[var.name[:-2]], rtol=2e-5, atol=1e-5,
                                  err_msg=f"{var.name} at step {step}")

@@ -97,11 +97,27 @@ def test_resume_gives_the_same_weights_as_an_uninterrupted_run(tmp_path, record_
 
 def test_gradient_accumulation_matches_the_full_batch(tmp_path):
   path = _uniform_weight_records(tmp_path)
-  full = weights(run_train(tmp_path / "full", path, num_train_steps=3, dropout=0.0))
-  accumulated = weights(run_train(tmp_path / "acc", path, num_train_steps=3, dropout=0.0,
-                                  accumulation=2))
+  full_model = run_train(tmp_path / "full", path, num_train_steps=3, dropout=0.0)
+  accumulated_model = run_train(tmp_path / "acc", path, num_train_steps=3, dropout=0.0,
+                                accumulation=2)
+  full, accumulated = weights(full_model), weights(accumulated_model)
   for name, value in full.items():
     np.testing.assert_allclose(accumulated[name], value, atol=1e-5, err_msg=name)
+  # The training metrics are logged with accumulation too, over every micro-batch: the same
+  # figures as the full batch's (equal weights per micro-batch).
+  assert sorted(accumulated_model.train_summary) == sorted(full_model.train_summary)
+  for name, value in full_model.train_summary.items():
+    if name not in ("steps_per_second", "examples_per_second"):
+      assert accumulated_model.train_summary[name] == pytest.approx(value, rel=1e-4), name
+
+
+def test_adam_bias_correction_changes_the_steps(tmp_path, record_file):
+  # Step 0 has learning rate 0 (warmup), step 1 is the first to move the weights.
+  plain = weights(run_train(tmp_path / "plain", record_file, num_train_steps=2))
+  corrected = weights(run_train(tmp_path / "corrected", record_file, num_train_steps=2,
+                                adam_bias_correction=True))
+  kernel = [name for name in plain if name.endswith("pooler/dense/kernel:0")][0]
+  assert np.abs(corrected[kernel] - plain[kernel]).max() > 1e-5
 
 
 @pytest.fixture(scope="module")
