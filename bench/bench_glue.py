@@ -8,7 +8,8 @@ max_seq_length 128, each batch run at its longest sequence on both sides (ours: 
 trimmed padding; peer: the batch sliced to its longest, as a padding-to-longest collator does),
 dropout 0.1, bf16.
 Ours: run_classifier.py --dtype=bfloat16 (the original AdamWeightDecay: no bias correction, eps
-1e-6; --ours_bias_correction adds --adam_bias_correction), run as a subprocess, its wall time including start-up and record writing. Peer:
+1e-6; --ours_bias_correction adds --adam_bias_correction), run as a subprocess, its wall time
+including start-up and record writing. Peer:
 transformers' BertForSequenceClassification with torch.optim.AdamW (which has bias correction;
 eps 1e-6; --peer_optimizer=original swaps in the original's formula, without bias correction)
 and get_linear_schedule_with_warmup, torch.autocast(cpu, bfloat16), 2 threads, run in a

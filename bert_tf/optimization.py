@@ -166,8 +166,8 @@ def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer_type=
   """The original's optimizer set-up (schedule, decay, clipping) as a tf_keras optimizer.
 
   adam_bias_correction=True gives "adamw" Adam's bias correction (see AdamWeightDecay); LAMB always
-  has it. Gradients are clipped to global norm `clip_norm` (after the cross-replica sum) by the optimizer
-  itself; optimizer.iterations is the global step.
+  has it. Gradients are clipped to global norm `clip_norm` (after the cross-replica sum) by the
+  optimizer itself; optimizer.iterations is the global step.
   """
   if optimizer_type not in OPTIMIZER_TYPES:
     raise BertTfError(f"--optimizer: {optimizer_type!r} is not one of {OPTIMIZER_TYPES}")
