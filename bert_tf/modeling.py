@@ -31,6 +31,18 @@ def gelu(x):
   return tf.nn.gelu(x, approximate=False)
 
 
+def gelu_for_training(x):
+  """gelu(x) as 0.5 x (1 + erf(x / sqrt(2))), computed in float32.
+
+  The same function as gelu, for training steps: tf.nn.gelu computes erfc, whose CPU kernel is
+  slow once |x| > ~1 (fine-tuned weights put most inputs there) and slower still in bfloat16; this
+  form takes ~3.5x less time forward and backward in bfloat16. Inference keeps gelu, the pattern
+  that oneDNN fuses into the preceding matmul.
+  """
+  y = tf.cast(x, tf.float32)
+  return tf.cast(0.5 * y * (1.0 + tf.math.erf(y * 0.7071067811865476)), x.dtype)
+
+
 def gelu_new(x):
   """The tanh approximation of GELU (Hugging Face's `gelu_new`)."""
   return tf.nn.gelu(x, approximate=True)
@@ -45,6 +57,8 @@ _ACTIVATIONS = {
     "silu": tf.nn.silu,
     "linear": None,
 }
+# Faster forms of the same functions for training steps (see gelu_for_training).
+_TRAINING_ACTIVATIONS = {gelu: gelu_for_training}
 
 
 def get_activation(name):
@@ -74,6 +88,7 @@ class Dense2D(tf_keras.layers.Layer):
     self.input_dim = input_dim
     self.units = units
     self.activation = get_activation(activation)
+    self.training_activation = _TRAINING_ACTIVATIONS.get(self.activation, self.activation)
     self.initializer_range = initializer_range
 
   def build(self, input_shape=None):
@@ -82,14 +97,15 @@ class Dense2D(tf_keras.layers.Layer):
     self.bias = self.add_weight("bias", shape=[self.units], initializer="zeros")
     super().build(input_shape)
 
-  def call(self, x):
+  def call(self, x, training=False):
     rank = x.shape.rank
     if rank != 2:
       leading = tf.shape(x)[:-1]
       x = tf.reshape(x, [-1, self.input_dim])
     y = tf.nn.bias_add(tf.matmul(x, self.kernel), self.bias)
-    if self.activation is not None:
-      y = self.activation(y)
+    activation = self.training_activation if training is True else self.activation
+    if activation is not None:
+      y = activation(y)
     if rank != 2:
       y = tf.reshape(y, tf.concat([leading, [self.units]], axis=0))
     return y
@@ -176,7 +192,10 @@ class Embeddings(tf_keras.layers.Layer):
 
   def call(self, input_ids, segment_ids, training=False):
     seq_length = tf.shape(input_ids)[1]
-    x = tf.gather(self.word_embeddings, input_ids)
+    # Gathers from the table's value, not the variable: a gather from the variable (ResourceGather)
+    # switches it to copy-on-read, after which every read of the table, the optimizer's
+    # included, copies all of it.
+    x = tf.gather(tf.convert_to_tensor(self.word_embeddings), input_ids)
     x += tf.gather(self.token_type_embeddings, segment_ids)
     x += self.position_embeddings[tf.newaxis, :seq_length]
     return self.dropout(self.layer_norm(x), training=training)
@@ -230,7 +249,7 @@ class TransformerLayer(tf_keras.layers.Layer):
 
     attention = self.hidden_dropout(self.attention_output(context), training=training)
     attention = tf.cast(self.attention_layer_norm(attention + x), x.dtype)
-    output = self.output_dense(self.intermediate(attention))
+    output = self.output_dense(self.intermediate(attention, training=training))
     output = self.hidden_dropout(output, training=training)
     return tf.cast(self.output_layer_norm(output + attention), x.dtype)
 

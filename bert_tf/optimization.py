@@ -50,7 +50,10 @@ class _DecoupledDecayOptimizer(tf_keras.optimizers.Optimizer):
                epsilon=1e-6, exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY,
                global_clipnorm=1.0, name="optimizer", **kwargs):
     # jit_compile=False: XLA does not help on CPU, and the update must equal the formula exactly.
-    super().__init__(name=name, global_clipnorm=global_clipnorm, jit_compile=False, **kwargs)
+    # weight_decay=None: tf_keras's own decay (default 0) would still subtract 0 * lr * w from
+    # every weight, a wasted pass over all of them each step; the decay here is decoupled.
+    super().__init__(name=name, global_clipnorm=global_clipnorm, jit_compile=False,
+                     weight_decay=None, **kwargs)
     self._learning_rate = self._build_learning_rate(learning_rate)
     self.weight_decay_rate = weight_decay_rate
     self.beta_1 = beta_1
@@ -108,9 +111,10 @@ class AdamWeightDecay(_DecoupledDecayOptimizer):
   def update_step(self, gradient, variable):
     lr = tf.cast(self.learning_rate, variable.dtype)
     # The decay term uses the weights before this step's Adam term, as the original's single
-    # update did, so applying it first gives the same result.
+    # update did, so applying it first gives the same result. w * (1 - lr * rate) is one pass
+    # over w; w - lr * rate * w would be two.
     if self.do_use_weight_decay(variable.name):
-      variable.assign_sub(lr * self.weight_decay_rate * variable)
+      variable.assign(variable * (1.0 - lr * self.weight_decay_rate))
     index = self._index_dict[self._var_key(variable)]
     # The fused Adam kernel with beta powers of 0 is Adam without bias correction, exactly the
     # original's m / (sqrt(v) + eps) step, in one pass over memory instead of a dozen.
