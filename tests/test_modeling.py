@@ -180,6 +180,38 @@ def test_gelu_is_exact_erf():
   assert modeling.get_activation("linear") is None
 
 
+@pytest.mark.parametrize("dtype,atol", [("float32", 1e-6), ("bfloat16", 0.04)])
+def test_training_gelu_is_the_same_function(dtype, atol):
+  # Inputs out to |x| = 6, where erfc and 1 + erf part ways in precision; atol for bfloat16 is
+  # one bfloat16 step at |gelu(x)| ~ 6 (1/32).
+  x = tf.constant(np.linspace(-6, 6, 241), tf.float32)
+  erf = np.vectorize(math.erf)
+  exact = 0.5 * x.numpy() * (1 + erf(x.numpy() / np.sqrt(2)))
+  exact_grad = (0.5 * (1 + erf(x.numpy() / np.sqrt(2)))
+                + x.numpy() * np.exp(-0.5 * x.numpy() ** 2) / np.sqrt(2 * np.pi))
+  for fn in (modeling.gelu, modeling.gelu_for_training):
+    inputs = tf.cast(x, dtype)
+    with tf.GradientTape() as tape:
+      tape.watch(inputs)
+      y = fn(inputs)
+    assert y.dtype == dtype
+    grad = tf.cast(tape.gradient(y, inputs), tf.float32).numpy()
+    np.testing.assert_allclose(tf.cast(y, tf.float32).numpy(), exact, atol=atol)
+    np.testing.assert_allclose(grad, exact_grad, atol=max(atol, 0.01 if dtype == "bfloat16" else 0))
+
+
+def test_training_forward_without_dropout_matches_inference():
+  """Training steps use faster forms of the same functions (the GELU): same outputs."""
+  # Large weights put the GELU inputs where its forms differ (|x| of a few units).
+  config = BertConfig(**{**CONFIG.to_dict(), "hidden_dropout_prob": 0.0,
+                         "attention_probs_dropout_prob": 0.0, "initializer_range": 1.0})
+  model = modeling.BertPretrainer(config)
+  f = features()
+  training, inference = model(f, training=True), model(f, training=False)
+  for key in ("sequence_output", "pooled_output", "mlm_logits", "nsp_logits"):
+    np.testing.assert_allclose(training[key], inference[key], rtol=1e-5, atol=1e-5)
+
+
 def test_mixed_bfloat16_matches_float32(bf16_policy):
   model = modeling.BertPretrainer(CONFIG)
   tf_keras.mixed_precision.set_global_policy("float32")
