@@ -105,6 +105,14 @@ def dev_metrics(task, labels, outputs):
           "mcc": metrics.matthews_corrcoef(labels, predictions)}
 
 
+def timed_run(command, log_path):
+  """Runs command (output to log_path) and returns its wall time in seconds, start-up included."""
+  start = time.time()
+  with open(log_path, "w") as log:
+    subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+  return time.time() - start
+
+
 def run_ours(task, data_dir, work_dir, args):
   output_dir = os.path.join(work_dir, "ours", task)
   shutil.rmtree(output_dir, ignore_errors=True)
@@ -116,10 +124,7 @@ def run_ours(task, data_dir, work_dir, args):
              f"--learning_rate={args.learning_rate}", f"--num_train_epochs={args.epochs}",
              "--dtype=bfloat16", f"--seed={args.train_seed}", "--save_checkpoints_steps=100000",
              "--log_steps=50"] + (["--adam_bias_correction"] if args.ours_bias_correction else [])
-  start = time.time()
-  with open(os.path.join(work_dir, f"ours_{task}_{args.train_seed}.log"), "w") as log:
-    subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
-  seconds = time.time() - start
+  seconds = timed_run(command, os.path.join(work_dir, f"ours_{task}_{args.train_seed}.log"))
   results = {}
   with open(os.path.join(output_dir, "eval_results.txt")) as f:
     for line in f:
@@ -166,10 +171,7 @@ def run_peer(task, data_dir, work_dir, args):
              f"--peer_data_dir={data_dir}", f"--peer_result={result_file}",
              f"--epochs={args.epochs}", f"--learning_rate={args.learning_rate}",
              f"--seed={args.train_seed}", f"--peer_optimizer={args.peer_optimizer}"]
-  start = time.time()
-  with open(os.path.join(work_dir, f"peer_{task}_{args.train_seed}.log"), "w") as log:
-    subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
-  seconds = time.time() - start
+  seconds = timed_run(command, os.path.join(work_dir, f"peer_{task}_{args.train_seed}.log"))
   with open(result_file) as f:
     return json.load(f), seconds
 
