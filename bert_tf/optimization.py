@@ -52,6 +52,8 @@ class _DecoupledDecayOptimizer(tf_keras.optimizers.Optimizer):
     # jit_compile=False: XLA does not help on CPU, and the update must equal the formula exactly.
     # weight_decay=None: tf_keras's own decay (default 0) would still subtract 0 * lr * w from
     # every weight, a wasted pass over all of them each step; the decay here is decoupled.
+    for key in ("weight_decay", "jit_compile"):  # set here; get_config() has them too
+      kwargs.pop(key, None)
     super().__init__(name=name, global_clipnorm=global_clipnorm, jit_compile=False,
                      weight_decay=None, **kwargs)
     self._learning_rate = self._build_learning_rate(learning_rate)

@@ -85,3 +85,11 @@ def test_lamb_takes_trust_ratio_steps():
 def test_bad_optimizer_type():
   with pytest.raises(BertTfError, match="--optimizer"):
     optimization.create_optimizer(1e-3, 10, 1, optimizer_type="sgd")
+
+
+def test_config_round_trip_has_no_keras_weight_decay():
+  opt = optimization.create_optimizer(1e-3, 10, 2, adam_bias_correction=True)
+  again = optimization.AdamWeightDecay.from_config(
+      opt.get_config(), custom_objects={"WarmupLinearDecay": optimization.WarmupLinearDecay})
+  assert again.weight_decay is None and again.weight_decay_rate == 0.01
+  assert again.bias_correction
