@@ -35,7 +35,7 @@ def gelu_for_training(x):
   """gelu(x) as 0.5 x (1 + erf(x / sqrt(2))), computed in float32.
 
   The same function as gelu, for training steps: tf.nn.gelu computes erfc, whose CPU kernel is
-  slow once |x| > ~1 (fine-tuned weights put most inputs there) and slower still in bfloat16; this
+  slow once |x| > ~1 (pretrained weights put most inputs there) and slower still in bfloat16; this
   form takes ~3.5x less time forward and backward in bfloat16. Inference keeps gelu, the pattern
   that oneDNN fuses into the preceding matmul.
   """

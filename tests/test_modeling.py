@@ -197,7 +197,7 @@ def test_training_gelu_is_the_same_function(dtype, atol):
     assert y.dtype == dtype
     grad = tf.cast(tape.gradient(y, inputs), tf.float32).numpy()
     np.testing.assert_allclose(tf.cast(y, tf.float32).numpy(), exact, atol=atol)
-    np.testing.assert_allclose(grad, exact_grad, atol=max(atol, 0.01 if dtype == "bfloat16" else 0))
+    np.testing.assert_allclose(grad, exact_grad, atol=atol)
 
 
 def test_training_forward_without_dropout_matches_inference():
