@@ -202,7 +202,9 @@ def test_training_gelu_is_the_same_function(dtype, atol):
 
 def test_training_forward_without_dropout_matches_inference():
   """Training steps use faster forms of the same functions (the GELU): same outputs."""
-  # Large weights put the GELU inputs where its forms differ (|x| of a few units).
+  # Large weights put the GELU inputs where its forms differ (|x| of a few units); seeded, as
+  # outputs of this size make the tolerance depend on the draw.
+  tf_keras.utils.set_random_seed(0)
   config = BertConfig(**{**CONFIG.to_dict(), "hidden_dropout_prob": 0.0,
                          "attention_probs_dropout_prob": 0.0, "initializer_range": 1.0})
   model = modeling.BertPretrainer(config)
