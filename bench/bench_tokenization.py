@@ -24,6 +24,7 @@ import bert.tokenization as original  # noqa: E402  (the oracle; it defines an a
 import tensorflow as tf  # noqa: E402
 import tokenizers  # noqa: E402
 
+from bert_tf import fast_tokenization  # noqa: E402
 from bert_tf import tokenization  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -91,7 +92,7 @@ def throughput_rows(lines, vocab_file, do_lower_case):
   rows.append(("ours FullTokenizer (Python, word cache)", seconds, ids))
 
   fast, init_seconds = timed(
-      lambda: tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case))
+      lambda: fast_tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case))
   fast.tokenize_to_ids(lines[:100])  # traces the tf.function once
   ids, seconds = timed(lambda: fast.tokenize_to_ids(lines))
   rows.append((f"ours FastTokenizer.tokenize_to_ids (batch {fast.batch_size})", seconds, ids))
@@ -148,7 +149,7 @@ def main(_):
       vocab_file = os.path.join(FLAGS.vocab_dir, vocab_name)
       want = (expected if vocab_name == VOCABS[0][0]
               else original_ids(vocab_file, do_lower_case, lines))
-      fast = tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case)
+      fast = fast_tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case)
       hf = hugging_face_tokenizer(vocab_file, do_lower_case)
       counts = [count_mismatches(full_ids(vocab_file, do_lower_case, lines), want),
                 count_mismatches(fast.tokenize_to_ids(lines), want),

@@ -63,6 +63,7 @@ import tf_keras
 
 from bert_tf import checkpoints
 from bert_tf import heads
+from bert_tf import fast_tokenization
 from bert_tf import tokenization
 from bert_tf.errors import BertTfError
 
@@ -110,11 +111,11 @@ class ClassifierServer(tf.Module):
 
   def _pack(self, text_a, text_b=None):
     segments = [self.tokenizer.ragged_ids(text_a)]
-    single = tokenization.pack_inputs(segments, self.max_seq_length, self.cls_id, self.sep_id)
+    single = fast_tokenization.pack_inputs(segments, self.max_seq_length, self.cls_id, self.sep_id)
     if text_b is None:
       return single
     segments.append(self.tokenizer.ragged_ids(text_b))
-    pair = tokenization.pack_inputs(segments, self.max_seq_length, self.cls_id, self.sep_id)
+    pair = fast_tokenization.pack_inputs(segments, self.max_seq_length, self.cls_id, self.sep_id)
     has_b = (segments[1].row_lengths() > 0)[:, tf.newaxis]
     return {name: tf.where(has_b, pair[name], single[name]) for name in pair}
 
@@ -156,7 +157,7 @@ class SquadServer(tf.Module):
     Also the words' byte offsets in the context and whether each word's characters map one to one
     onto its normalized text.
     """
-    tf_text = tokenization.tf_text_module()
+    tf_text = fast_tokenization.tf_text_module()
     words, word_begin, _ = tf_text.regex_split_with_offsets(_nul_safe(context),
                                                             _SQUAD_WHITESPACE)
     flat_words = words.flat_values
@@ -197,7 +198,7 @@ class SquadServer(tf.Module):
     keep = tf.ragged.range(tf.cast(pieces.row_lengths(), tf.int32)) < room[:, tf.newaxis]
     pieces = tf.ragged.boolean_mask(pieces, keep)
     piece_info = {k: tf.ragged.boolean_mask(v, keep) for k, v in piece_info.items()}
-    inputs = tokenization.pack_inputs([query, pieces], self.max_seq_length, self.cls_id,
+    inputs = fast_tokenization.pack_inputs([query, pieces], self.max_seq_length, self.cls_id,
                                       self.sep_id)
     return inputs, query, pieces, piece_info, word_info
 
@@ -290,7 +291,7 @@ class NerServer(tf.Module):
     self.tokenize = tf.function(lambda text: self._features(text)[0], input_signature=specs)
 
   def _features(self, text):
-    tf_text = tokenization.tf_text_module()
+    tf_text = fast_tokenization.tf_text_module()
     words, begin, end = tf_text.regex_split_with_offsets(_nul_safe(text), _STR_SPLIT_WHITESPACE)
     # The words as given (a NUL stays a NUL).
     words = words.with_values(tf.strings.substr(
@@ -309,7 +310,7 @@ class NerServer(tf.Module):
     sentence_starts = tf.gather(starts, words.row_splits[:-1])
     first_piece = 1 + starts[:-1] - tf.gather(sentence_starts, words.value_rowids())
     pieces = words.with_values(word_ids).merge_dims(1, 2)
-    inputs = tokenization.pack_inputs([pieces], self.max_seq_length, self.cls_id, self.sep_id)
+    inputs = fast_tokenization.pack_inputs([pieces], self.max_seq_length, self.cls_id, self.sep_id)
     return inputs, words, words.with_values(tf.cast(first_piece, tf.int32))
 
   def _serve(self, text):
@@ -445,7 +446,7 @@ def export(task, config, vocab_file, do_lower_case, init_checkpoint, export_dir,
     raise BertTfError(f"--vocab_file: {vocab_file} not found")
   if task != "squad" and not label_list and not regression:
     raise BertTfError("--task_name/--label_file: the label list is needed")
-  tokenizer = tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case)
+  tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case)
   check_vocab(tokenizer, config, vocab_file)
   if dtype not in training.PRECISIONS:
     raise BertTfError(f"--dtype: {dtype!r} is not one of {sorted(training.PRECISIONS)}")
@@ -467,7 +468,7 @@ def export(task, config, vocab_file, do_lower_case, init_checkpoint, export_dir,
 def load(export_dir):
   """tf.saved_model.load, after registering the tensorflow-text ops the graph uses (a client of
   the SavedModel needs `import tensorflow_text` likewise; TF Serving needs them linked in)."""
-  tokenization.tf_text_module()
+  fast_tokenization.tf_text_module()
   return tf.saved_model.load(export_dir)
 
 

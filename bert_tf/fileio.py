@@ -1,8 +1,50 @@
-"""Output files that appear whole or not at all: write to a temporary name, then rename."""
+"""Files on local disk or behind a URL (gs://, hdfs://, ...), and output that appears whole or not at all.
+
+Local paths use Python's own I/O; only a URL imports TensorFlow for tf.io.gfile. create_pretraining_data
+runs without TensorFlow this way: importing it takes longer than making a small corpus's records.
+"""
 import contextlib
+import glob as _glob
 import os
 
-import tensorflow as tf
+
+def is_url(path):
+  return "://" in path
+
+
+def _gfile():
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.io.gfile
+
+
+def exists(path):
+  return _gfile().exists(path) if is_url(path) else os.path.exists(path)
+
+
+def glob(pattern):
+  return _gfile().glob(pattern) if is_url(pattern) else _glob.glob(pattern)
+
+
+def remove(path):
+  if is_url(path):
+    _gfile().remove(path)
+  else:
+    os.remove(path)
+
+
+def rename(src, dst):
+  """Replaces dst if it exists."""
+  if is_url(src) or is_url(dst):
+    _gfile().rename(src, dst, overwrite=True)
+  else:
+    os.replace(src, dst)
+
+
+def open_file(path, mode="r"):
+  """open(path, mode), or tf.io.gfile.GFile for a URL."""
+  if is_url(path):
+    return _gfile().GFile(path, mode)
+  return open(path, mode, encoding=None if "b" in mode else "utf-8")
 
 
 def temporary_name(path):
@@ -16,13 +58,13 @@ def atomic_output(path):
   try:
     yield tmp
   except BaseException:
-    if tf.io.gfile.exists(tmp):
-      tf.io.gfile.remove(tmp)
+    if exists(tmp):
+      remove(tmp)
     raise
-  tf.io.gfile.rename(tmp, path, overwrite=True)
+  rename(tmp, path)
 
 
 def write_text_atomically(path, text):
   with atomic_output(path) as tmp:
-    with tf.io.gfile.GFile(tmp, "w") as writer:
+    with open_file(tmp, "w") as writer:
       writer.write(text)

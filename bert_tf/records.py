@@ -4,9 +4,21 @@ Every script that writes or reads records goes through here, so a schema is stat
 """
 import collections
 
-import tensorflow as tf
+import numpy as np
 
+from bert_tf import fileio
 from bert_tf.errors import BertTfError
+
+
+class _TensorFlowOnFirstUse:
+  """`tensorflow`, imported when first used: create_pretraining_data frames its records without it."""
+
+  def __getattr__(self, name):
+    import tensorflow  # pylint: disable=g-import-not-at-top
+    return getattr(tensorflow, name)
+
+
+tf = _TensorFlowOnFirstUse()
 
 
 def pretraining_features(max_seq_length, max_predictions_per_seq):
@@ -121,10 +133,68 @@ def input_files(patterns, flag_name="--input_file"):
   """Comma-separated globs -> sorted file list; a glob that matches nothing is an error."""
   files = []
   for pattern in [p for p in patterns.split(",") if p.strip()]:
-    matched = sorted(tf.io.gfile.glob(pattern.strip()))
+    matched = sorted(fileio.glob(pattern.strip()))
     if not matched:
       raise BertTfError(f"{flag_name}: {pattern.strip()!r} matches no file")
     files.extend(matched)
   if not files:
     raise BertTfError(f"{flag_name}: no input file given")
   return files
+
+
+# TFRecord files without TensorFlow: each record is its length (uint64, little-endian), the masked
+# CRC-32C of those 8 bytes, the record, and the masked CRC-32C of the record.
+
+
+def _crc32c_tables():
+  table = np.arange(256, dtype=np.uint32)
+  for _ in range(8):  # reflected Castagnoli polynomial
+    table = np.where(table & 1, (table >> 1) ^ np.uint32(0x82F63B78), table >> 1).astype(np.uint32)
+
+  def four_bytes(state):
+    for _ in range(4):
+      state = table[state & 0xFF] ^ (state >> 8)
+    return state
+
+  # A state word after four zero bytes, from its low and its high 16 bits: one lookup each per 4 bytes.
+  halves = np.arange(1 << 16, dtype=np.uint32)
+  return table, four_bytes(halves), four_bytes(halves << 16)
+
+
+_CRC_TABLE, _CRC_LOW, _CRC_HIGH = _crc32c_tables()
+_crc_of_ones = [np.uint32(0xFFFFFFFF)]  # [n]: the CRC register after n zero bytes from all ones
+
+
+def _masked_crc32c(payloads):
+  """TFRecord's masked CRC-32C of each byte string, computed for all of them at once with numpy.
+
+  The CRC register update is linear: the CRC of data from the initial all-ones register is the CRC of
+  the data from zero, xor that of as many zero bytes from all ones. From zero, leading zero bytes
+  change nothing, so every payload is right-aligned in one array and all are stepped together.
+  """
+  lengths = np.fromiter(map(len, payloads), np.int64, len(payloads))
+  width = (int(lengths.max(initial=0)) + 3) // 4 * 4
+  rows = np.zeros([len(payloads), width], np.uint8)
+  for row, payload, pad in zip(rows, payloads, (width - lengths).tolist()):
+    row[pad:] = np.frombuffer(payload, np.uint8)
+  state = np.zeros([len(payloads)], np.uint32)
+  for word in np.ascontiguousarray(rows.view("<u4").T):
+    state ^= word
+    state = _CRC_LOW[state & 0xFFFF] ^ _CRC_HIGH[state >> 16]
+  while len(_crc_of_ones) <= width:
+    last = _crc_of_ones[-1]
+    _crc_of_ones.append(_CRC_TABLE[last & 0xFF] ^ (last >> 8))
+  crc = state ^ np.asarray(_crc_of_ones, np.uint32)[lengths] ^ np.uint32(0xFFFFFFFF)
+  return ((crc >> 15) | (crc << 17)) + np.uint32(0xA282EAD8)
+
+
+def tfrecord_frames(serialized):
+  """Each serialized record framed as in a TFRecord file (what tf.io.TFRecordWriter writes for it)."""
+  if not serialized:
+    return []
+  lengths = np.fromiter(map(len, serialized), "<u8", len(serialized))
+  length_bytes = [length.tobytes() for length in lengths]
+  length_crcs = _masked_crc32c(length_bytes).astype("<u4")
+  data_crcs = _masked_crc32c(serialized).astype("<u4")
+  return [b"".join((length, length_crc.tobytes(), record, data_crc.tobytes()))
+          for length, length_crc, record, data_crc in zip(length_bytes, length_crcs, serialized, data_crcs)]

@@ -320,6 +320,35 @@ def test_script_runs_and_reports_bad_flags_in_one_line(tmp_path):
       "error: --input_file:"), result.stderr
 
 
+def test_tfrecord_frames_are_what_tensorflow_writes(tmp_path):
+  rng = random.Random(0)
+  payloads = [b"", b"x", bytes(range(256)) * 9] + [rng.randbytes(rng.randint(0, 3000)) for _ in range(300)]
+  path = str(tmp_path / "tf.tfrecord")
+  with tf.io.TFRecordWriter(path) as writer:
+    for payload in payloads:
+      writer.write(payload)
+  with open(path, "rb") as f:
+    assert b"".join(records.tfrecord_frames(payloads)) == f.read()
+  assert records.tfrecord_frames([]) == []
+
+
+def test_script_does_not_import_tensorflow(tmp_path):
+  # Importing TensorFlow takes seconds, longer than making a small corpus's records.
+  toy = _toy_corpus(tmp_path)
+  out = str(tmp_path / "no_tf.tfrecord")
+  argv = ["create_pretraining_data.py", f"--input_file={toy}", f"--output_file={out}",
+          f"--vocab_file={_vocab_file()}", "--dupe_factor=1", "--num_workers=2"]
+  driver = ("import runpy, sys\n"
+            f"sys.argv = {argv!r}\n"
+            "try:\n  runpy.run_path('create_pretraining_data.py', run_name='__main__')\n"
+            "except SystemExit as e:\n  assert not e.code, e.code\n"
+            "print('tensorflow' in sys.modules)\n")
+  result = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, cwd=REPO)
+  assert result.returncode == 0, result.stderr
+  assert result.stdout.strip() == "False"
+  assert len(_read_records(out)) > 0
+
+
 def test_fast_shuffle_and_randint_draw_like_random():
   for n in [0, 1, 2, 3, 4, 5, 8, 9, 17, 125, 4097]:
     ours, theirs = random.Random(n), random.Random(n)

@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import export
+from bert_tf import fast_tokenization
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
 from bert_tf.data import conll
@@ -270,7 +271,7 @@ def test_single_text_and_regression_servers():
   assert export.classifier_labels("sts-b") == (None, True)
   config = tiny_config(30522)
   tokenizer = tokenization.FullTokenizer(vocab_path())
-  fast = tokenization.FastTokenizer(vocab_path())
+  fast = fast_tokenization.FastTokenizer(vocab_path())
   texts = ["a gorgeous, witty, seductive movie.", "", "dull " * 100]
   features = [glue.convert_single_example(9, glue.InputExample(str(i), t, None, "0"),
                                           ["0", "1"], CLASSIFIER_SEQ, tokenizer)
@@ -314,7 +315,7 @@ def test_squad_answer_text_from_raw_context_matches_get_final_text():
          "\x01 words with no piece \u200b between \x00 and after \x01"]
   contexts = sorted({c for _, _, c in questions})[:3] + odd
   stub = SpanStub(SQUAD_SEQ)
-  server = export.SquadServer(tokenization.FastTokenizer(vocab), stub, SQUAD_SEQ, n_best_size=0,
+  server = export.SquadServer(fast_tokenization.FastTokenizer(vocab), stub, SQUAD_SEQ, n_best_size=0,
                               max_answer_length=SQUAD_SEQ)
   rng = random.Random(3)
   checked, unk_spans, first_occurrence = 0, 0, 0

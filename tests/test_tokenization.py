@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import shared_data
+from bert_tf import fast_tokenization
 from bert_tf import tokenization
 from bert_tf.errors import BertTfError
 
@@ -87,6 +88,15 @@ def test_character_classes():
   assert not tokenization._is_punctuation(u"A") and not tokenization._is_punctuation(u" ")
 
 
+def test_skipped_planes_hold_no_classified_character():
+  import unicodedata
+  for first, last in tokenization.CLASSLESS_RANGES:
+    for cp in range(first, last + 1):
+      char = chr(cp)
+      assert unicodedata.category(char) in ("Cn", "Co") and not char.isspace(), hex(cp)
+      assert not tokenization._is_punctuation(char), hex(cp)
+
+
 def test_preserve_unused_tokens(tiny_vocab_file):
   default = tokenization.FullTokenizer(tiny_vocab_file)
   preserving = tokenization.FullTokenizer(tiny_vocab_file, preserve_unused_tokens=True)
@@ -121,7 +131,7 @@ def test_validate_case_matches_checkpoint():
 
 
 def test_fast_tokenizer_tiny(tiny_vocab_file):
-  fast = tokenization.FastTokenizer(tiny_vocab_file)
+  fast = fast_tokenization.FastTokenizer(tiny_vocab_file)
   texts = [u"UNwant\u00E9d,running", u"", u"\u4E2D\u56FDhello", u"low" + u"s" * 198,
            u"\u2c3f\ud800 hello"]
   full = tokenization.FullTokenizer(tiny_vocab_file)
@@ -136,13 +146,13 @@ def test_fast_tokenizer_tiny(tiny_vocab_file):
 
 
 def test_fast_tokenizer_in_tf_function_and_saved_model(tiny_vocab_file, tmp_path):
-  fast = tokenization.FastTokenizer(tiny_vocab_file)
+  fast = fast_tokenization.FastTokenizer(tiny_vocab_file)
   module = tf.Module()
   module.tokenizer = fast
   module.ids = tf.function(lambda texts: fast.ragged_ids(texts).to_tensor(),
                            input_signature=[tf.TensorSpec([None], tf.string)])
   module.pack = tf.function(
-      lambda a, b: tokenization.pack_inputs([fast.ragged_ids(a), fast.ragged_ids(b)], 6,
+      lambda a, b: fast_tokenization.pack_inputs([fast.ragged_ids(a), fast.ragged_ids(b)], 6,
                                             cls_id=1, sep_id=2),
       input_signature=[tf.TensorSpec([None], tf.string)] * 2)
   texts = tf.constant([u"UNwant\u00E9d,running", u"hello \u4E2D"])
@@ -184,7 +194,7 @@ def test_parity_with_original(vocab_name, do_lower_case):
   mismatches = [line for line, want in zip(lines, expected_tokens) if full.tokenize(line) != want]
   assert mismatches == []
 
-  fast = tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case)
+  fast = fast_tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case)
   got = fast.tokenize_to_ids(lines)
   mismatches = [line for line, ids, want in zip(lines, got, expected_ids) if ids != want]
   assert mismatches == []
@@ -207,7 +217,7 @@ def test_truncated_pair_lengths_match_original_loop():
       for length_b in range(0, 12):
         a, b = list(range(length_a)), list(range(length_b))
         _original_truncate_seq_pair(a, b, max_length)
-        got = tokenization.truncated_pair_lengths(length_a, length_b, max_length)
+        got = fast_tokenization.truncated_pair_lengths(length_a, length_b, max_length)
         assert got == (len(a), len(b))
 
 
@@ -216,7 +226,7 @@ def test_pack_inputs_matches_original_packing():
   pairs = [([5, 6, 7, 8, 9, 10], [11, 12, 13]), ([5], [11, 12, 13, 14, 15, 16, 17]), ([5, 6], [])]
   first = tf.ragged.constant([a for a, _ in pairs], dtype=tf.int32, row_splits_dtype=tf.int64)
   second = tf.ragged.constant([b for _, b in pairs], dtype=tf.int32, row_splits_dtype=tf.int64)
-  pack = tf.function(lambda a, b: tokenization.pack_inputs([a, b], seq_length, cls_id=1, sep_id=2))
+  pack = tf.function(lambda a, b: fast_tokenization.pack_inputs([a, b], seq_length, cls_id=1, sep_id=2))
   packed = pack(first, second)
   for row, (a, b) in enumerate(pairs):
     a, b = list(a), list(b)
@@ -227,7 +237,7 @@ def test_pack_inputs_matches_original_packing():
     assert packed["input_ids"][row].numpy().tolist() == ids + padding
     assert packed["segment_ids"][row].numpy().tolist() == segments + padding
     assert packed["input_mask"][row].numpy().tolist() == [1] * len(ids) + padding
-  single = tokenization.pack_inputs([first], 4, cls_id=1, sep_id=2)
+  single = fast_tokenization.pack_inputs([first], 4, cls_id=1, sep_id=2)
   assert single["input_ids"].numpy().tolist() == [[1, 5, 6, 2], [1, 5, 2, 0], [1, 5, 6, 2]]
   assert single["segment_ids"].numpy().tolist() == [[0] * 4] * 3
 
@@ -245,7 +255,7 @@ def test_hard_cases_parity_with_packaged_vocab(do_lower_case):
   expected = [oracle.tokenize(line) for line in lines]
   full = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
   assert [full.tokenize(line) for line in lines] == expected
-  fast = tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case)
+  fast = fast_tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case)
   assert fast.tokenize(lines) == expected
 
 
@@ -262,4 +272,4 @@ def test_repeated_vocab_line_keeps_line_numbers_as_the_original(tmp_path):
   expected = orig.FullTokenizer(str(vocab_file), True).tokenize(text)
   expected_ids = [theirs[t] for t in expected]
   assert tokenization.FullTokenizer(str(vocab_file)).convert_tokens_to_ids(expected) == expected_ids
-  assert tokenization.FastTokenizer(str(vocab_file)).tokenize_to_ids([text]) == [expected_ids]
+  assert fast_tokenization.FastTokenizer(str(vocab_file)).tokenize_to_ids([text]) == [expected_ids]

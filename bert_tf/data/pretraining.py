@@ -10,6 +10,8 @@ choosing stays in one process), but everything around it is done differently:
   token ids are only put together when the record is serialized (also in `num_workers` processes).
 * A shuffle consumes the random stream exactly as `random.Random.shuffle` does, without its
   per-element Python call overhead.
+* TensorFlow is not imported (it takes seconds to load): files are read and written with Python's
+  I/O (tf.io.gfile only for gs:// and other URLs) and records are framed by records.tfrecord_frames.
 
 Memory is about 2 bytes a token (4 for vocabs over 65,536 ids) plus 48 bytes an instance and 6 bytes
 a masked token (~170 bytes an instance at 20 predictions), where the original holds every document and
@@ -28,7 +30,6 @@ import time
 from array import array
 
 import numpy as np
-import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
@@ -110,7 +111,7 @@ _line_tokenizer_for_workers = None  # set before the pool forks, so workers inhe
 
 def _line_chunks(path):
   """Blocks of whole lines of a file, as bytes (the last may lack a final newline)."""
-  with tf.io.gfile.GFile(path, "rb") as reader:
+  with fileio.open_file(path, "rb") as reader:
     rest = b""
     while True:
       block = reader.read(_CHUNK_BYTES)
@@ -225,7 +226,7 @@ def read_corpus(input_files, tokenizer, num_workers=1, progress_seconds=30):
 
   def chunks():
     for path in input_files:
-      if not tf.io.gfile.exists(path):
+      if not fileio.exists(path):
         raise BertTfError(f"--input_file: {path} does not exist")
       yield from _line_chunks(path)
 
@@ -641,7 +642,6 @@ class RecordEncoder:
   def __init__(self, vocab, options):
     self.vocab = vocab
     self.options = options
-    self.keys = {name: _field(1, name.encode()) for name in records.pretraining_features(1, 1)}
     self.prefixes = {}
     self.message_prefixes = {}
     self.segment_entries = {}
@@ -752,13 +752,14 @@ class RecordEncoder:
 
   def _entry(self, name, kind, packed):
     """One map entry of Features: name -> Feature{int64_list (3) or float_list (2) {packed values}}."""
-    return _field(1, self.keys[name] + _field(2, _field(kind, _field(1, packed))))
+    return _field(1, _field(1, name.encode()) + _field(2, _field(kind, _field(1, packed))))
 
 
 def _serialize_block(bounds):
+  """The TFRecord frames of the records in output positions [lo, hi)."""
   tokens, instances, output_order, encoder = _write_state
   lo, hi = bounds
-  return encoder.encode_block(tokens, instances, output_order[lo:hi])
+  return records.tfrecord_frames(encoder.encode_block(tokens, instances, output_order[lo:hi]))
 
 
 def write_instances(corpus, instances, output_order, vocab, options, output_files, num_workers=1,
@@ -774,15 +775,16 @@ def write_instances(corpus, instances, output_order, vocab, options, output_file
       writers = []
       for path in output_files:
         tmp = stack.enter_context(fileio.atomic_output(path))
-        writers.append(stack.enter_context(tf.io.TFRecordWriter(tmp)))
-      serialized_blocks = map(_serialize_block, blocks)
+        writers.append(stack.enter_context(fileio.open_file(tmp, "wb")))
+      framed_blocks = map(_serialize_block, blocks)
       if num_workers > 1 and len(blocks) > 1:
         workers = stack.enter_context(_pool(num_workers))
-        serialized_blocks = workers.imap(_serialize_block, blocks)
-      for serialized in serialized_blocks:
-        for record in serialized:
-          writers[written % len(writers)].write(record)
-          written += 1
+        framed_blocks = workers.imap(_serialize_block, blocks)
+      for frames in framed_blocks:
+        # Record k of the run goes to file k % len(writers).
+        for i, writer in enumerate(writers):
+          writer.write(b"".join(frames[(i - written) % len(writers)::len(writers)]))
+        written += len(frames)
         progress.maybe_log(lambda s: f"{written}/{len(output_order)} instances, {written / max(s, 1e-9):.0f}/s")
       for writer in writers:
         writer.close()
@@ -873,7 +875,7 @@ def run_shards(input_files, output_files, tokenizer, options, num_shards=1, shar
   written = []
   for shard in range(num_shards) if shard_index is None else [shard_index]:
     shard_outputs = shard_output_files(output_files, shard, num_shards)
-    if num_shards > 1 and all(tf.io.gfile.exists(path) for path in shard_outputs):
+    if num_shards > 1 and all(fileio.exists(path) for path in shard_outputs):
       logging.info("Shard %d: %s already written, skipped", shard, ", ".join(shard_outputs))
       continue
     shard_inputs = shard_input_files(input_files, shard, num_shards)
