@@ -3,6 +3,7 @@
 Every script that writes or reads records goes through here, so a schema is stated once.
 """
 import collections
+import itertools
 
 import numpy as np
 
@@ -163,38 +164,44 @@ def _crc32c_tables():
 
 _CRC_TABLE, _CRC_LOW, _CRC_HIGH = _crc32c_tables()
 _crc_of_ones = [np.uint32(0xFFFFFFFF)]  # [n]: the CRC register after n zero bytes from all ones
+_zero_bytes = [b""]  # [n]: n zero bytes
 
 
-def _masked_crc32c(payloads):
-  """TFRecord's masked CRC-32C of each byte string, computed for all of them at once with numpy.
+def _masked_crc32c(rows, lengths):
+  """TFRecord's masked CRC-32C of each row of `rows` (uint8 [N, width], width a multiple of 4), whose
+  data are its last `lengths` bytes after zeros, computed for all rows at once with numpy.
 
   The CRC register update is linear: the CRC of data from the initial all-ones register is the CRC of
-  the data from zero, xor that of as many zero bytes from all ones. From zero, leading zero bytes
-  change nothing, so every payload is right-aligned in one array and all are stepped together.
+  the data from zero, xor that of as many zero bytes from all ones; from zero, leading zero bytes
+  change nothing.
   """
-  lengths = np.fromiter(map(len, payloads), np.int64, len(payloads))
-  width = (int(lengths.max(initial=0)) + 3) // 4 * 4
-  rows = np.zeros([len(payloads), width], np.uint8)
-  for row, payload, pad in zip(rows, payloads, (width - lengths).tolist()):
-    row[pad:] = np.frombuffer(payload, np.uint8)
-  state = np.zeros([len(payloads)], np.uint32)
+  state = np.zeros([len(rows)], np.uint32)
   for word in np.ascontiguousarray(rows.view("<u4").T):
     state ^= word
     state = _CRC_LOW[state & 0xFFFF] ^ _CRC_HIGH[state >> 16]
-  while len(_crc_of_ones) <= width:
+  while len(_crc_of_ones) <= rows.shape[1]:
     last = _crc_of_ones[-1]
     _crc_of_ones.append(_CRC_TABLE[last & 0xFF] ^ (last >> 8))
   crc = state ^ np.asarray(_crc_of_ones, np.uint32)[lengths] ^ np.uint32(0xFFFFFFFF)
   return ((crc >> 15) | (crc << 17)) + np.uint32(0xA282EAD8)
 
 
-def tfrecord_frames(serialized):
-  """Each serialized record framed as in a TFRecord file (what tf.io.TFRecordWriter writes for it)."""
+def tfrecord_bytes(serialized):
+  """The bytes of a TFRecord file holding these serialized records (what tf.io.TFRecordWriter writes)."""
   if not serialized:
-    return []
-  lengths = np.fromiter(map(len, serialized), "<u8", len(serialized))
-  length_bytes = [length.tobytes() for length in lengths]
-  length_crcs = _masked_crc32c(length_bytes).astype("<u4")
-  data_crcs = _masked_crc32c(serialized).astype("<u4")
-  return [b"".join((length, length_crc.tobytes(), record, data_crc.tobytes()))
-          for length, length_crc, record, data_crc in zip(length_bytes, length_crcs, serialized, data_crcs)]
+    return b""
+  lengths = np.fromiter(map(len, serialized), np.int64, len(serialized))
+  width = (int(lengths.max()) + 3) // 4 * 4
+  while len(_zero_bytes) <= width:
+    _zero_bytes.append(bytes(len(_zero_bytes)))
+  # Every record right-aligned in a row of `width` bytes, made by one join.
+  pads = [_zero_bytes[pad] for pad in (width - lengths).tolist()]
+  rows = np.frombuffer(b"".join(itertools.chain.from_iterable(zip(pads, serialized))), np.uint8)
+  rows = rows.reshape([len(serialized), width])
+  length_rows = lengths.astype("<u8").view(np.uint8).reshape([-1, 8])
+  length_crcs = _masked_crc32c(length_rows, np.full_like(lengths, 8)).astype("<u4")
+  headers = np.concatenate([length_rows, length_crcs.view(np.uint8).reshape([-1, 4])], axis=1).tobytes()
+  footers = _masked_crc32c(rows, lengths).astype("<u4").tobytes()
+  return b"".join(itertools.chain.from_iterable(zip(
+      [headers[i:i + 12] for i in range(0, len(headers), 12)], serialized,
+      [footers[i:i + 4] for i in range(0, len(footers), 4)])))

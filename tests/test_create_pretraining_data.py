@@ -320,7 +320,7 @@ def test_script_runs_and_reports_bad_flags_in_one_line(tmp_path):
       "error: --input_file:"), result.stderr
 
 
-def test_tfrecord_frames_are_what_tensorflow_writes(tmp_path):
+def test_tfrecord_bytes_are_what_tensorflow_writes(tmp_path):
   rng = random.Random(0)
   payloads = [b"", b"x", bytes(range(256)) * 9] + [rng.randbytes(rng.randint(0, 3000)) for _ in range(300)]
   path = str(tmp_path / "tf.tfrecord")
@@ -328,8 +328,8 @@ def test_tfrecord_frames_are_what_tensorflow_writes(tmp_path):
     for payload in payloads:
       writer.write(payload)
   with open(path, "rb") as f:
-    assert b"".join(records.tfrecord_frames(payloads)) == f.read()
-  assert records.tfrecord_frames([]) == []
+    assert records.tfrecord_bytes(payloads) == f.read()
+  assert records.tfrecord_bytes([]) == b""
 
 
 def test_script_does_not_import_tensorflow(tmp_path):

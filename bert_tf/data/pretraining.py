@@ -45,7 +45,7 @@ _CHUNK_BYTES = 1 << 20
 # Distinct words whose ids are cached (a few hundred MB at most); past it, words are tokenized each time.
 _MAX_CACHED_WORDS = 2_000_000
 # Instances per unit of parallel serialization.
-_WRITE_BLOCK = 2000
+_WRITE_BLOCK = 5000
 
 # random.Random.shuffle/randint draw through _randbelow_with_getrandbits; _shuffle and _randint below
 # draw the same bits without the Python call overhead. On an interpreter where that is not the case,
@@ -756,10 +756,12 @@ class RecordEncoder:
 
 
 def _serialize_block(bounds):
-  """The TFRecord frames of the records in output positions [lo, hi)."""
+  """The records in output positions [lo, hi), as TFRecord file bytes for each of the `num_files`
+  round-robin output files: the j-th holds records lo + j, lo + j + num_files, ..."""
   tokens, instances, output_order, encoder = _write_state
-  lo, hi = bounds
-  return records.tfrecord_frames(encoder.encode_block(tokens, instances, output_order[lo:hi]))
+  lo, hi, num_files = bounds
+  serialized = encoder.encode_block(tokens, instances, output_order[lo:hi])
+  return [records.tfrecord_bytes(serialized[j::num_files]) for j in range(num_files)]
 
 
 def write_instances(corpus, instances, output_order, vocab, options, output_files, num_workers=1,
@@ -767,7 +769,8 @@ def write_instances(corpus, instances, output_order, vocab, options, output_file
   """Writes records in `output_order`, round-robin over `output_files`; each file appears whole or not at all."""
   global _write_state
   _write_state = (corpus.tokens, instances, output_order, RecordEncoder(vocab, options))
-  blocks = [(lo, min(lo + _WRITE_BLOCK, len(output_order))) for lo in range(0, len(output_order), _WRITE_BLOCK)]
+  blocks = [(lo, min(lo + _WRITE_BLOCK, len(output_order)), len(output_files))
+            for lo in range(0, len(output_order), _WRITE_BLOCK)]
   progress = Progress("writing", progress_seconds)
   written = 0
   try:
@@ -776,15 +779,15 @@ def write_instances(corpus, instances, output_order, vocab, options, output_file
       for path in output_files:
         tmp = stack.enter_context(fileio.atomic_output(path))
         writers.append(stack.enter_context(fileio.open_file(tmp, "wb")))
-      framed_blocks = map(_serialize_block, blocks)
+      serialized_blocks = map(_serialize_block, blocks)
       if num_workers > 1 and len(blocks) > 1:
         workers = stack.enter_context(_pool(num_workers))
-        framed_blocks = workers.imap(_serialize_block, blocks)
-      for frames in framed_blocks:
+        serialized_blocks = workers.imap(_serialize_block, blocks)
+      for (lo, hi, _), file_bytes in zip(blocks, serialized_blocks):
         # Record k of the run goes to file k % len(writers).
-        for i, writer in enumerate(writers):
-          writer.write(b"".join(frames[(i - written) % len(writers)::len(writers)]))
-        written += len(frames)
+        for j, data in enumerate(file_bytes):
+          writers[(lo + j) % len(writers)].write(data)
+        written += hi - lo
         progress.maybe_log(lambda s: f"{written}/{len(output_order)} instances, {written / max(s, 1e-9):.0f}/s")
       for writer in writers:
         writer.close()
