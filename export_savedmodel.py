@@ -35,7 +35,7 @@ def define_flags():
   flags.DEFINE_string("export_dir", None, "Where to write the SavedModel (replaced if present).")
   flags.DEFINE_enum("dtype", "float32", list(training.PRECISIONS),
                     "Compute precision of the exported model: float32, bfloat16 "
-                    "(mixed_bfloat16, ~2.6x faster inference on AMX CPUs) or float16.")
+                    "(mixed_bfloat16, faster on CPUs with bf16 instructions, GPUs and TPUs) or float16.")
   flags.DEFINE_integer("max_query_length", 64, "--task=squad: questions are cut to this many "
                        "WordPiece tokens.")
   flags.DEFINE_integer("max_answer_length", 30, "--task=squad: the longest answer, in WordPiece "

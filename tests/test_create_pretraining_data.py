@@ -142,15 +142,17 @@ def test_same_records_as_original(oracle_cases, tmp_path, name):
   assert stats["written"] == total
 
 
-def test_output_does_not_depend_on_workers_and_is_byte_stable(tmp_path):
+def test_output_does_not_depend_on_workers_and_is_byte_stable(tmp_path, monkeypatch):
   alice = os.path.join(shared_data("corpus", "gutenberg"), "pg11-alice_in_wonderland.txt")
   sample = os.path.join(shared_data("corpus", "bert-sample"), "sample_text.txt")
+  monkeypatch.setattr(pretraining, "_WRITE_BLOCK", 97)  # many blocks, the last one short
   contents = []
-  for run, workers in enumerate([1, 2, 1]):
+  for run, workers in enumerate([1, 2, 1, 3]):
     outputs = [str(tmp_path / f"run{run}.{i}.tfrecord") for i in range(2)]
     _ours([sample, alice], outputs, num_workers=workers, dupe_factor=1)
     contents.append([open(path, "rb").read() for path in outputs])
-  assert contents[0] == contents[1] == contents[2]
+  assert contents[0] == contents[1] == contents[2] == contents[3]
+  assert sorted(os.listdir(tmp_path)) == sorted(f"run{run}.{i}.tfrecord" for run in range(4) for i in range(2))
 
 
 def test_encoder_gives_the_bytes_of_records_serialize(tmp_path):
@@ -301,6 +303,10 @@ def test_bad_input_fails_cleanly(tmp_path, monkeypatch):
     _ours([toy], [str(tmp_path / "w0.tfrecord"), str(tmp_path / "w1.tfrecord")], dupe_factor=5)
   assert len(calls) == 4
   assert not [name for name in os.listdir(tmp_path) if name.startswith("w")]
+  # The same with workers serializing while instances are made: no output, no spooled records.
+  with pytest.raises(RuntimeError):
+    _ours([toy], [str(tmp_path / "w0.tfrecord"), str(tmp_path / "w1.tfrecord")], num_workers=2, dupe_factor=5)
+  assert not [name for name in os.listdir(tmp_path) if "w0" in name or "w1" in name]
 
 
 def _script(*args):

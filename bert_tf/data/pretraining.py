@@ -23,9 +23,13 @@ import collections
 import contextlib
 import dataclasses
 import hashlib
+import mmap
 import multiprocessing
+import os
 import random
 import re
+import shutil
+import tempfile
 import time
 from array import array
 
@@ -360,6 +364,16 @@ class Instances:
   def __len__(self):
     return len(self.mask_starts) - 1
 
+  def block(self, lo, hi):
+    """Instances [lo, hi) as an Instances of their own, frozen (what a worker serializes)."""
+    m0, m1 = self.mask_starts[lo], self.mask_starts[hi]
+    out = Instances()
+    out.spans = np.frombuffer(self.spans[5 * lo:5 * hi], np.int64).reshape([-1, 5])
+    out.mask_starts = np.frombuffer(self.mask_starts[lo:hi + 1], np.int64) - m0
+    out.positions = np.frombuffer(self.positions[m0:m1], np.uint16)
+    out.replacements = np.frombuffer(self.replacements[m0:m1], np.int32)
+    return out
+
   def freeze(self):
     self.spans = np.frombuffer(self.spans, np.int64).reshape([-1, 5])
     self.mask_starts = np.frombuffer(self.mask_starts, np.int64)
@@ -387,8 +401,11 @@ class InstanceMaker:
     keep_or_random = options.mask_prob_keep + options.mask_prob_random
     self.keep_given_not_mask = options.mask_prob_keep / keep_or_random if keep_or_random > 0 else 1.0
 
-  def make(self, progress_seconds=30):
+  def make(self, progress_seconds=30, on_block=None):
+    """All instances and their output order (the original's final shuffle). `on_block`, if given, is
+    called with each run of _WRITE_BLOCK instances (and the last, shorter run) as soon as it is made."""
     options, rng = self.options, self.rng
+    handed_out = 0
     num_documents = self.corpus.num_documents
     order = list(range(num_documents))
     _shuffle(order, rng)
@@ -398,9 +415,14 @@ class InstanceMaker:
     for dupe in range(options.dupe_factor):
       for document_index in range(num_documents):
         make_document(document_index)
+        while on_block is not None and len(self.instances) - handed_out >= _WRITE_BLOCK:
+          on_block(self.instances.block(handed_out, handed_out + _WRITE_BLOCK))
+          handed_out += _WRITE_BLOCK
         if document_index % 256 == 0:
           progress.maybe_log(lambda s: f"pass {dupe + 1}/{options.dupe_factor}, document "
                              f"{document_index}/{num_documents}, {len(self.instances)} instances")
+    if on_block is not None and len(self.instances) > handed_out:
+      on_block(self.instances.block(handed_out, len(self.instances)))
     self.instances.freeze()
     # The original's rng.shuffle(instances) depends only on their number.
     output_order = list(range(len(self.instances)))
@@ -764,36 +786,109 @@ def _serialize_block(bounds):
   return [records.tfrecord_bytes(serialized[j::num_files]) for j in range(num_files)]
 
 
-def write_instances(corpus, instances, output_order, vocab, options, output_files, num_workers=1,
-                    progress_seconds=30):
-  """Writes records in `output_order`, round-robin over `output_files`; each file appears whole or not at all."""
-  global _write_state
-  _write_state = (corpus.tokens, instances, output_order, RecordEncoder(vocab, options))
-  blocks = [(lo, min(lo + _WRITE_BLOCK, len(output_order)), len(output_files))
-            for lo in range(0, len(output_order), _WRITE_BLOCK)]
+def _write_blocks(output_files, file_bytes_blocks, total, progress_seconds):
+  """Writes blocks of records, each given as TFRecord bytes per output file (see _serialize_block);
+  record k of the run goes to file k % len(output_files). Each file appears whole or not at all."""
   progress = Progress("writing", progress_seconds)
   written = 0
+  with contextlib.ExitStack() as stack:
+    writers = []
+    for path in output_files:
+      tmp = stack.enter_context(fileio.atomic_output(path))
+      writers.append(stack.enter_context(fileio.open_file(tmp, "wb")))
+    for (lo, hi, _), file_bytes in file_bytes_blocks:
+      for j, data in enumerate(file_bytes):
+        writers[(lo + j) % len(writers)].write(data)
+      written += hi - lo
+      progress.maybe_log(lambda s: f"{written}/{total} instances, {written / max(s, 1e-9):.0f}/s")
+    for writer in writers:
+      writer.close()
+  return written
+
+
+def _output_blocks(total, num_files):
+  return [(lo, min(lo + _WRITE_BLOCK, total), num_files) for lo in range(0, total, _WRITE_BLOCK)]
+
+
+def write_instances(corpus, instances, output_order, vocab, options, output_files, progress_seconds=30):
+  """Writes records in `output_order`, round-robin over `output_files`, in this process (see Spool for
+  more than one worker); each file appears whole or not at all."""
+  global _write_state
+  _write_state = (corpus.tokens, instances, output_order, RecordEncoder(vocab, options))
+  blocks = _output_blocks(len(output_order), len(output_files))
   try:
-    with contextlib.ExitStack() as stack:
-      writers = []
-      for path in output_files:
-        tmp = stack.enter_context(fileio.atomic_output(path))
-        writers.append(stack.enter_context(fileio.open_file(tmp, "wb")))
-      serialized_blocks = map(_serialize_block, blocks)
-      if num_workers > 1 and len(blocks) > 1:
-        workers = stack.enter_context(_pool(num_workers))
-        serialized_blocks = workers.imap(_serialize_block, blocks)
-      for (lo, hi, _), file_bytes in zip(blocks, serialized_blocks):
-        # Record k of the run goes to file k % len(writers).
-        for j, data in enumerate(file_bytes):
-          writers[(lo + j) % len(writers)].write(data)
-        written += hi - lo
-        progress.maybe_log(lambda s: f"{written}/{len(output_order)} instances, {written / max(s, 1e-9):.0f}/s")
-      for writer in writers:
-        writer.close()
+    return _write_blocks(output_files, zip(blocks, map(_serialize_block, blocks)), len(output_order),
+                         progress_seconds)
   finally:
     _write_state = None
-  return written
+
+
+def _spool_block(path, block):
+  """Serializes and frames a block of instances in making order into `path`; returns each frame's size."""
+  tokens, _, _, encoder = _write_state
+  serialized = encoder.encode_block(tokens, block, np.arange(len(block)))
+  with open(path, "wb") as f:
+    f.write(records.tfrecord_bytes(serialized))
+  return np.fromiter(map(len, serialized), np.int64, len(serialized)) + 16  # + TFRecord framing
+
+
+class Spool:
+  """Records serialized by worker processes while instances are still being made.
+
+  Making is one random stream in one process, and the output order is known only at its end (the
+  original's final shuffle), so with more than one worker the others serialize and frame each block
+  of instances as it is made, in making order, into a temporary file; `write` then copies the frames
+  out in output order. Costs disk space the size of the output, in a directory beside it.
+  """
+
+  def __init__(self, tokens, encoder, num_processes, output_files):
+    global _write_state
+    _write_state = (tokens, None, None, encoder)
+    first = output_files[0]
+    local_dir = None if fileio.is_url(first) else os.path.dirname(os.path.abspath(first))
+    self._dir = tempfile.mkdtemp(prefix=f".{os.path.basename(first)}.spool-", dir=local_dir)
+    self._workers = contextlib.ExitStack()
+    self._pool = self._workers.enter_context(_pool(num_processes))  # forks with _write_state set
+    self._pending = []
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    global _write_state
+    _write_state = None
+    self._workers.close()
+    shutil.rmtree(self._dir, ignore_errors=True)
+
+  def add(self, block):
+    path = os.path.join(self._dir, f"{len(self._pending)}.bin")
+    self._pending.append(self._pool.apply_async(_spool_block, (path, block)))
+
+  def write(self, output_order, output_files, progress_seconds=30):
+    """Writes the spooled records in `output_order` (indices in making order), as write_instances."""
+    block_sizes = [result.get() for result in self._pending]
+    sizes = np.concatenate(block_sizes)
+    # Where each record's frame starts in its block's file.
+    block_offsets = np.cumsum([0] + [int(size.sum()) for size in block_sizes[:-1]])
+    starts = np.cumsum(sizes) - sizes - np.repeat(block_offsets, [len(size) for size in block_sizes])
+    with contextlib.ExitStack() as stack:
+      spooled = []
+      for i in range(len(block_sizes)):
+        f = stack.enter_context(open(os.path.join(self._dir, f"{i}.bin"), "rb"))
+        spooled.append(stack.enter_context(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)))
+
+      def gathered():
+        for lo, hi, num_files in _output_blocks(len(output_order), len(output_files)):
+          order = output_order[lo:hi]
+          blocks = (order // _WRITE_BLOCK).tolist()
+          begins = starts[order].tolist()
+          ends = (starts[order] + sizes[order]).tolist()
+          yield (lo, hi, num_files), [
+              b"".join([spooled[b][begin:end] for b, begin, end in
+                        zip(blocks[j::num_files], begins[j::num_files], ends[j::num_files])])
+              for j in range(num_files)]
+
+      return _write_blocks(output_files, gathered(), len(output_order), progress_seconds)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -833,10 +928,16 @@ def create_pretraining_data(input_files, output_files, tokenizer, options, num_w
                       f"tokenizes to nothing)")
   read_seconds = time.time() - start
   maker = InstanceMaker(corpus, vocab, options, random.Random(options.random_seed))
-  instances, output_order = maker.make(progress_seconds)
-  make_seconds = time.time() - start - read_seconds
-  written = write_instances(corpus, instances, output_order, vocab, options, output_files, num_workers,
-                            progress_seconds)
+  if num_workers > 1:
+    with Spool(corpus.tokens, RecordEncoder(vocab, options), num_workers - 1, output_files) as spool:
+      _, output_order = maker.make(progress_seconds, on_block=spool.add)
+      make_seconds = time.time() - start - read_seconds
+      written = spool.write(output_order, output_files, progress_seconds)
+  else:
+    instances, output_order = maker.make(progress_seconds)
+    make_seconds = time.time() - start - read_seconds
+    written = write_instances(corpus, instances, output_order, vocab, options, output_files,
+                              progress_seconds=progress_seconds)
   stats = collections.Counter({f"corpus_{k}": v for k, v in corpus.stats.items()})
   stats.update({f"instances_{k}": v for k, v in maker.stats.items()})
   stats["written"] = written
