@@ -47,8 +47,9 @@ flags.DEFINE_float("mask_prob_random", 0.1, "Of the tokens chosen for prediction
                    "by a random vocab token.")
 flags.DEFINE_bool("no_nsp", False, "Write single-segment instances with no next-sentence pairing (the "
                   "\"No NSP\" ablation); next_sentence_labels is always 0.")
-flags.DEFINE_integer("num_workers", 1, "Processes that read, tokenize and serialize in parallel. The "
-                     "output does not depend on it.")
+flags.DEFINE_integer("num_workers", 1, "Processes that read, tokenize and serialize in parallel; with "
+                     "more than one, records are serialized while instances are made and spooled beside "
+                     "the output (disk space the size of the output). The output does not depend on it.")
 flags.DEFINE_integer("num_shards", 1, "Split the input files into this many shards, each with its own "
                      "seed and output files named <output_file>-<shard>-of-<num_shards>.")
 flags.DEFINE_integer("shard_index", None, "The shard to make, in [0, num_shards). Default with "

@@ -7,11 +7,12 @@ choosing stays in one process), but everything around it is done differently:
 * Reading and tokenizing run in `num_workers` processes over chunks of lines, in order.
 * The corpus is held as token ids in one numpy array with sentence offsets, not lists of strings.
 * An instance is kept as four offsets into that array plus its masked positions and replacements; the
-  token ids are only put together when the record is serialized (also in `num_workers` processes).
+  token ids are only put together when the record is serialized. With more than one worker, the
+  others serialize each block of instances while the next ones are made (see Spool).
 * A shuffle consumes the random stream exactly as `random.Random.shuffle` does, without its
   per-element Python call overhead.
 * TensorFlow is not imported (it takes seconds to load): files are read and written with Python's
-  I/O (tf.io.gfile only for gs:// and other URLs) and records are framed by records.tfrecord_frames.
+  I/O (tf.io.gfile only for gs:// and other URLs) and records are framed by records.tfrecord_bytes.
 
 Memory is about 2 bytes a token (4 for vocabs over 65,536 ids) plus 48 bytes an instance and 6 bytes
 a masked token (~170 bytes an instance at 20 predictions), where the original holds every document and
