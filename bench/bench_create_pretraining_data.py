@@ -3,8 +3,8 @@
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_create_pretraining_data.py
 
 Side by side in one run on the whole shared corpus (every file under corpus/*/, 11.8 MB), seq 128,
-max_predictions 20, dupe_factor 5, uncased vocab: the original, ours with 1 and 2 workers; the
-records are compared. Each side's fixed start-up is measured on a one-line input. Then statistics of
+max_predictions 20, dupe_factor 5, uncased vocab: the original, ours with 1 and 2 workers
+(--repeats times each, alternating; medians reported); the records are compared. Each side's fixed start-up is measured on a one-line input. Then statistics of
 the records against the flags (masked fraction, 80/10/10, IsNext / NotNext, lengths). Appends a
 section to BENCHMARKS.md.
 """
@@ -13,6 +13,7 @@ import os
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import collections  # noqa: E402
 import datetime  # noqa: E402
 import glob  # noqa: E402
 import itertools  # noqa: E402
@@ -36,6 +37,8 @@ VOCAB = os.path.join(os.path.dirname(REPO), "shared", "data", "vocab", "bert-bas
 flags.DEFINE_string("work_dir", None, "Where records go (default: a temporary directory).")
 flags.DEFINE_string("benchmarks_md", os.path.join(REPO, "BENCHMARKS.md"), "File to append the section to.")
 flags.DEFINE_bool("skip_original", False, "Do not run the original (for a quick look at ours).")
+flags.DEFINE_integer("repeats", 3, "Runs of ours with 1 and with 2 workers, alternating; the table gives "
+                     "each one's median (the machine's timings drift between runs).")
 FLAGS = flags.FLAGS
 
 COMMON = ["--max_seq_length=128", "--max_predictions_per_seq=20", "--dupe_factor=5", "--random_seed=12345",
@@ -108,8 +111,9 @@ def main(_):
   if not FLAGS.skip_original:
     run("full", "original (1 process)", [python, "-m", "bert.create_pretraining_data"],
         os.path.join(work, "original.tfrecord"))
-  run("full", "ours, 1 worker", [*ours, "--num_workers=1"], os.path.join(work, "full1.tfrecord"))
-  run("full", "ours, 2 workers", [*ours, "--num_workers=2"], os.path.join(work, "full2.tfrecord"))
+  for _ in range(FLAGS.repeats):
+    run("full", "ours, 1 worker", [*ours, "--num_workers=1"], os.path.join(work, "full1.tfrecord"))
+    run("full", "ours, 2 workers", [*ours, "--num_workers=2"], os.path.join(work, "full2.tfrecord"))
 
   def content(path):
     with open(path, "rb") as f:
@@ -158,25 +162,37 @@ def main(_):
                            text=True).stdout.strip()
   date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
   lines = ["", "## create_pretraining_data.py vs the original (bench/bench_create_pretraining_data.py)", "",
-           "Command: `flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_create_pretraining_data.py`  ",
+           "Command: `flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_create_pretraining_data.py"
+           + "".join(f" {arg}" for arg in sys.argv[1:] if not arg.startswith("--work_dir")) + "`  ",
            f"Machine: {machine}, 2 cores (shared with other engineers' jobs). Date: {date}.  ",
            "Flags: --max_seq_length=128 --max_predictions_per_seq=20 --dupe_factor=5 --random_seed=12345, "
            "uncased vocab. Corpus: every file under ../shared/data/corpus/*/ "
            f"({mb['full']:.2f} MB, {len(full)} files). Wall time and peak RSS of the whole process from "
            "/usr/bin/time. Original: `python -m bert.create_pretraining_data` (bert-tensorflow 1.0.4). "
            "Start-up = the same command on a one-line input (imports, vocab, tokenizer tables); "
-           "\"work MB/s\" = MB / (wall - start-up). (Supersedes the earlier section of this name, which "
-           "timed a 1.7 MB subset, where start-up dominates, with older code.)", "",
+           "\"work MB/s\" = MB / (wall - start-up). Ours ran "
+           f"{FLAGS.repeats} times with 1 and 2 workers, alternating: the median wall time and the largest "
+           "peak RSS of each are in the table.", "",
            "| run | wall s | start-up s | MB/s | work MB/s | work speed-up vs original | peak RSS MB |",
            "|---|---:|---:|---:|---:|---:|---:|"]
   original_rate = None
+  walls = collections.defaultdict(list)
   for _, who, seconds, rss, _ in runs:
+    walls[who].append((seconds, rss))
+  medians = {}
+  for who, measured in walls.items():
+    seconds, rss = float(np.median([m[0] for m in measured])), max(m[1] for m in measured)
+    medians[who] = seconds
     fixed = startup["original" if who.startswith("original") else "ours"]
     rate, work_rate = mb["full"] / seconds, mb["full"] / max(seconds - fixed, 1e-9)
     if who.startswith("original"):
       original_rate = work_rate
     ratio = f"{work_rate / original_rate:.1f}x" if original_rate else "-"
     lines.append(f"| {who} | {seconds:.1f} | {fixed:.1f} | {rate:.3f} | {work_rate:.3f} | {ratio} | {rss:.0f} |")
+  lines += ["", "Wall times of every run: " + "; ".join(
+      f"{who} {', '.join(f'{m[0]:.1f}' for m in measured)} s" for who, measured in walls.items()) + ". "
+      f"Ours with 2 workers / 1 worker (medians): "
+      f"{medians['ours, 1 worker'] / medians['ours, 2 workers']:.2f}x."]
   lines += ["", f"Same records as the original ({len(lengths)} records, parsed and compared in order): "
             f"{same_as_original}. Ours with 1 and 2 workers: byte-identical files: {same_workers}.", "",
             "Statistics of the records (and of the draws behind them, counted while making):", "",
