@@ -164,7 +164,6 @@ def _crc32c_tables():
 
 _CRC_TABLE, _CRC_LOW, _CRC_HIGH = _crc32c_tables()
 _crc_of_ones = [np.uint32(0xFFFFFFFF)]  # [n]: the CRC register after n zero bytes from all ones
-_zero_bytes = [b""]  # [n]: n zero bytes
 
 
 def _masked_crc32c(rows, lengths):
@@ -187,15 +186,17 @@ def _masked_crc32c(rows, lengths):
 
 
 def tfrecord_bytes(serialized):
-  """The bytes of a TFRecord file holding these serialized records (what tf.io.TFRecordWriter writes)."""
+  """The bytes of a TFRecord file holding these serialized records (what tf.io.TFRecordWriter writes).
+
+  Meant for blocks of records of similar lengths, such as pretraining records: each takes a row of
+  memory as wide as the longest.
+  """
   if not serialized:
     return b""
   lengths = np.fromiter(map(len, serialized), np.int64, len(serialized))
   width = (int(lengths.max()) + 3) // 4 * 4
-  while len(_zero_bytes) <= width:
-    _zero_bytes.append(bytes(len(_zero_bytes)))
   # Every record right-aligned in a row of `width` bytes, made by one join.
-  pads = [_zero_bytes[pad] for pad in (width - lengths).tolist()]
+  pads = [bytes(pad) for pad in (width - lengths).tolist()]
   rows = np.frombuffer(b"".join(itertools.chain.from_iterable(zip(pads, serialized))), np.uint8)
   rows = rows.reshape([len(serialized), width])
   length_rows = lengths.astype("<u8").view(np.uint8).reshape([-1, 8])
