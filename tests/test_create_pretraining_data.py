@@ -338,6 +338,23 @@ def test_tfrecord_bytes_are_what_tensorflow_writes(tmp_path):
   assert records.tfrecord_bytes([]) == b""
 
 
+def test_url_paths_go_through_tf_gfile(tmp_path):
+  # ram:// is TensorFlow's in-memory file system: a stand-in for gs:// here.
+  sample = os.path.join(shared_data("corpus", "bert-sample"), "sample_text.txt")
+  tf.io.gfile.makedirs("ram://cpd_test")
+  tf.io.gfile.copy(sample, "ram://cpd_test/input.txt", overwrite=True)
+  inputs = records.input_files("ram://cpd_test/*.txt")
+  assert inputs == ["ram://cpd_test/input.txt"]
+  local = str(tmp_path / "local.tfrecord")
+  _ours([sample], [local], dupe_factor=2)
+  for workers in (1, 2):
+    out = f"ram://cpd_test/out{workers}.tfrecord"
+    _ours(inputs, [out], num_workers=workers, dupe_factor=2)
+    with tf.io.gfile.GFile(out, "rb") as f, open(local, "rb") as g:
+      assert f.read() == g.read()
+  assert sorted(tf.io.gfile.listdir("ram://cpd_test")) == ["input.txt", "out1.tfrecord", "out2.tfrecord"]
+
+
 def test_script_does_not_import_tensorflow(tmp_path):
   # Importing TensorFlow takes seconds, longer than making a small corpus's records.
   toy = _toy_corpus(tmp_path)
