@@ -307,6 +307,15 @@ def test_bad_input_fails_cleanly(tmp_path, monkeypatch):
   with pytest.raises(RuntimeError):
     _ours([toy], [str(tmp_path / "w0.tfrecord"), str(tmp_path / "w1.tfrecord")], num_workers=2, dupe_factor=5)
   assert not [name for name in os.listdir(tmp_path) if "w0" in name or "w1" in name]
+  # A worker that dies (as if killed) fails the run instead of leaving it waiting.
+  monkeypatch.setattr(pretraining, "_spool_block", _die)
+  with pytest.raises(RuntimeError, match="died"):
+    _ours([toy], [str(tmp_path / "w0.tfrecord")], num_workers=2, dupe_factor=5)
+  assert not [name for name in os.listdir(tmp_path) if "w0" in name]
+
+
+def _die(path, block):
+  os._exit(1)  # a worker killed while serializing
 
 
 def _script(*args):

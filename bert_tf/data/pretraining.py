@@ -21,6 +21,7 @@ original; to bound memory on a very large corpus, split it into shards (run_shar
 """
 import bisect
 import collections
+import concurrent.futures
 import contextlib
 import dataclasses
 import hashlib
@@ -848,8 +849,11 @@ class Spool:
     first = output_files[0]
     local_dir = None if fileio.is_url(first) else os.path.dirname(os.path.abspath(first))
     self._dir = tempfile.mkdtemp(prefix=f".{os.path.basename(first)}.spool-", dir=local_dir)
-    self._workers = contextlib.ExitStack()
-    self._pool = self._workers.enter_context(_pool(num_processes))  # forks with _write_state set
+    # Unlike multiprocessing.Pool, the executor notices a worker that dies (killed, out of memory)
+    # and fails its tasks instead of waiting for them forever. It forks at the first submit, after
+    # _write_state is set.
+    self._workers = concurrent.futures.ProcessPoolExecutor(
+        num_processes, mp_context=multiprocessing.get_context("fork"))
     self._pending = []
 
   def __enter__(self):
@@ -858,16 +862,20 @@ class Spool:
   def __exit__(self, *exc):
     global _write_state
     _write_state = None
-    self._workers.close()
+    self._workers.shutdown(wait=True, cancel_futures=True)
     shutil.rmtree(self._dir, ignore_errors=True)
 
   def add(self, block):
     path = os.path.join(self._dir, f"{len(self._pending)}.bin")
-    self._pending.append(self._pool.apply_async(_spool_block, (path, block)))
+    self._pending.append(self._workers.submit(_spool_block, path, block))
 
   def write(self, output_order, output_files, progress_seconds=30):
     """Writes the spooled records in `output_order` (indices in making order), as write_instances."""
-    block_sizes = [result.get() for result in self._pending]
+    try:
+      block_sizes = [future.result() for future in self._pending]
+    except concurrent.futures.process.BrokenProcessPool as e:
+      raise RuntimeError("a worker process serializing records died (killed, or out of memory?); "
+                         "nothing was written") from e
     sizes = np.concatenate(block_sizes)
     # Where each record's frame starts in its block's file.
     block_offsets = np.cumsum([0] + [int(size.sum()) for size in block_sizes[:-1]])
