@@ -12,22 +12,28 @@ def is_url(path):
   return "://" in path
 
 
-def _gfile():
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return tf.io.gfile
+class TensorFlowOnFirstUse:
+  """`tensorflow`, imported when an attribute is first used (here and in records.py)."""
+
+  def __getattr__(self, name):
+    import tensorflow  # pylint: disable=g-import-not-at-top
+    return getattr(tensorflow, name)
+
+
+tf = TensorFlowOnFirstUse()
 
 
 def exists(path):
-  return _gfile().exists(path) if is_url(path) else os.path.exists(path)
+  return tf.io.gfile.exists(path) if is_url(path) else os.path.exists(path)
 
 
 def glob(pattern):
-  return _gfile().glob(pattern) if is_url(pattern) else _glob.glob(pattern)
+  return tf.io.gfile.glob(pattern) if is_url(pattern) else _glob.glob(pattern)
 
 
 def remove(path):
   if is_url(path):
-    _gfile().remove(path)
+    tf.io.gfile.remove(path)
   else:
     os.remove(path)
 
@@ -35,7 +41,7 @@ def remove(path):
 def rename(src, dst):
   """Replaces dst if it exists."""
   if is_url(src) or is_url(dst):
-    _gfile().rename(src, dst, overwrite=True)
+    tf.io.gfile.rename(src, dst, overwrite=True)
   else:
     os.replace(src, dst)
 
@@ -43,7 +49,7 @@ def rename(src, dst):
 def open_file(path, mode="r"):
   """open(path, mode), or tf.io.gfile.GFile for a URL."""
   if is_url(path):
-    return _gfile().GFile(path, mode)
+    return tf.io.gfile.GFile(path, mode)
   return open(path, mode, encoding=None if "b" in mode else "utf-8")
 
 

@@ -11,15 +11,8 @@ from bert_tf import fileio
 from bert_tf.errors import BertTfError
 
 
-class _TensorFlowOnFirstUse:
-  """`tensorflow`, imported when first used: create_pretraining_data frames its records without it."""
-
-  def __getattr__(self, name):
-    import tensorflow  # pylint: disable=g-import-not-at-top
-    return getattr(tensorflow, name)
-
-
-tf = _TensorFlowOnFirstUse()
+# create_pretraining_data frames its records without importing TensorFlow.
+tf = fileio.tf
 
 
 def pretraining_features(max_seq_length, max_predictions_per_seq):
@@ -163,7 +156,8 @@ def _crc32c_tables():
 
 
 _CRC_TABLE, _CRC_LOW, _CRC_HIGH = _crc32c_tables()
-_crc_of_ones = [np.uint32(0xFFFFFFFF)]  # [n]: the CRC register after n zero bytes from all ones
+# [n]: the CRC register after n zero bytes from all ones, extended as longer records come.
+_crc_of_ones = np.array([0xFFFFFFFF], np.uint32)
 
 
 def _masked_crc32c(rows, lengths):
@@ -178,10 +172,13 @@ def _masked_crc32c(rows, lengths):
   for word in np.ascontiguousarray(rows.view("<u4").T):
     state ^= word
     state = _CRC_LOW[state & 0xFFFF] ^ _CRC_HIGH[state >> 16]
-  while len(_crc_of_ones) <= rows.shape[1]:
-    last = _crc_of_ones[-1]
-    _crc_of_ones.append(_CRC_TABLE[last & 0xFF] ^ (last >> 8))
-  crc = state ^ np.asarray(_crc_of_ones, np.uint32)[lengths] ^ np.uint32(0xFFFFFFFF)
+  global _crc_of_ones
+  if len(_crc_of_ones) <= rows.shape[1]:
+    more = [_crc_of_ones[-1]]
+    for _ in range(rows.shape[1] + 1 - len(_crc_of_ones)):
+      more.append(_CRC_TABLE[more[-1] & 0xFF] ^ (more[-1] >> 8))
+    _crc_of_ones = np.concatenate([_crc_of_ones, np.array(more[1:], np.uint32)])
+  crc = state ^ _crc_of_ones[lengths] ^ np.uint32(0xFFFFFFFF)
   return ((crc >> 15) | (crc << 17)) + np.uint32(0xA282EAD8)
 
 
