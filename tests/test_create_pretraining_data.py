@@ -5,6 +5,7 @@ absl flags would clash with other scripts' flags in this process). That release 
 --do_whole_word_mask, so for whole-word masking the oracle's masking function is swapped for the
 upstream (google-research/bert master) algorithm, restated below on token strings.
 """
+import functools
 import json
 import os
 import random
@@ -173,6 +174,24 @@ def test_encoder_gives_the_bytes_of_records_serialize(tmp_path):
       assert [len(features[name]) for name in schema] == [spec.shape[0] for spec in schema.values()]
 
 
+@pytest.mark.parametrize("block", [1, 3, 8, 11, 97])
+def test_blocks_handed_out_while_making_are_whole_and_in_order(tmp_path, monkeypatch, block):
+  # Spool.write finds instance i in block i // _WRITE_BLOCK: every block but the last must be whole.
+  monkeypatch.setattr(pretraining, "_WRITE_BLOCK", block)
+  tokenizer = tokenization.FullTokenizer(_vocab_file())
+  corpus = pretraining.read_corpus([_toy_corpus(tmp_path, documents=60)], tokenizer)
+  vocab, options = pretraining.Vocab(tokenizer.vocab), pretraining.Options(dupe_factor=3)
+  blocks = []
+  instances, _ = pretraining.InstanceMaker(corpus, vocab, options, random.Random(1)).make(on_block=blocks.append)
+  assert [len(b) for b in blocks[:-1]] == [block] * (len(blocks) - 1) and 0 < len(blocks[-1]) <= block
+  assert np.array_equal(np.concatenate([b.spans for b in blocks]), instances.spans)
+  assert np.array_equal(np.concatenate([b.positions for b in blocks]), instances.positions)
+  assert np.array_equal(np.concatenate([b.replacements for b in blocks]), instances.replacements)
+  for b in [instances, *blocks]:  # masked positions sorted within each instance, as the original's
+    starts = b.mask_starts
+    assert all(np.all(np.diff(b.positions[starts[i]:starts[i + 1]].astype(np.int64)) > 0) for i in range(len(b)))
+
+
 def _toy_corpus(tmp_path, documents=30, seed=0):
   rng = random.Random(seed)
   words = ["the", "cat", "sat", "on", "a", "mat", "unaffable", "running", "quickly", "dog", "ran", "home"]
@@ -312,10 +331,26 @@ def test_bad_input_fails_cleanly(tmp_path, monkeypatch):
   with pytest.raises(RuntimeError, match="died"):
     _ours([toy], [str(tmp_path / "w0.tfrecord")], num_workers=2, dupe_factor=5)
   assert not [name for name in os.listdir(tmp_path) if "w0" in name]
+  # And one that dies while copying its share of the records out.
+  monkeypatch.undo()
+  monkeypatch.setattr(pretraining, "_WRITE_BLOCK", 10)
+  monkeypatch.setattr(pretraining, "_copy_spooled", functools.partial(_copy_or_die, os.getpid()))
+  with pytest.raises(RuntimeError, match="died"):
+    _ours([toy], [str(tmp_path / "w0.tfrecord"), str(tmp_path / "w1.tfrecord")], num_workers=2, dupe_factor=5)
+  assert not [name for name in os.listdir(tmp_path) if "w0" in name or "w1" in name]
 
 
 def _die(path, block):
   os._exit(1)  # a worker killed while serializing
+
+
+_COPY_SPOOLED = pretraining._copy_spooled
+
+
+def _copy_or_die(main_process_id, *args):
+  if os.getpid() != main_process_id:
+    os._exit(1)  # a worker killed while copying records out
+  return _COPY_SPOOLED(*args)
 
 
 def _script(*args):

@@ -355,6 +355,10 @@ class Instances:
   spans: [N, 5] int64 (a0, a1, b0, b1, is_random_next); masked positions and replacement ids of
   instance i are positions[mask_starts[i]:mask_starts[i + 1]] (sorted) and replacements[...], where a
   replacement of -1 keeps the original token.
+
+  While instances are made, InstanceMaker appends them to the pending lists (the cheapest thing its
+  per-instance loop can do) and `flush` moves them into compact arrays, sorting each instance's
+  masked positions with numpy (the original sorts them one instance at a time).
   """
 
   def __init__(self):
@@ -362,12 +366,30 @@ class Instances:
     self.mask_starts = array("q", [0])
     self.positions = array("H")  # < max_seq_length <= 65535
     self.replacements = array("i")
+    self.pending_spans = []
+    self.pending_counts = []
+    self.pending_positions = []  # in the order chosen
+    self.pending_replacements = []
 
   def __len__(self):
-    return len(self.mask_starts) - 1
+    return len(self.mask_starts) - 1 + len(self.pending_counts)
+
+  def flush(self):
+    """Moves the instances made since the last flush into the arrays."""
+    counts = np.asarray(self.pending_counts, np.int64)
+    positions = np.asarray(self.pending_positions, np.int64)
+    replacements = np.asarray(self.pending_replacements, np.int32)
+    order = np.argsort(np.repeat(np.arange(len(counts)), counts) << 16 | positions)
+    self.spans.frombytes(np.asarray(self.pending_spans, np.int64).tobytes())
+    self.mask_starts.frombytes((np.cumsum(counts) + self.mask_starts[-1]).tobytes())
+    self.positions.frombytes(positions[order].astype(np.uint16).tobytes())
+    self.replacements.frombytes(replacements[order].tobytes())
+    for pending in (self.pending_spans, self.pending_counts, self.pending_positions,
+                    self.pending_replacements):
+      pending.clear()
 
   def block(self, lo, hi):
-    """Instances [lo, hi) as an Instances of their own, frozen (what a worker serializes)."""
+    """Instances [lo, hi) (flushed) as an Instances of their own, frozen (what a worker serializes)."""
     m0, m1 = self.mask_starts[lo], self.mask_starts[hi]
     out = Instances()
     out.spans = np.frombuffer(self.spans[5 * lo:5 * hi], np.int64).reshape([-1, 5])
@@ -377,6 +399,7 @@ class Instances:
     return out
 
   def freeze(self):
+    self.flush()
     self.spans = np.frombuffer(self.spans, np.int64).reshape([-1, 5])
     self.mask_starts = np.frombuffer(self.mask_starts, np.int64)
     self.positions = np.frombuffer(self.positions, np.uint16)
@@ -414,23 +437,39 @@ class InstanceMaker:
     self.order = order
     progress = Progress("making instances", progress_seconds)
     make_document = self._no_nsp_instances if options.no_nsp else self._document_instances
+    instances = self.instances
     for dupe in range(options.dupe_factor):
       for document_index in range(num_documents):
         make_document(document_index)
-        while on_block is not None and len(self.instances) - handed_out >= _WRITE_BLOCK:
-          on_block(self.instances.block(handed_out, handed_out + _WRITE_BLOCK))
-          handed_out += _WRITE_BLOCK
+        if len(instances.pending_counts) >= _WRITE_BLOCK:
+          instances.flush()
+          while on_block is not None and len(instances) - handed_out >= _WRITE_BLOCK:
+            on_block(instances.block(handed_out, handed_out + _WRITE_BLOCK))
+            handed_out += _WRITE_BLOCK
         if document_index % 256 == 0:
           progress.maybe_log(lambda s: f"pass {dupe + 1}/{options.dupe_factor}, document "
-                             f"{document_index}/{num_documents}, {len(self.instances)} instances")
-    if on_block is not None and len(self.instances) > handed_out:
-      on_block(self.instances.block(handed_out, len(self.instances)))
-    self.instances.freeze()
+                             f"{document_index}/{num_documents}, {len(instances)} instances")
+    instances.flush()
+    while on_block is not None and handed_out < len(instances):
+      on_block(instances.block(handed_out, min(handed_out + _WRITE_BLOCK, len(instances))))
+      handed_out += _WRITE_BLOCK
+    instances.freeze()
+    self._count_masking(instances)
     # The original's rng.shuffle(instances) depends only on their number.
-    output_order = list(range(len(self.instances)))
+    output_order = list(range(len(instances)))
     _shuffle(output_order, rng)
-    self.stats["instances"] = len(self.instances)
-    return self.instances, np.asarray(output_order, np.int64)
+    self.stats["instances"] = len(instances)
+    return instances, np.asarray(output_order, np.int64)
+
+  def _count_masking(self, instances):
+    a0, a1, b0, b1, _ = instances.spans.T
+    num_tokens = (a1 - a0) + (b1 - b0) + np.where(b1 > b0, 3, 2)
+    # np.round, like Python's round, rounds halves to even.
+    num_to_predict = np.minimum(self.options.max_predictions_per_seq,
+                                np.maximum(1, np.round(num_tokens * self.options.masked_lm_prob)))
+    self.stats["tokens"] = int(num_tokens.sum())
+    self.stats["masked"] = len(instances.positions)
+    self.stats["expected_masked"] = int(num_to_predict.sum())
 
   def _sentence_bounds(self, document_index):
     document = self.order[document_index]
@@ -546,9 +585,8 @@ class InstanceMaker:
     return [positions[s:e] for s, e in zip(word_starts[:-1], word_starts[1:])]
 
   def _add(self, a0, a1, b0, b1, is_random_next):
-    """create_masked_lm_predictions, then keeps the instance as offsets and masked positions."""
-    options, rng, vocab = self.options, self.rng, self.vocab
-    random_ = rng.random
+    """create_masked_lm_predictions: the masked positions, in the order chosen, and what they become."""
+    options, rng, instances = self.options, self.rng, self.instances
     num_tokens = (a1 - a0) + (b1 - b0) + (3 if b1 > b0 else 2)
     num_to_predict = min(options.max_predictions_per_seq,
                          max(1, int(round(num_tokens * options.masked_lm_prob))))
@@ -556,7 +594,6 @@ class InstanceMaker:
     _shuffle(candidates, rng)
     if self.continues_word is None:
       chosen = candidates[:num_to_predict]
-      self.stats["candidates"] += len(candidates)
     else:
       chosen = []
       for word in candidates:
@@ -565,28 +602,20 @@ class InstanceMaker:
         # A word that would overflow num_to_predict is skipped (words never overlap, so none is covered).
         if len(chosen) + len(word) <= num_to_predict:
           chosen.extend(word)
-      self.stats["candidates"] += sum(map(len, candidates))
+    instances.pending_spans.extend((a0, a1, b0, b1, is_random_next))
+    instances.pending_counts.append(len(chosen))
+    instances.pending_positions.extend(chosen)
     # What each chosen token becomes, drawn in the order chosen as the original does.
-    mask_id, word_ids = vocab.mask_id, vocab.word_ids
+    random_, append = rng.random, instances.pending_replacements.append
     mask_prob, keep_prob = options.mask_prob_mask, self.keep_given_not_mask
-    replacements = []
+    mask_id, word_ids = self.vocab.mask_id, self.vocab.word_ids
     for _ in chosen:
       if random_() < mask_prob:
-        replacements.append(mask_id)
+        append(mask_id)
       elif random_() < keep_prob:
-        replacements.append(-1)
+        append(-1)
       else:
-        replacements.append(word_ids[_randint(rng, 0, len(word_ids) - 1)])
-    instances = self.instances
-    instances.spans.extend((a0, a1, b0, b1, is_random_next))
-    if chosen:
-      positions, replacements = zip(*sorted(zip(chosen, replacements)))
-      instances.positions.extend(positions)
-      instances.replacements.extend(replacements)
-    instances.mask_starts.append(len(instances.positions))
-    self.stats["tokens"] += num_tokens
-    self.stats["masked"] += len(chosen)
-    self.stats["expected_masked"] += num_to_predict
+        append(word_ids[_randint(rng, 0, len(word_ids) - 1)])
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -854,6 +883,7 @@ class Spool:
     # _write_state is set.
     self._workers = concurrent.futures.ProcessPoolExecutor(
         num_processes, mp_context=multiprocessing.get_context("fork"))
+    self._num_processes = num_processes
     self._pending = []
 
   def __enter__(self):
@@ -870,34 +900,95 @@ class Spool:
     self._pending.append(self._workers.submit(_spool_block, path, block))
 
   def write(self, output_order, output_files, progress_seconds=30):
-    """Writes the spooled records in `output_order` (indices in making order), as write_instances."""
+    """Writes the spooled records in `output_order` (indices in making order), as write_instances.
+
+    Local output files are written by every process at once, each a run of output positions at
+    byte offsets known from the frame sizes; URLs by this process alone.
+    """
     try:
       block_sizes = [future.result() for future in self._pending]
     except concurrent.futures.process.BrokenProcessPool as e:
       raise RuntimeError("a worker process serializing records died (killed, or out of memory?); "
                          "nothing was written") from e
+    num_blocks, total, num_files = len(block_sizes), len(output_order), len(output_files)
     sizes = np.concatenate(block_sizes)
-    # Where each record's frame starts in its block's file.
+    # Where each record's frame starts in its block's file, in output order.
     block_offsets = np.cumsum([0] + [int(size.sum()) for size in block_sizes[:-1]])
     starts = np.cumsum(sizes) - sizes - np.repeat(block_offsets, [len(size) for size in block_sizes])
+    frames = (output_order // _WRITE_BLOCK, starts[output_order], starts[output_order] + sizes[output_order])
+    if any(fileio.is_url(path) for path in output_files):
+      with _mapped_blocks(self._dir, num_blocks) as spooled:
+        gathered = (((lo, hi, n), _gathered_frames(spooled, [a[lo:hi] for a in frames], n))
+                    for lo, hi, n in _output_blocks(total, num_files))
+        return _write_blocks(output_files, gathered, total, progress_seconds)
+
+    # Record k goes to file k % num_files: where each file's part of a run of positions starts.
+    frame_sizes = sizes[output_order]
+    ends = [np.cumsum(frame_sizes[f::num_files]) for f in range(num_files)]
+    parts = np.linspace(0, total, self._num_processes + 2).astype(np.int64).tolist()
+
+    def offsets(first):
+      return [int(ends[f][(first - f + num_files - 1) // num_files - 1]) if first > f else 0
+              for f in range(num_files)]
+
     with contextlib.ExitStack() as stack:
-      spooled = []
-      for i in range(len(block_sizes)):
-        f = stack.enter_context(open(os.path.join(self._dir, f"{i}.bin"), "rb"))
-        spooled.append(stack.enter_context(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)))
+      paths = [stack.enter_context(fileio.atomic_output(path)) for path in output_files]
+      for path in paths:
+        open(path, "wb").close()
+      copies = [self._workers.submit(_copy_spooled, self._dir, num_blocks, [a[lo:hi] for a in frames], lo,
+                                     paths, offsets(lo)) for lo, hi in zip(parts[1:-1], parts[2:])]
+      written = _copy_spooled(self._dir, num_blocks, [a[:parts[1]] for a in frames], 0, paths, offsets(0),
+                              progress_seconds, total)
+      try:
+        written += sum(copy.result() for copy in copies)
+      except concurrent.futures.process.BrokenProcessPool as e:
+        raise RuntimeError("a worker process copying records out died (killed, or out of memory?); "
+                           "nothing was written") from e
+    return written
 
-      def gathered():
-        for lo, hi, num_files in _output_blocks(len(output_order), len(output_files)):
-          order = output_order[lo:hi]
-          blocks = (order // _WRITE_BLOCK).tolist()
-          begins = starts[order].tolist()
-          ends = (starts[order] + sizes[order]).tolist()
-          yield (lo, hi, num_files), [
-              b"".join([spooled[b][begin:end] for b, begin, end in
-                        zip(blocks[j::num_files], begins[j::num_files], ends[j::num_files])])
-              for j in range(num_files)]
 
-      return _write_blocks(output_files, gathered(), len(output_order), progress_seconds)
+@contextlib.contextmanager
+def _mapped_blocks(spool_dir, num_blocks):
+  with contextlib.ExitStack() as stack:
+    spooled = []
+    for i in range(num_blocks):
+      f = stack.enter_context(open(os.path.join(spool_dir, f"{i}.bin"), "rb"))
+      spooled.append(stack.enter_context(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)))
+    yield spooled
+
+
+def _gathered_frames(spooled, frames, num_files):
+  """A run of records as TFRecord bytes per round-robin output file (as _serialize_block gives them):
+  frames[0/1/2][i] are the spooled block, begin and end of the run's i-th record."""
+  blocks, begins, ends = (a.tolist() for a in frames)
+  return [b"".join([spooled[b][begin:end] for b, begin, end in
+                    zip(blocks[j::num_files], begins[j::num_files], ends[j::num_files])])
+          for j in range(num_files)]
+
+
+def _copy_spooled(spool_dir, num_blocks, frames, first, paths, offsets, progress_seconds=None, total=None):
+  """Copies the records at output positions first, first + 1, ... (`frames` as _gathered_frames) into the local
+  files `paths` (record k into paths[k % len(paths)]), from byte offsets[f] of each; returns how many."""
+  num_files, count = len(paths), len(frames[0])
+  offsets = list(offsets)
+  progress = Progress("writing", progress_seconds)
+  fds = [os.open(path, os.O_WRONLY) for path in paths]
+  try:
+    with _mapped_blocks(spool_dir, num_blocks) as spooled:
+      for lo in range(0, count, _WRITE_BLOCK):
+        hi = min(lo + _WRITE_BLOCK, count)
+        for j, data in enumerate(_gathered_frames(spooled, [a[lo:hi] for a in frames], num_files)):
+          f = (first + lo + j) % num_files
+          view = memoryview(data)
+          while view:
+            n = os.pwrite(fds[f], view, offsets[f])
+            offsets[f] += n
+            view = view[n:]
+        progress.maybe_log(lambda s: f"{hi}/{count} instances of this process's share of {total}")
+  finally:
+    for fd in fds:
+      os.close(fd)
+  return count
 
 
 # ----------------------------------------------------------------------------------------------------
