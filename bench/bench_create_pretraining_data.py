@@ -6,7 +6,8 @@ Side by side in one run on the whole shared corpus (every file under corpus/*/, 
 max_predictions 20, dupe_factor 5, uncased vocab: the original, ours with 1 and 2 workers
 (--repeats rounds of the three; medians reported); the records are compared. Each side's fixed
 start-up is measured on a one-line input. Then statistics of
-the records against the flags (masked fraction, 80/10/10, IsNext / NotNext, lengths). Appends a
+the records against the flags (masked fraction, 80/10/10, IsNext / NotNext, lengths), and how much work two
+busy processes get done on this machine against one (a loop alone, then two at once). Appends a
 section to BENCHMARKS.md.
 """
 import os
@@ -22,6 +23,7 @@ import random  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
+import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -53,6 +55,23 @@ def timed(args):
     sys.exit(f"failed: {' '.join(args)}\n{result.stderr[-3000:]}")
   wall, rss_kb = result.stderr.strip().splitlines()[-1].split()
   return float(wall), int(rss_kb) / 1024
+
+
+# A pure-Python loop of a few seconds: one copy alone, then two at once, gives how much work two busy
+# processes get done on this machine compared with one (cores that share a physical core, or a host
+# that slows a busy neighbour, give less than 2x).
+SPIN = [sys.executable, "-c", "x = 0\nfor i in range(40_000_000): x += i & 7"]
+
+
+def two_process_ceiling():
+  """(seconds of one copy alone, seconds of two copies started together)."""
+  start = time.time()
+  subprocess.run(SPIN, check=True)
+  alone = time.time() - start
+  start = time.time()
+  for process in [subprocess.Popen(SPIN) for _ in range(2)]:
+    process.wait()
+  return alone, time.time() - start
 
 
 def same_records(path_a, path_b):
@@ -109,7 +128,10 @@ def main(_):
     startup[who], _ = timed([*args, *COMMON, f"--input_file={tiny}", f"--output_file={tiny}.tfrecord"])
     print(f"start-up {who}: {startup[who]:.1f} s", flush=True)
 
+  ceilings = []
   for _ in range(FLAGS.repeats):
+    ceilings.append(two_process_ceiling())
+    print(f"one busy loop alone {ceilings[-1][0]:.1f} s, two at once {ceilings[-1][1]:.1f} s", flush=True)
     if not FLAGS.skip_original:
       run("full", "original (1 process)", [python, "-m", "bert.create_pretraining_data"],
           os.path.join(work, "original.tfrecord"))
@@ -193,7 +215,11 @@ def main(_):
   lines += ["", "Wall times of every run: " + "; ".join(
       f"{who} {', '.join(f'{m[0]:.1f}' for m in measured)} s" for who, measured in walls.items()) + ". "
       f"Ours with 2 workers / 1 worker (medians): "
-      f"{medians['ours, 1 worker'] / medians['ours, 2 workers']:.2f}x."]
+      f"{medians['ours, 1 worker'] / medians['ours, 2 workers']:.2f}x. The machine itself, in the same rounds: "
+      f"a pure-Python loop took {', '.join(f'{a:.1f}' for a, _ in ceilings)} s alone and "
+      f"{', '.join(f'{b:.1f}' for _, b in ceilings)} s as two copies at once, so two busy processes do "
+      f"{float(np.median([2 * a / b for a, b in ceilings])):.2f}x the work of one (median): the ceiling of any "
+      f"2-worker speed-up here."]
   lines += ["", f"Same records as the original ({len(lengths)} records, parsed and compared in order): "
             f"{same_as_original}. Ours with 1 and 2 workers: byte-identical files: {same_workers}.", "",
             "Statistics of the records (and of the draws behind them, counted while making):", "",
