@@ -20,6 +20,7 @@ import datetime  # noqa: E402
 import glob  # noqa: E402
 import itertools  # noqa: E402
 import random  # noqa: E402
+import re  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -49,12 +50,15 @@ COMMON = ["--max_seq_length=128", "--max_predictions_per_seq=20", "--dupe_factor
 
 
 def timed(args):
-  """Runs a command under /usr/bin/time: (wall seconds, peak RSS MB)."""
+  """Runs a command under /usr/bin/time: (wall seconds, peak RSS MB, phase seconds from our log or None)."""
   result = subprocess.run(["/usr/bin/time", "-f", "%e %M", *args], capture_output=True, text=True, cwd=REPO)
   if result.returncode != 0:
     sys.exit(f"failed: {' '.join(args)}\n{result.stderr[-3000:]}")
   wall, rss_kb = result.stderr.strip().splitlines()[-1].split()
-  return float(wall), int(rss_kb) / 1024
+  # Our closing log line: "Read ... in R s; made N instances in M s; wrote them in W s: ..."
+  phases = re.search(r"\) in ([0-9.]+) s; made \d+ instances in ([0-9.]+) s; wrote them in ([0-9.]+) s",
+                     result.stderr)
+  return float(wall), int(rss_kb) / 1024, phases and tuple(float(v) for v in phases.groups())
 
 
 # A pure-Python loop of a few seconds: one copy alone, then two at once, gives how much work two busy
@@ -112,10 +116,13 @@ def main(_):
   python = sys.executable
   ours = [python, os.path.join(REPO, "create_pretraining_data.py"), "--progress_seconds=60"]
   runs = []  # (corpus, who, seconds, rss, output)
+  phase_seconds = collections.defaultdict(list)  # who -> [(reading, making, writing)]
 
   def run(corpus, who, args, output):
-    seconds, rss = timed([*args, *COMMON, f"--input_file={','.join(full)}", f"--output_file={output}"])
+    seconds, rss, phases = timed([*args, *COMMON, f"--input_file={','.join(full)}", f"--output_file={output}"])
     runs.append((corpus, who, seconds, rss, output))
+    if phases:
+      phase_seconds[who].append(phases)
     print(f"{who:22s} {seconds:8.1f} s {mb[corpus] / seconds:7.3f} MB/s {rss:8.0f} MB", flush=True)
 
   tiny = os.path.join(work, "one_line.txt")
@@ -125,7 +132,7 @@ def main(_):
   for who, args in [("original", [python, "-m", "bert.create_pretraining_data"]), ("ours", ours)]:
     if who == "original" and FLAGS.skip_original:
       continue
-    startup[who], _ = timed([*args, *COMMON, f"--input_file={tiny}", f"--output_file={tiny}.tfrecord"])
+    startup[who], _, _ = timed([*args, *COMMON, f"--input_file={tiny}", f"--output_file={tiny}.tfrecord"])
     print(f"start-up {who}: {startup[who]:.1f} s", flush=True)
 
   ceilings = []
@@ -220,6 +227,11 @@ def main(_):
       f"{', '.join(f'{b:.1f}' for _, b in ceilings)} s as two copies at once, so two busy processes do "
       f"{float(np.median([2 * a / b for a, b in ceilings])):.2f}x the work of one (median): the ceiling of any "
       f"2-worker speed-up here."]
+  lines += ["", "Our phases, from each run's closing log line (medians; making is one seeded random stream in one "
+            "process whatever the number of workers): " + "; ".join(
+                f"{who}: reading {np.median([p[0] for p in measured]):.1f} s, making "
+                f"{np.median([p[1] for p in measured]):.1f} s, writing {np.median([p[2] for p in measured]):.1f} s"
+                for who, measured in phase_seconds.items()) + "."]
   lines += ["", f"Same records as the original ({len(lengths)} records, parsed and compared in order): "
             f"{same_as_original}. Ours with 1 and 2 workers: byte-identical files: {same_workers}.", "",
             "Statistics of the records (and of the draws behind them, counted while making):", "",
