@@ -331,6 +331,11 @@ def test_bad_input_fails_cleanly(tmp_path, monkeypatch):
   with pytest.raises(RuntimeError, match="died"):
     _ours([toy], [str(tmp_path / "w0.tfrecord")], num_workers=2, dupe_factor=5)
   assert not [name for name in os.listdir(tmp_path) if "w0" in name]
+  # Or while tokenizing the input.
+  monkeypatch.setattr(pretraining, "_tokenize_chunk_in_worker", _die_reading)
+  with pytest.raises(RuntimeError, match="tokenizing the input died"):
+    _ours([toy], [str(tmp_path / "w0.tfrecord")], num_workers=2, dupe_factor=5)
+  assert not [name for name in os.listdir(tmp_path) if "w0" in name]
   # And one that dies while copying its share of the records out.
   monkeypatch.undo()
   monkeypatch.setattr(pretraining, "_WRITE_BLOCK", 10)
@@ -342,6 +347,10 @@ def test_bad_input_fails_cleanly(tmp_path, monkeypatch):
 
 def _die(path, block):
   os._exit(1)  # a worker killed while serializing
+
+
+def _die_reading(chunk):
+  os._exit(1)  # a worker killed while tokenizing
 
 
 _COPY_SPOOLED = pretraining._copy_spooled

@@ -253,8 +253,9 @@ def read_corpus(input_files, tokenizer, num_workers=1, progress_seconds=30):
   if num_workers > 1:
     _line_tokenizer_for_workers = line_tokenizer
     try:
-      with _pool(num_workers) as workers:
-        for result in workers.imap(_tokenize_chunk_in_worker, chunks()):
+      with contextlib.closing(_in_order_in_workers(_tokenize_chunk_in_worker, chunks(), num_workers,
+                                                   "tokenizing the input")) as results:
+        for result in results:
           take(result)
     finally:
       _line_tokenizer_for_workers = None
@@ -283,15 +284,25 @@ def read_corpus(input_files, tokenizer, num_workers=1, progress_seconds=30):
   return Corpus(tokens, sentence_starts, document_starts, stats)
 
 
-@contextlib.contextmanager
-def _pool(num_workers):
-  # fork: workers inherit the tokenizer and the instances without pickling them.
-  pool = multiprocessing.get_context("fork").Pool(num_workers)
+def _in_order_in_workers(function, items, num_workers, doing):
+  """function(item) for each item, in order, computed by forked worker processes (which inherit the
+  module's state without pickling it), at most 2 items a worker in flight so that memory stays
+  bounded. Unlike multiprocessing.Pool, which waits forever for the task of a worker that was killed
+  (e.g. out of memory), a dead worker fails the run."""
+  workers = concurrent.futures.ProcessPoolExecutor(num_workers, mp_context=multiprocessing.get_context("fork"))
+  in_flight = collections.deque()
   try:
-    yield pool
+    for item in items:
+      in_flight.append(workers.submit(function, item))
+      if len(in_flight) >= 2 * num_workers:
+        yield in_flight.popleft().result()
+    while in_flight:
+      yield in_flight.popleft().result()
+  except concurrent.futures.process.BrokenProcessPool as e:
+    raise RuntimeError(f"a worker process {doing} died (killed, or out of memory?); nothing was "
+                       f"written") from e
   finally:
-    pool.terminate()
-    pool.join()
+    workers.shutdown(wait=True, cancel_futures=True)
 
 
 # ----------------------------------------------------------------------------------------------------
