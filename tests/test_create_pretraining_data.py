@@ -340,7 +340,7 @@ def test_bad_input_fails_cleanly(tmp_path, monkeypatch):
   monkeypatch.undo()
   monkeypatch.setattr(pretraining, "_WRITE_BLOCK", 10)
   monkeypatch.setattr(pretraining, "_copy_spooled", functools.partial(_copy_or_die, os.getpid()))
-  with pytest.raises(RuntimeError, match="died"):
+  with pytest.raises(RuntimeError, match="copying records out died"):
     _ours([toy], [str(tmp_path / "w0.tfrecord"), str(tmp_path / "w1.tfrecord")], num_workers=2, dupe_factor=5)
   assert not [name for name in os.listdir(tmp_path) if "w0" in name or "w1" in name]
 
