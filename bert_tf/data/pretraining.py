@@ -284,23 +284,35 @@ def read_corpus(input_files, tokenizer, num_workers=1, progress_seconds=30):
   return Corpus(tokens, sentence_starts, document_starts, stats)
 
 
-def _in_order_in_workers(function, items, num_workers, doing):
-  """function(item) for each item, in order, computed by forked worker processes (which inherit the
-  module's state without pickling it), at most 2 items a worker in flight so that memory stays
-  bounded. Unlike multiprocessing.Pool, which waits forever for the task of a worker that was killed
-  (e.g. out of memory), a dead worker fails the run."""
-  workers = concurrent.futures.ProcessPoolExecutor(num_workers, mp_context=multiprocessing.get_context("fork"))
-  in_flight = collections.deque()
+def _forked_workers(num_workers):
+  """Worker processes that inherit the module's state (tokenizer, tokens) without pickling it; they
+  fork at the first submit. Unlike multiprocessing.Pool, which waits forever for the task of a worker
+  that was killed (e.g. out of memory), the executor fails that worker's tasks (see _if_a_worker_dies)."""
+  return concurrent.futures.ProcessPoolExecutor(num_workers, mp_context=multiprocessing.get_context("fork"))
+
+
+@contextlib.contextmanager
+def _if_a_worker_dies(doing):
   try:
-    for item in items:
-      in_flight.append(workers.submit(function, item))
-      if len(in_flight) >= 2 * num_workers:
-        yield in_flight.popleft().result()
-    while in_flight:
-      yield in_flight.popleft().result()
+    yield
   except concurrent.futures.process.BrokenProcessPool as e:
     raise RuntimeError(f"a worker process {doing} died (killed, or out of memory?); nothing was "
                        f"written") from e
+
+
+def _in_order_in_workers(function, items, num_workers, doing):
+  """function(item) for each item, in order, computed by forked workers, with at most 2 items a
+  worker in flight so that memory stays bounded."""
+  workers = _forked_workers(num_workers)
+  in_flight = collections.deque()
+  try:
+    with _if_a_worker_dies(doing):
+      for item in items:
+        in_flight.append(workers.submit(function, item))
+        if len(in_flight) >= 2 * num_workers:
+          yield in_flight.popleft().result()
+      while in_flight:
+        yield in_flight.popleft().result()
   finally:
     workers.shutdown(wait=True, cancel_futures=True)
 
@@ -449,21 +461,24 @@ class InstanceMaker:
     progress = Progress("making instances", progress_seconds)
     make_document = self._no_nsp_instances if options.no_nsp else self._document_instances
     instances = self.instances
+
+    def hand_out(last):
+      """Flushes, then gives on_block every whole block made (and, if last, the shorter rest)."""
+      nonlocal handed_out
+      instances.flush()
+      while on_block is not None and len(instances) - handed_out >= (1 if last else _WRITE_BLOCK):
+        on_block(instances.block(handed_out, min(handed_out + _WRITE_BLOCK, len(instances))))
+        handed_out += _WRITE_BLOCK
+
     for dupe in range(options.dupe_factor):
       for document_index in range(num_documents):
         make_document(document_index)
         if len(instances.pending_counts) >= _WRITE_BLOCK:
-          instances.flush()
-          while on_block is not None and len(instances) - handed_out >= _WRITE_BLOCK:
-            on_block(instances.block(handed_out, handed_out + _WRITE_BLOCK))
-            handed_out += _WRITE_BLOCK
+          hand_out(last=False)
         if document_index % 256 == 0:
           progress.maybe_log(lambda s: f"pass {dupe + 1}/{options.dupe_factor}, document "
                              f"{document_index}/{num_documents}, {len(instances)} instances")
-    instances.flush()
-    while on_block is not None and handed_out < len(instances):
-      on_block(instances.block(handed_out, min(handed_out + _WRITE_BLOCK, len(instances))))
-      handed_out += _WRITE_BLOCK
+    hand_out(last=True)
     instances.freeze()
     self._count_masking(instances)
     # The original's rng.shuffle(instances) depends only on their number.
@@ -889,11 +904,7 @@ class Spool:
     first = output_files[0]
     local_dir = None if fileio.is_url(first) else os.path.dirname(os.path.abspath(first))
     self._dir = tempfile.mkdtemp(prefix=f".{os.path.basename(first)}.spool-", dir=local_dir)
-    # Unlike multiprocessing.Pool, the executor notices a worker that dies (killed, out of memory)
-    # and fails its tasks instead of waiting for them forever. It forks at the first submit, after
-    # _write_state is set.
-    self._workers = concurrent.futures.ProcessPoolExecutor(
-        num_processes, mp_context=multiprocessing.get_context("fork"))
+    self._workers = _forked_workers(num_processes)  # forks at the first submit, after _write_state is set
     self._num_processes = num_processes
     self._pending = []
 
@@ -916,17 +927,15 @@ class Spool:
     Local output files are written by every process at once, each a run of output positions at
     byte offsets known from the frame sizes; URLs by this process alone.
     """
-    try:
+    with _if_a_worker_dies("serializing records"):
       block_sizes = [future.result() for future in self._pending]
-    except concurrent.futures.process.BrokenProcessPool as e:
-      raise RuntimeError("a worker process serializing records died (killed, or out of memory?); "
-                         "nothing was written") from e
     num_blocks, total, num_files = len(block_sizes), len(output_order), len(output_files)
     sizes = np.concatenate(block_sizes)
     # Where each record's frame starts in its block's file, in output order.
     block_offsets = np.cumsum([0] + [int(size.sum()) for size in block_sizes[:-1]])
     starts = np.cumsum(sizes) - sizes - np.repeat(block_offsets, [len(size) for size in block_sizes])
-    frames = (output_order // _WRITE_BLOCK, starts[output_order], starts[output_order] + sizes[output_order])
+    frame_sizes, begins = sizes[output_order], starts[output_order]
+    frames = (output_order // _WRITE_BLOCK, begins, begins + frame_sizes)
     if any(fileio.is_url(path) for path in output_files):
       with _mapped_blocks(self._dir, num_blocks) as spooled:
         gathered = (((lo, hi, n), _gathered_frames(spooled, [a[lo:hi] for a in frames], n))
@@ -934,7 +943,6 @@ class Spool:
         return _write_blocks(output_files, gathered, total, progress_seconds)
 
     # Record k goes to file k % num_files: where each file's part of a run of positions starts.
-    frame_sizes = sizes[output_order]
     ends = [np.cumsum(frame_sizes[f::num_files]) for f in range(num_files)]
     parts = np.linspace(0, total, self._num_processes + 2).astype(np.int64).tolist()
 
@@ -950,11 +958,8 @@ class Spool:
                                      paths, offsets(lo)) for lo, hi in zip(parts[1:-1], parts[2:])]
       written = _copy_spooled(self._dir, num_blocks, [a[:parts[1]] for a in frames], 0, paths, offsets(0),
                               progress_seconds, total)
-      try:
+      with _if_a_worker_dies("copying records out"):
         written += sum(copy.result() for copy in copies)
-      except concurrent.futures.process.BrokenProcessPool as e:
-        raise RuntimeError("a worker process copying records out died (killed, or out of memory?); "
-                           "nothing was written") from e
     return written
 
 
