@@ -7,6 +7,7 @@ small ways kept here: v1.1 gives F1 0 to an empty prediction, v2.0 gives 1 when 
 empty too.
 """
 import collections
+import math
 import re
 import string
 
@@ -118,23 +119,26 @@ def _mean_scores(exact_scores, f1_scores, qid_list):
   ])
 
 
-def find_best_threshold(predictions, scores, na_probs, has_answer):
-  """(best score in %, threshold): answer "" where na_prob > threshold, as evaluate-v2.0.py.
+def find_best_threshold(scores, null_scores, na_probs):
+  """(best score in %, threshold): the best of answering "" where na_prob > threshold.
 
-  Starts from every question answered "", then answers them in increasing na_prob order.
+  scores[qid]: the question's score with its prediction; null_scores[qid]: with "" instead.
+  evaluate-v2.0.py's search (start from every question answered "", answer them in increasing
+  na_prob order, keep the best running score), made exact, so that the threshold applied as
+  --null_score_diff_threshold gives the score: questions with equal na_prob are answered together
+  (a threshold cannot split them); answering "" scores what "" scores (the script counts 1 for a
+  question without answers and 0 for one with answers, though a gold answer such as "the"
+  normalizes to "", and it scores a prediction that normalizes to "" as wrong); and when answering
+  nothing is best, the threshold lies below every na_prob (the script reports 0.0, which answers
+  every question whose na_prob is negative). Elsewhere the figures are the script's.
   """
-  num_no_answer = sum(1 for qid in has_answer if not has_answer[qid])
-  cur_score = best_score = num_no_answer
-  best_thresh = 0.0
-  for qid in sorted(na_probs, key=lambda k: na_probs[k]):
-    if qid not in scores:
-      continue
-    if has_answer[qid]:
-      diff = scores[qid]
-    else:
-      diff = -1 if predictions[qid] else 0
-    cur_score += diff
-    if cur_score > best_score:
+  ordered = sorted((qid for qid in na_probs if qid in scores), key=lambda k: na_probs[k])
+  cur_score = best_score = sum(null_scores[qid] for qid in scores)
+  best_thresh = math.floor(na_probs[ordered[0]]) - 1.0 if ordered else 0.0
+  for i, qid in enumerate(ordered):
+    cur_score += scores[qid] - null_scores[qid]
+    last_of_tie = i + 1 == len(ordered) or na_probs[ordered[i + 1]] != na_probs[qid]
+    if last_of_tie and cur_score > best_score:
       best_score = cur_score
       best_thresh = na_probs[qid]
   return 100.0 * best_score / len(scores), best_thresh
@@ -162,8 +166,8 @@ def evaluate_v2(dataset, predictions, na_probs=None, na_prob_thresh=1.0):
       for key, value in _mean_scores(exact_thresh, f1_thresh, qids).items():
         out[f"{prefix}_{key}"] = value
   if has_na_probs:
-    out["best_exact"], out["best_exact_thresh"] = find_best_threshold(
-        predictions, exact_raw, na_probs, has_answer)
-    out["best_f1"], out["best_f1_thresh"] = find_best_threshold(
-        predictions, f1_raw, na_probs, has_answer)
+    exact_null, f1_null, _ = raw_scores_v2(dataset, {k: "" for k in predictions})
+    out["best_exact"], out["best_exact_thresh"] = find_best_threshold(exact_raw, exact_null,
+                                                                      na_probs)
+    out["best_f1"], out["best_f1_thresh"] = find_best_threshold(f1_raw, f1_null, na_probs)
   return out

@@ -57,12 +57,16 @@ def test_v2_breakdown_and_threshold_search_by_hand():
   assert plain["exact"] == 50.0 and "best_f1" not in plain
 
 
-def _random_case(rng):
+def _random_case(rng, ties=True, quirks=True):
+  """300 random questions. ties: null odds rounded so that equal values occur; quirks: gold
+  answers and predictions that normalize to "" (e.g. "the"), where the official search miscounts."""
   words = ["the", "a", "Paris", "France", "river", "Seine,", "1858", "blue", "sky", "of", "an",
            "Saint", "Bernadette", "(1895-1943).", "Él", "café"]
+  content = [w for w in words if squad_metrics.normalize_answer(w)]
 
   def phrase(n):
-    return " ".join(rng.choice(words) for _ in range(n))
+    text = " ".join(rng.choice(words) for _ in range(n))
+    return text if quirks or squad_metrics.normalize_answer(text) else rng.choice(content)
 
   questions, predictions, na_probs = [], {}, {}
   for i in range(300):
@@ -77,16 +81,25 @@ def _random_case(rng):
       predictions[qid] = rng.choice(golds).upper() + rng.choice(["", ".", " the"])
     else:
       predictions[qid] = phrase(rng.randint(1, 5))
-    na_probs[qid] = round(rng.uniform(-5, 5), 1)  # rounded so that ties occur
+    na_probs[qid] = round(rng.uniform(-5, 5), 1) if ties else rng.uniform(-5, 5)
   return _dataset(questions), predictions, na_probs
 
 
+def _applied(dataset, predictions, na_probs, threshold):
+  """evaluate_v2's exact and f1 with the threshold applied as run_squad applies it."""
+  thresholded = {q: "" if na_probs[q] > threshold else p for q, p in predictions.items()}
+  result = squad_metrics.evaluate_v2(dataset, thresholded)
+  return result["exact"], result["f1"]
+
+
 def test_matches_model_garden_official_copies():
+  """Where the official search counts right (no ties, nothing that normalizes to ""), every figure
+  is the official script's, the best thresholds included."""
   v1 = pytest.importorskip("official.nlp.tools.squad_evaluate_v1_1")
   v2 = pytest.importorskip("official.nlp.tools.squad_evaluate_v2_0")
   rng = random.Random(7)
   for _ in range(3):
-    dataset, predictions, na_probs = _random_case(rng)
+    dataset, predictions, na_probs = _random_case(rng, ties=False, quirks=False)
     answered = _dataset([(qa["id"], [a["text"] for a in qa["answers"]])
                          for qa in dataset[0]["paragraphs"][0]["qas"] if qa["answers"]])
     ours = squad_metrics.evaluate_v1(answered, predictions)
@@ -97,7 +110,43 @@ def test_matches_model_garden_official_copies():
     ours = squad_metrics.evaluate_v2(dataset, predictions, na_probs)
     theirs = v2.evaluate(dataset, predictions, na_probs)  # final_* instead of best_*
     for key in ("exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total",
-                "NoAns_exact", "NoAns_f1", "NoAns_total"):
-      assert ours[key] == pytest.approx(theirs[key]), key
-    for key in ("exact", "exact_thresh", "f1", "f1_thresh"):
-      assert ours["best_" + key] == pytest.approx(theirs["final_" + key]), key
+                "NoAns_exact", "NoAns_f1", "NoAns_total", "best_exact", "best_f1"):
+      assert ours[key] == pytest.approx(theirs[key.replace("best_", "final_")]), key
+    for key in ("exact_thresh", "f1_thresh"):
+      if ours["best_" + key] < min(na_probs.values()):  # answering nothing is best: see below
+        assert theirs["final_" + key] == 0.0
+      else:
+        assert ours["best_" + key] == theirs["final_" + key], key
+
+
+@pytest.mark.parametrize("ties,quirks", [(False, True), (True, False), (True, True)])
+def test_best_threshold_gives_the_best_score_when_applied(ties, quirks):
+  """best_* is the best score over every threshold, and applying best_*_thresh gives it."""
+  rng = random.Random(11)
+  for _ in range(2):
+    dataset, predictions, na_probs = _random_case(rng, ties=ties, quirks=quirks)
+    ours = squad_metrics.evaluate_v2(dataset, predictions, na_probs)
+    candidates = [min(na_probs.values()) - 1.0] + sorted(set(na_probs.values()))
+    applied = [_applied(dataset, predictions, na_probs, t) for t in candidates]
+    assert ours["best_exact"] == pytest.approx(max(e for e, _ in applied))
+    assert ours["best_f1"] == pytest.approx(max(f for _, f in applied))
+    exact, _ = _applied(dataset, predictions, na_probs, ours["best_exact_thresh"])
+    _, f1 = _applied(dataset, predictions, na_probs, ours["best_f1_thresh"])
+    assert exact == pytest.approx(ours["best_exact"]) and f1 == pytest.approx(ours["best_f1"])
+
+
+def test_best_threshold_when_answering_nothing_is_best():
+  """Every null odds negative and every answer wrong: the official script reports threshold 0.0,
+  which answers every question (EM 0 here); ours lies below the null odds and gives best_exact."""
+  v2 = pytest.importorskip("official.nlp.tools.squad_evaluate_v2_0")
+  dataset = _dataset([("a", []), ("b", []), ("c", ["Paris"])])
+  predictions = {"a": "London", "b": "Rome", "c": "Berlin"}
+  na_probs = {"a": -2.5, "b": -1.0, "c": -0.25}
+  ours = squad_metrics.evaluate_v2(dataset, predictions, na_probs)
+  theirs = v2.evaluate(dataset, predictions, na_probs)
+  assert ours["best_exact"] == pytest.approx(theirs["final_exact"]) == pytest.approx(200 / 3)
+  assert theirs["final_exact_thresh"] == 0.0
+  assert _applied(dataset, predictions, na_probs, 0.0)[0] == 0.0
+  assert ours["best_exact_thresh"] < -2.5
+  assert _applied(dataset, predictions, na_probs, ours["best_exact_thresh"])[0] == pytest.approx(
+      200 / 3)
