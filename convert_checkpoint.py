@@ -15,28 +15,31 @@ from absl import logging  # noqa: E402
 
 from bert_tf import checkpoints  # noqa: E402
 from bert_tf import cli  # noqa: E402
+from bert_tf import flags as bert_flags  # noqa: E402
 
-flags.DEFINE_string("input", None, "Checkpoint to read: a TF checkpoint prefix or directory, or a "
-                    "Hugging Face directory / model.safetensors.")
-flags.DEFINE_string("output", None, "Where to write: a checkpoint prefix (tf1, tf2) or a "
-                    "directory / .safetensors file (hf).")
-flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model. Optional for a "
-                    "Hugging Face input that has its config.json.")
-flags.DEFINE_enum("input_format", None, checkpoints.FORMATS, "Format of --input (detected when "
-                  "not given).")
-flags.DEFINE_enum("output_format", None, checkpoints.FORMATS, "Format of --output.")
 
-FLAGS = flags.FLAGS
+def define_flags():
+  flags.DEFINE_string("input", None, "Checkpoint to read: a TF checkpoint prefix or directory, or "
+                      "a Hugging Face directory / model.safetensors.")
+  flags.DEFINE_string("output", None, "Where to write: a checkpoint prefix (tf1, tf2) or a "
+                      "directory / .safetensors file (hf).")
+  bert_flags.define_bert_config_flag()
+  flags.DEFINE_enum("input_format", None, checkpoints.FORMATS, "Format of --input (detected when "
+                    "not given). --bert_config_file is optional for a Hugging Face input that has "
+                    "its config.json.")
+  flags.DEFINE_enum("output_format", None, checkpoints.FORMATS, "Format of --output.")
+  flags.adopt_module_key_flags(bert_flags)
 
 
 def main(_):
   logging.set_verbosity(logging.INFO)
-  written = checkpoints.convert_checkpoint(FLAGS.input, FLAGS.output, FLAGS.bert_config_file,
-                                           FLAGS.input_format, FLAGS.output_format)
+  values = bert_flags.values()
+  written = checkpoints.convert_checkpoint(values.input, values.output, values.bert_config_file,
+                                           values.input_format, values.output_format)
   print(f"wrote {written}")
 
 
 if __name__ == "__main__":
-  flags.mark_flag_as_required("input")
-  flags.mark_flag_as_required("output")
+  define_flags()
+  bert_flags.mark_required("input", "output")
   cli.run(main)

@@ -5,12 +5,10 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
 from absl import flags  # noqa: E402
 
-from bert_tf import classification  # noqa: E402
 from bert_tf import cli  # noqa: E402
-from bert_tf import common_flags  # noqa: E402
-from bert_tf import export  # noqa: E402
-
-FLAGS = flags.FLAGS
+from bert_tf import finetuning  # noqa: E402
+from bert_tf import flags as bert_flags  # noqa: E402
+from bert_tf.data import glue  # noqa: E402
 
 
 def define_flags():
@@ -18,21 +16,18 @@ def define_flags():
                       "other data files) for the task.")
   flags.DEFINE_string("task_name", None, "The name of the task to train: cola, sst-2, mrpc, qqp, "
                       "sts-b, mnli, mnli-mm, qnli, rte, wnli or xnli.")
-  common_flags.define_model_flags()
-  common_flags.define_finetuning_flags()
-  common_flags.define_export_flag()
-  common_flags.define_runtime_flags()
-  flags.adopt_module_key_flags(common_flags)  # --helpshort lists the shared flags too
+  bert_flags.define_model_flags()
+  bert_flags.define_finetuning_flags()
+  bert_flags.define_export_flags()
+  bert_flags.define_runtime_flags()
+  flags.adopt_module_key_flags(bert_flags)  # --helpshort lists the shared flags too
 
 
 def main(_):
-  classification.run(FLAGS, task_kind="glue")
-  if FLAGS.export_dir:
-    export.export_from_flags("classifier", FLAGS, FLAGS.output_dir)
+  finetuning.run(glue.GlueTask, bert_flags.values())
 
 
 if __name__ == "__main__":
   define_flags()
-  for name in ("data_dir", "task_name", "vocab_file", "bert_config_file", "output_dir"):
-    flags.mark_flag_as_required(name)
+  bert_flags.mark_required("data_dir", "task_name", "vocab_file", "bert_config_file", "output_dir")
   cli.run(main)

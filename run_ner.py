@@ -7,21 +7,18 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 from absl import flags  # noqa: E402
 
 from bert_tf import cli  # noqa: E402
-from bert_tf import common_flags  # noqa: E402
-from bert_tf import export  # noqa: E402
 from bert_tf import feature_extraction  # noqa: E402
-from bert_tf import ner  # noqa: E402
-from bert_tf.errors import BertTfError  # noqa: E402
-
-FLAGS = flags.FLAGS
+from bert_tf import finetuning  # noqa: E402
+from bert_tf import flags as bert_flags  # noqa: E402
+from bert_tf.data import conll  # noqa: E402
 
 
 def define_flags():
   flags.DEFINE_string("data_dir", None, "The input data dir, with train.txt, valid.txt and "
                       "test.txt in CoNLL column format (word first, NER tag last, IOB1 or IOB2).")
-  common_flags.define_model_flags()
-  common_flags.define_finetuning_flags(max_seq_length_help="Longer sentences are split into "
-                                       "windows, each word predicted in exactly one of them.")
+  bert_flags.define_model_flags()
+  bert_flags.define_finetuning_flags(max_seq_length_help="Longer sentences are split into "
+                                     "windows, each word predicted in exactly one of them.")
   flags.DEFINE_bool("feature_based", False, "Freeze BERT and train a two-layer BiLSTM over "
                     "--feature_layers (the paper's feature-based approach) instead of "
                     "fine-tuning.")
@@ -29,21 +26,16 @@ def define_flags():
                     "With --feature_based: which BERT activations feed the BiLSTM.")
   flags.DEFINE_integer("lstm_units", 768, "With --feature_based: units per direction of each "
                        "BiLSTM layer.")
-  common_flags.define_export_flag()
-  common_flags.define_runtime_flags()
-  flags.adopt_module_key_flags(common_flags)  # --helpshort lists the shared flags too
+  bert_flags.define_export_flags()
+  bert_flags.define_runtime_flags()
+  flags.adopt_module_key_flags(bert_flags)  # --helpshort lists the shared flags too
 
 
 def main(_):
-  if FLAGS.export_dir and FLAGS.feature_based:
-    raise BertTfError("--export_dir: not supported with --feature_based")
-  ner.run(FLAGS)
-  if FLAGS.export_dir:
-    export.export_from_flags("ner", FLAGS, FLAGS.output_dir)
+  finetuning.run(conll.NerTask, bert_flags.values())
 
 
 if __name__ == "__main__":
   define_flags()
-  for name in ("data_dir", "vocab_file", "bert_config_file", "output_dir"):
-    flags.mark_flag_as_required(name)
+  bert_flags.mark_required("data_dir", "vocab_file", "bert_config_file", "output_dir")
   cli.run(main)

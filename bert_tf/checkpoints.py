@@ -181,7 +181,17 @@ def _check_shape(source, name, variable):
         f"({found[0]} tokens) but {expected} in the model (bert_config vocab_size "
         f"{expected[0]}); use the bert_config.json and vocab.txt that came with the checkpoint")
   raise BertTfError(f"{source.path}: variable {name} has shape {found} in the checkpoint but "
-                    f"{expected} in the model (check --bert_config_file)")
+                    f"{expected} in the model (check --bert_config_file and, for a task head, "
+                    f"the number of labels)")
+
+
+def _assign(source, wanted):
+  """Assigns source's tensor to each variable of `wanted` (name -> variable), after checking
+  every shape."""
+  for name, variable in wanted.items():
+    _check_shape(source, name, variable)
+  for name, variable in wanted.items():
+    variable.assign(np.asarray(source.read(name), dtype=variable.dtype.as_numpy_dtype))
 
 
 def _is_training_state(name):
@@ -193,11 +203,7 @@ def load_source(model, source):
   """Assigns every checkpoint variable of `model` (see checkpoint_variables) found in `source`."""
   wanted = checkpoint_variables(model)
   found = [name for name in wanted if name in source.shapes]
-  for name in found:
-    _check_shape(source, name, wanted[name])
-  for name in found:
-    variable = wanted[name]
-    variable.assign(np.asarray(source.read(name), dtype=variable.dtype.as_numpy_dtype))
+  _assign(source, collections.OrderedDict((name, wanted[name]) for name in found))
   not_found = [name for name in wanted if name not in source.shapes]
   unused = sorted(name for name in source.shapes
                   if name not in wanted and not _is_training_state(name))
@@ -216,6 +222,46 @@ def init_from_checkpoint(model, path, input_format=None):
   """Loads a TF1 original, our TF2 or a Hugging Face checkpoint into `model`'s encoder (and its
   `cls/` pretraining heads). Returns a LoadResult; raises BertTfError on a shape mismatch."""
   return load_source(model, open_checkpoint(path, input_format))
+
+
+# --- Fine-tuned task models -----------------------------------------------------------------------
+
+def fine_tuned_prefix(path):
+  """The checkpoint prefix of a fine-tuned model: a run's output_dir (its latest checkpoint) or a
+  prefix."""
+  if not path:
+    raise BertTfError("--init_checkpoint: required: the fine-tuned model's checkpoint or "
+                      "output_dir")
+  prefix = _tf_checkpoint_prefix(path)
+  if prefix is None:
+    if tf.io.gfile.isdir(path):
+      raise BertTfError(f"--init_checkpoint: {path} holds no checkpoint (expected the output_dir "
+                        f"of a fine-tuning run)")
+    raise BertTfError(f"--init_checkpoint: {path}: checkpoint not found")
+  return prefix
+
+
+def load_task_model(model, path, task):
+  """Loads every variable of a built task model, head included, from a fine-tuned checkpoint.
+
+  The checkpoint may be one of ours (a run_*.py output_dir or prefix) or an original TF1 one;
+  variables are matched by their original names. A checkpoint without the task head (e.g. a
+  pre-trained one) or with other shapes raises BertTfError.
+  """
+  source = open_checkpoint(fine_tuned_prefix(path))
+  wanted = collections.OrderedDict((variable_name(v), v) for v in model.trainable_variables)
+  encoder_names = {variable_name(v) for v in model.encoder.variables}
+  missing = [name for name in wanted if name not in source.shapes]
+  missing_head = [name for name in missing if name not in encoder_names]
+  if missing_head:
+    raise BertTfError(f"--init_checkpoint: {source.path} has no {task} head (missing "
+                      f"{', '.join(missing_head)}): pass the checkpoint of a fine-tuned "
+                      f"{task} model, e.g. the output_dir of its run script")
+  if missing:
+    raise BertTfError(f"--init_checkpoint: {source.path} lacks {len(missing)} encoder variables, "
+                      f"e.g. {missing[0]}")
+  _assign(source, wanted)
+  logging.info("%s: loaded %d variables", source.path, len(wanted))
 
 
 # --- TF1 name-based checkpoints -------------------------------------------------------------------

@@ -54,6 +54,13 @@ class BertConfig:
   def head_size(self):
     return self.hidden_size // self.num_attention_heads
 
+  def check_sequence_length(self, max_seq_length, flag="--max_seq_length"):
+    """The one check of a sequence length against the model's position embeddings."""
+    if max_seq_length > self.max_position_embeddings:
+      raise BertTfError(f"{flag}: cannot use sequence length {max_seq_length} because the BERT "
+                        f"model was only trained up to sequence length "
+                        f"{self.max_position_embeddings}")
+
   @classmethod
   def from_dict(cls, json_object, source="BertConfig"):
     if not isinstance(json_object, dict):

@@ -62,9 +62,12 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf import checkpoints
-from bert_tf import heads
 from bert_tf import fast_tokenization
+from bert_tf import heads
 from bert_tf import tokenization
+from bert_tf.config import BertConfig
+from bert_tf.data import conll
+from bert_tf.data import glue
 from bert_tf.errors import BertTfError
 
 TASKS = ("classifier", "squad", "ner")
@@ -328,54 +331,6 @@ class NerServer(tf.Module):
 # ---------------------------------------------------------------------------- models
 
 
-def checkpoint_prefix(path):
-  """The checkpoint prefix of a directory (its latest checkpoint) or a prefix."""
-  if not path:
-    raise BertTfError("--init_checkpoint: required: the fine-tuned model's checkpoint or "
-                      "output_dir")
-  if tf.io.gfile.isdir(path):
-    latest = tf.train.latest_checkpoint(path)
-    if not latest:
-      raise BertTfError(f"--init_checkpoint: {path} holds no checkpoint (expected the output_dir "
-                        f"of a fine-tuning run)")
-    return latest
-  if path.endswith(".index"):
-    path = path[:-len(".index")]
-  if not tf.io.gfile.exists(path + ".index"):
-    raise BertTfError(f"--init_checkpoint: {path}: checkpoint not found")
-  return path
-
-
-def load_task_model(model, path, task):
-  """Loads every variable of a built task model, head included, from a fine-tuned checkpoint.
-
-  The checkpoint may be one of ours (a run_*.py output_dir or prefix) or an original TF1 one;
-  variables are matched by their original names. A checkpoint without the task head (e.g. a
-  pre-trained one) or with other shapes raises BertTfError.
-  """
-  source = checkpoints.open_checkpoint(checkpoint_prefix(path))
-  wanted = {checkpoints.variable_name(v): v for v in model.trainable_variables}
-  encoder_names = {checkpoints.variable_name(v) for v in model.encoder.variables}
-  missing = [name for name in wanted if name not in source.shapes]
-  missing_head = [name for name in missing if name not in encoder_names]
-  if missing_head:
-    raise BertTfError(f"--init_checkpoint: {source.path} has no {task} head (missing "
-                      f"{', '.join(missing_head)}): pass the checkpoint of a fine-tuned "
-                      f"{task} model, e.g. the output_dir of its run script")
-  if missing:
-    raise BertTfError(f"--init_checkpoint: {source.path} lacks {len(missing)} encoder variables, "
-                      f"e.g. {missing[0]}")
-  for name, variable in wanted.items():
-    found = list(source.shapes[name])
-    if found != list(variable.shape):
-      raise BertTfError(f"--init_checkpoint: {source.path}: variable {name} has shape {found} in "
-                        f"the checkpoint but {list(variable.shape)} in the model (check "
-                        f"--bert_config_file and the label list)")
-  for name, variable in wanted.items():
-    variable.assign(np.asarray(source.read(name), variable.dtype.as_numpy_dtype))
-  logging.info("%s: loaded %d variables", source.path, len(wanted))
-
-
 def build_model(task, config, num_labels=None):
   """The task model, with variables, as the run script builds it."""
   if task == "classifier":
@@ -439,9 +394,7 @@ def export(task, config, vocab_file, do_lower_case, init_checkpoint, export_dir,
   from bert_tf import training  # pylint: disable=g-import-not-at-top
   if task not in TASKS:
     raise BertTfError(f"--task: {task!r} is not one of {', '.join(TASKS)}")
-  if max_seq_length > config.max_position_embeddings:
-    raise BertTfError(f"--max_seq_length: {max_seq_length} is longer than the model's "
-                      f"max_position_embeddings {config.max_position_embeddings}")
+  config.check_sequence_length(max_seq_length)
   if not tf.io.gfile.exists(vocab_file):
     raise BertTfError(f"--vocab_file: {vocab_file} not found")
   if task != "squad" and not label_list and not regression:
@@ -459,7 +412,7 @@ def export(task, config, vocab_file, do_lower_case, init_checkpoint, export_dir,
     model = build_model(task, config, num_labels=1 if regression else len(label_list or []))
   finally:
     tf_keras.mixed_precision.set_global_policy(previous)
-  load_task_model(model, init_checkpoint, task)
+  checkpoints.load_task_model(model, init_checkpoint, task)
   server = make_server(task, tokenizer, model, max_seq_length, label_list, pair, regression,
                        **squad_options)
   return save(server, export_dir)
@@ -472,66 +425,53 @@ def load(export_dir):
   return tf.saved_model.load(export_dir)
 
 
-def read_label_file(path):
-  """One label a line (as run_ner's output_dir/label_list.txt)."""
-  if not tf.io.gfile.exists(path):
-    raise BertTfError(f"--label_file: {path} not found")
-  with tf.io.gfile.GFile(path) as reader:
-    labels = [line.strip() for line in reader if line.strip()]
-  if not labels:
-    raise BertTfError(f"--label_file: {path} holds no label")
-  return labels
-
-
 def classifier_labels(task_name):
   """(label_list or None for regression, whether the task's inputs are pairs) of a GLUE task."""
-  from bert_tf.data import glue  # pylint: disable=g-import-not-at-top
   processor = glue.get_processor(task_name)
   pair = processor.columns["dev"][3] is not None
   return (None if processor.regression else processor.get_labels()), pair
 
 
-def _squad_options(f):
-  return dict(max_query_length=f.max_query_length, max_answer_length=f.max_answer_length,
-              n_best_size=f.n_best_size,
-              null_score_diff_threshold=(f.null_score_diff_threshold
-                                         if f.version_2_with_negative else None))
+def _squad_options(values):
+  return dict(max_query_length=values.max_query_length,
+              max_answer_length=values.max_answer_length, n_best_size=values.n_best_size,
+              null_score_diff_threshold=(values.null_score_diff_threshold
+                                         if values.version_2_with_negative else None))
 
 
-def _labels_for(task, f, init_checkpoint):
-  """(label_list, pair, regression) for a task from the flags."""
+def _labels_for(task, values, init_checkpoint):
+  """(label_list, pair, regression) for a task from the flag values."""
   if task == "classifier":
-    if not f.task_name:
+    if not values.task_name:
       raise BertTfError("--task_name: required with --task=classifier (its labels are the GLUE "
                         "processor's)")
-    label_list, pair = classifier_labels(f.task_name)
+    label_list, pair = classifier_labels(values.task_name)
     return label_list, pair, label_list is None
   if task == "ner":
-    label_file = getattr(f, "label_file", None)
+    label_file = getattr(values, "label_file", None)
     if not label_file and init_checkpoint and tf.io.gfile.isdir(init_checkpoint):
-      from bert_tf import ner  # pylint: disable=g-import-not-at-top
-      label_file = os.path.join(init_checkpoint, ner.LABEL_LIST_FILE)
+      label_file = os.path.join(init_checkpoint, conll.LABEL_LIST_FILE)
     if not label_file:
       raise BertTfError("--label_file: required with --task=ner unless --init_checkpoint is "
                         "run_ner's output_dir (which holds label_list.txt)")
-    return read_label_file(label_file), True, False
+    return conll.read_label_list(label_file), True, False
   return None, True, False
 
 
-def export_from_flags(task, f, init_checkpoint):
-  """Exports `task` as the flags say (export_savedmodel.py's, or a run_*.py's after training)."""
-  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
-  if not tf.io.gfile.exists(f.bert_config_file):
-    raise BertTfError(f"--bert_config_file: {f.bert_config_file} not found")
-  config = BertConfig.from_json_file(f.bert_config_file)
-  label_list, pair, regression = _labels_for(task, f, init_checkpoint)
-  squad_options = _squad_options(f) if task == "squad" else {}
-  return export(task, config, f.vocab_file, f.do_lower_case, init_checkpoint, f.export_dir,
-                f.max_seq_length, label_list=label_list, pair=pair, regression=regression,
-                dtype=f.dtype, **squad_options)
+def export_from_values(task, values, init_checkpoint):
+  """Exports `task` as the flag values say (export_savedmodel.py's, or a run_*.py's after
+  training, with its output_dir as init_checkpoint)."""
+  if not tf.io.gfile.exists(values.bert_config_file):
+    raise BertTfError(f"--bert_config_file: {values.bert_config_file} not found")
+  config = BertConfig.from_json_file(values.bert_config_file)
+  label_list, pair, regression = _labels_for(task, values, init_checkpoint)
+  squad_options = _squad_options(values) if task == "squad" else {}
+  return export(task, config, values.vocab_file, values.do_lower_case, init_checkpoint,
+                values.export_dir, values.max_seq_length, label_list=label_list, pair=pair,
+                regression=regression, dtype=values.dtype, **squad_options)
 
 
-def run(f):
-  """The whole of export_savedmodel.py for parsed FLAGS; returns the export directory."""
-  tokenization.validate_case_matches_checkpoint(f.do_lower_case, f.init_checkpoint)
-  return export_from_flags(f.task, f, f.init_checkpoint)
+def run(values):
+  """The whole of export_savedmodel.py for its flag values; returns the export directory."""
+  tokenization.validate_case_matches_checkpoint(values.do_lower_case, values.init_checkpoint)
+  return export_from_values(values.task, values, values.init_checkpoint)

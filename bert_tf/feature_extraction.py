@@ -9,9 +9,12 @@ import tensorflow as tf
 import tf_keras
 from absl import logging
 
+from bert_tf import checkpoints
 from bert_tf import heads
 from bert_tf import modeling
 from bert_tf import tokenization
+from bert_tf import training
+from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
 from bert_tf.fileio import atomic_output
 
@@ -94,11 +97,13 @@ def parse_layers(layers, num_hidden_layers):
 class FeatureExtractor(tf_keras.Model):
   """The encoder's layers `layer_indexes`, as a [num_layers, B, T, H] float32 tensor."""
 
-  def __init__(self, config, layer_indexes, name="feature_extractor", **kwargs):
+  def __init__(self, config, layer_indexes, use_one_hot_embeddings=False,
+               name="feature_extractor", **kwargs):
     super().__init__(name=name, **kwargs)
     self.config = config
     self.layer_indexes = list(layer_indexes)
-    self.encoder = modeling.BertModel(config, name="bert")
+    self.encoder = modeling.BertModel(config, use_one_hot_embeddings=use_one_hot_embeddings,
+                                      name="bert")
 
   def call(self, inputs, training=False):
     layers = self.encoder(heads.encoder_inputs(inputs), training=False)["encoder_outputs"]
@@ -140,6 +145,26 @@ def write_features(output_file, extractor, features, batch_size):
     with tf.io.gfile.GFile(tmp, "w") as writer:
       for feature, layer_values in extract(extractor, features, batch_size):
         writer.write(feature_json(feature, layer_values, extractor.layer_indexes) + "\n")
+
+
+def run(values):
+  """The whole of extract_features.py for its flag values."""
+  if values.max_seq_length < 3:
+    raise BertTfError(f"--max_seq_length: must be at least 3, got {values.max_seq_length}")
+  bert_config = BertConfig.from_json_file(values.bert_config_file)
+  bert_config.check_sequence_length(values.max_seq_length)
+  layer_indexes = parse_layers(values.layers, bert_config.num_hidden_layers)
+  tokenization.validate_case_matches_checkpoint(values.do_lower_case, values.init_checkpoint)
+  tokenizer = tokenization.FullTokenizer(vocab_file=values.vocab_file,
+                                         do_lower_case=values.do_lower_case)
+  examples = read_examples(values.input_file)
+  features = convert_examples_to_features(examples, values.max_seq_length, tokenizer)
+  strategy = training.setup_runtime(values)
+  with strategy.scope():
+    extractor = FeatureExtractor(bert_config, layer_indexes, values.use_one_hot_embeddings)
+    checkpoints.init_from_checkpoint(extractor, values.init_checkpoint)
+  write_features(values.output_file, extractor, features, values.batch_size)
+  logging.info("Wrote features of %d lines to %s", len(features), values.output_file)
 
 
 def select_layers(outputs, feature_layers):

@@ -46,6 +46,21 @@ class OutputProjection(tf_keras.layers.Layer):
     return tf.matmul(x, self.output_weights, transpose_b=True) + self.output_bias
 
 
+def sparse_cross_entropy(labels, logits, weights=None):
+  """Mean softmax cross-entropy of integer labels; with weights, averaged over the weighted
+  positions (e.g. the words of a tagging batch)."""
+  losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+  if weights is None:
+    return tf.reduce_mean(losses)
+  return tf.reduce_sum(losses * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
+
+
+def correct_predictions(labels, logits):
+  """1.0 where the highest logit is the label's, else 0.0 (a training step's accuracy)."""
+  predictions = tf.argmax(logits, axis=-1, output_type=tf.int32)
+  return tf.cast(predictions == tf.cast(labels, tf.int32), tf.float32)
+
+
 def encoder_inputs(inputs):
   return {name: inputs[name] for name in INPUT_NAMES}
 

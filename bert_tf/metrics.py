@@ -1,4 +1,5 @@
-"""GLUE metrics in plain numpy: accuracy, binary F1, Matthews correlation, Pearson, Spearman.
+"""Metrics in plain numpy: accuracy, binary F1, Matthews correlation, Pearson, Spearman, and the
+softmax and cross-entropy of predicted logits.
 
 Each takes labels then predictions (array-likes of equal length) and returns a Python float.
 Degenerate inputs (one class only, constant predictions) give 0.0 where the ratio is undefined,
@@ -71,3 +72,21 @@ def _ranks(values):
 def spearman(labels, predictions):
   labels, predictions = _pair(labels, predictions)
   return pearson(_ranks(labels), _ranks(predictions))
+
+
+def softmax(logits):
+  """Softmax over the last axis, in the logits' float type."""
+  z = logits - logits.max(axis=-1, keepdims=True)
+  e = np.exp(z)
+  return e / e.sum(axis=-1, keepdims=True)
+
+
+def cross_entropy(logits, labels, weights=None):
+  """Mean softmax cross-entropy of integer labels (weighted over the labelled positions when
+  weights are given), computed in the logits' float type (float64 from the fine-tuning scripts)."""
+  shifted = logits - logits.max(axis=-1, keepdims=True)
+  log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+  picked = np.take_along_axis(log_probs, np.asarray(labels)[..., None], axis=-1)[..., 0]
+  if weights is None:
+    return float(-np.mean(picked))
+  return float(-(picked * weights).sum() / max(weights.sum(), 1.0))

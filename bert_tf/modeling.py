@@ -164,12 +164,17 @@ class Dropout(tf_keras.layers.Dropout):
 
 
 class Embeddings(tf_keras.layers.Layer):
-  """Word + token type + position embeddings, LayerNorm and dropout, in float32."""
+  """Word + token type + position embeddings, LayerNorm and dropout, in float32.
 
-  def __init__(self, config, **kwargs):
+  use_one_hot_embeddings: look the words up as a one-hot matmul, as the original did on TPU
+  (--use_one_hot_embeddings); the values are the same as a gather's.
+  """
+
+  def __init__(self, config, use_one_hot_embeddings=False, **kwargs):
     kwargs["dtype"] = "float32"
     super().__init__(**kwargs)
     self.config = config
+    self.use_one_hot_embeddings = use_one_hot_embeddings
     self.layer_norm = LayerNorm(config.hidden_size, name="LayerNorm")
     self.dropout = Dropout(config.hidden_dropout_prob)
 
@@ -195,7 +200,11 @@ class Embeddings(tf_keras.layers.Layer):
     # Gathers from the table's value, not the variable: a gather from the variable (ResourceGather)
     # switches it to copy-on-read, after which every read of the table, the optimizer's
     # included, copies all of it.
-    x = tf.gather(tf.convert_to_tensor(self.word_embeddings), input_ids)
+    table = tf.convert_to_tensor(self.word_embeddings)
+    if self.use_one_hot_embeddings:
+      x = tf.einsum("btv,vh->bth", tf.one_hot(input_ids, self.config.vocab_size), table)
+    else:
+      x = tf.gather(table, input_ids)
     x += tf.gather(self.token_type_embeddings, segment_ids)
     x += self.position_embeddings[tf.newaxis, :seq_length]
     return self.dropout(self.layer_norm(x), training=training)
@@ -274,11 +283,11 @@ class BertModel(tf_keras.Model):
   positions on its left (the paper's left-to-right ablation).
   """
 
-  def __init__(self, config, causal=False, name="bert", **kwargs):
+  def __init__(self, config, causal=False, use_one_hot_embeddings=False, name="bert", **kwargs):
     super().__init__(name=name, **kwargs)
     self.config = config
     self.causal = causal
-    self.embeddings = Embeddings(config, name="embeddings")
+    self.embeddings = Embeddings(config, use_one_hot_embeddings, name="embeddings")
     self.transformer_layers = [
         TransformerLayer(config, name=f"encoder/layer_{i}")
         for i in range(config.num_hidden_layers)]

@@ -1,14 +1,23 @@
-"""Pretraining objective, metrics and input pipeline (the original run_pretraining.py's model_fn).
+"""Pretraining: the whole of run_pretraining.py (run), its objective, metrics and input pipeline
+(the original run_pretraining.py's model_fn and input_fn_builder).
 
 loss = masked-LM loss sum(w * ce) / (sum(w) + 1e-5) + mean next-sentence loss, as the original.
 The ablations of the paper's Table 5: use_nsp=False drops the NSP term (--no_nsp);
 left_to_right rebuilds the unmasked text and predicts every next token (--left_to_right, with a
 causal BertPretrainer).
 """
+import os
+
+from absl import logging
 import tensorflow as tf
 
+from bert_tf import checkpoints
+from bert_tf import heads
+from bert_tf import modeling
 from bert_tf import records
 from bert_tf import training
+from bert_tf.config import BertConfig
+from bert_tf.errors import BertTfError
 
 
 def _cross_entropy(logits, labels):
@@ -74,16 +83,14 @@ def metric_fn(use_nsp=True):
     mlm_logits = outputs["mlm_logits"]
     mlm_ids = features["masked_lm_ids"]
     weights = features["masked_lm_weights"]
-    mlm_predictions = tf.argmax(mlm_logits, axis=-1, output_type=tf.int32)
     metrics = {
-        "masked_lm_accuracy": (tf.cast(tf.equal(mlm_predictions, mlm_ids), tf.float32), weights),
+        "masked_lm_accuracy": (heads.correct_predictions(mlm_ids, mlm_logits), weights),
         "masked_lm_loss": (_cross_entropy(mlm_logits, mlm_ids), weights),
     }
     if use_nsp:
       labels = tf.reshape(features["next_sentence_labels"], [-1])
-      nsp_predictions = tf.argmax(outputs["nsp_logits"], axis=-1, output_type=tf.int32)
       metrics["next_sentence_accuracy"] = (
-          tf.cast(tf.equal(nsp_predictions, labels), tf.float32), None)
+          heads.correct_predictions(labels, outputs["nsp_logits"]), None)
       metrics["next_sentence_loss"] = (_cross_entropy(outputs["nsp_logits"], labels), None)
     return metrics
 
@@ -115,8 +122,73 @@ def input_fn(input_files, max_seq_length, max_predictions_per_seq, batch_size, i
              seed=0, gradient_accumulation_steps=1, left_to_right=False):
   """The pretraining records as a bert_tf.training input_fn. Eval repeats, as the original
   (it runs --max_eval_steps batches)."""
-  return training.records_input_fn(
+  return records.records_input_fn(
       input_files, records.pretraining_features(max_seq_length, max_predictions_per_seq),
       batch_size, is_training, seed=seed, gradient_accumulation_steps=gradient_accumulation_steps,
       map_fn=left_to_right_targets if left_to_right else None, repeat=True,
       drop_remainder=is_training)
+
+
+def run(values):
+  """Trains (--do_train) and evaluates (--do_eval) as the flag values say; returns the eval
+  results (or None)."""
+  strategy = training.setup_runtime(values)
+  if not values.do_train and not values.do_eval:
+    raise BertTfError("--do_train/--do_eval: at least one of them must be True")
+  config = BertConfig.from_json_file(values.bert_config_file)
+  config.check_sequence_length(values.max_seq_length)
+  tf.io.gfile.makedirs(values.output_dir)
+  input_files = records.input_files(values.input_file, "--input_file")
+  logging.info("*** Input Files ***")
+  name_to_features = records.pretraining_features(values.max_seq_length,
+                                                  values.max_predictions_per_seq)
+  for input_file in input_files:
+    logging.info("  %s", input_file)
+    records.check_record_shapes(input_file, name_to_features)
+
+  use_nsp = not (values.no_nsp or values.left_to_right)
+
+  def model_fn():
+    return modeling.BertPretrainer(config, causal=values.left_to_right)
+
+  def make_input_fn(batch_size, is_training):
+    return input_fn(input_files, values.max_seq_length, values.max_predictions_per_seq,
+                    batch_size, is_training, seed=values.seed, left_to_right=values.left_to_right,
+                    gradient_accumulation_steps=(values.gradient_accumulation_steps if is_training
+                                                 else 1))
+
+  model = None
+  if values.do_train:
+    model = _train(values, strategy, config, model_fn, make_input_fn(values.train_batch_size, True),
+                   use_nsp)
+  if not values.do_eval:
+    return None
+  logging.info("***** Running evaluation *****")
+  logging.info("  Batch size = %d", values.eval_batch_size)
+  eval_input_fn = make_input_fn(values.eval_batch_size, False)
+  if model is None:
+    model, _ = training.restore_model(strategy, model_fn, eval_input_fn, values.output_dir,
+                                      values.init_checkpoint)
+  result = training.evaluate(strategy, model, eval_input_fn, metric_fn(use_nsp),
+                             loss_fn(use_nsp), steps=values.max_eval_steps,
+                             global_step=training.global_step(model))
+  if strategy.extended.should_checkpoint:
+    logging.info("***** Eval results *****")
+    training.write_eval_results(os.path.join(values.output_dir, "eval_results.txt"), result)
+  return result
+
+
+def _train(values, strategy, config, model_fn, train_input_fn, use_nsp):
+  logging.info("***** Running training *****")
+  logging.info("  Batch size = %d", values.train_batch_size)
+  model = training.train(
+      strategy, model_fn, loss_fn(use_nsp), train_input_fn, values.num_train_steps,
+      values.learning_rate, values.num_warmup_steps, values.output_dir,
+      init_checkpoint=values.init_checkpoint, metric_fn=metric_fn(use_nsp),
+      train_batch_size=values.train_batch_size, **training.train_options(values))
+  if values.export_tf1_checkpoint and strategy.extended.should_checkpoint:
+    path = checkpoints.save_tf1_checkpoint(model, os.path.join(values.output_dir,
+                                                               "bert_model.ckpt"))
+    config.to_json_file(os.path.join(values.output_dir, "bert_config.json"))
+    logging.info("Wrote the TF1 checkpoint %s", path)
+  return model

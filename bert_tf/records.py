@@ -1,6 +1,10 @@
 """TFRecord schemas (the original's name_to_features), one per record kind, with writer and reader.
 
-Every script that writes or reads records goes through here, so a schema is stated once.
+Every script that writes or reads records goes through here, so a schema is stated once:
+write_records(path, feature_dicts) writes a record file atomically; records_input_fn(...) reads
+record files as the input_fn of bert_tf.training (for training it shards by file across input
+pipelines, or by record when there are fewer files, repeats, shuffles the files and interleaves
+them, shuffles records (seeded), batches per replica and prefetches).
 """
 import collections
 import itertools
@@ -94,6 +98,38 @@ def serialize(features):
   return to_example(features).SerializeToString(deterministic=True)
 
 
+class RecordWriter:
+  """`with RecordWriter(path) as writer: writer.write(feature_dict)`: a TFRecord file that appears
+  whole, when the block ends without an error, or not at all. `count` records were written."""
+
+  def __init__(self, path):
+    self.path = path
+    self.count = 0
+
+  def __enter__(self):
+    self._atomic = fileio.atomic_output(self.path)
+    self._writer = tf.io.TFRecordWriter(self._atomic.__enter__())
+    return self
+
+  def write(self, features):
+    """Writes a feature dict (name -> int or float values, see to_example) as one record."""
+    self._writer.write(serialize(features))
+    self.count += 1
+
+  def __exit__(self, *exc):
+    self._writer.close()
+    return self._atomic.__exit__(*exc)
+
+
+def write_records(path, feature_dicts):
+  """Writes each feature dict as one record of a TFRecord file that appears whole or not at all;
+  returns how many were written."""
+  with RecordWriter(path) as writer:
+    for features in feature_dicts:
+      writer.write(features)
+  return writer.count
+
+
 def parse_fn(name_to_features, source="records"):
   """A tf.data map function: serialized Example -> dict of tensors, int64 cast to int32.
 
@@ -134,6 +170,60 @@ def input_files(patterns, flag_name="--input_file"):
   if not files:
     raise BertTfError(f"{flag_name}: no input file given")
   return files
+
+
+def per_replica_batch_size(input_context, global_batch_size, gradient_accumulation_steps=1):
+  """Examples per replica per micro-batch, for a global batch of `global_batch_size`."""
+  parts = input_context.num_replicas_in_sync * gradient_accumulation_steps
+  if global_batch_size % parts:
+    raise BertTfError(f"--train_batch_size: {global_batch_size} is not divisible by "
+                      f"{input_context.num_replicas_in_sync} replica(s) x "
+                      f"{gradient_accumulation_steps} accumulation step(s)")
+  return global_batch_size // parts
+
+
+def records_input_fn(input_files, name_to_features, batch_size, is_training, seed=0,
+                     gradient_accumulation_steps=1, map_fn=None, drop_remainder=None,
+                     shuffle_buffer_size=100, cycle_length=4, repeat=None):
+  """An input_fn over TFRecord files; `batch_size` is the global batch per optimizer step."""
+  input_files = list(input_files)
+  drop_remainder = is_training if drop_remainder is None else drop_remainder
+  repeat = is_training if repeat is None else repeat
+
+  def input_fn(input_context=None):
+    input_context = input_context or tf.distribute.InputContext()
+    micro_batch = per_replica_batch_size(
+        input_context, batch_size, gradient_accumulation_steps if is_training else 1)
+    pipelines, pipeline_id = input_context.num_input_pipelines, input_context.input_pipeline_id
+    if is_training:
+      files = tf.data.Dataset.from_tensor_slices(tf.constant(input_files))
+      by_file = len(input_files) >= pipelines
+      if by_file:
+        files = files.shard(pipelines, pipeline_id)
+      if repeat:
+        files = files.repeat()
+      files = files.shuffle(max(len(input_files), 1), seed=seed)
+      d = files.interleave(tf.data.TFRecordDataset, cycle_length=min(cycle_length,
+                                                                     len(input_files)),
+                           num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+      d = d.shuffle(shuffle_buffer_size, seed=seed)
+      if not by_file:
+        # Every pipeline reads the same shuffled stream and keeps its share, so N replicas see
+        # the same global batches as one device.
+        d = d.shard(pipelines, pipeline_id)
+    else:
+      d = tf.data.TFRecordDataset(input_files)
+      if pipelines > 1:
+        d = d.shard(pipelines, pipeline_id)
+      if repeat:
+        d = d.repeat()
+    d = d.map(parse_fn(name_to_features), num_parallel_calls=tf.data.AUTOTUNE)
+    if map_fn is not None:
+      d = d.map(map_fn, num_parallel_calls=tf.data.AUTOTUNE)
+    d = d.batch(micro_batch, drop_remainder=drop_remainder)
+    return d.prefetch(tf.data.AUTOTUNE)
+
+  return input_fn
 
 
 # TFRecord files without TensorFlow: each record is its length (uint64, little-endian), the masked

@@ -5,8 +5,10 @@ API (stable; later changes only add keyword arguments):
   strategy = get_strategy(distribution_strategy="one_device", num_gpus=None, tpu_name=None,
                           tpu_zone=None, gcp_project=None, master=None)
       one of STRATEGIES: one_device | mirrored | multi_worker_mirrored | tpu. Create it before any
-      other TensorFlow op (multi_worker_mirrored needs that). Scripts usually call
-      bert_tf.common_flags.runtime_from_flags(), which does this, then set_precision and set_seed.
+      other TensorFlow op (multi_worker_mirrored needs that). Scripts call
+      setup_runtime(values) with their flag values (bert_tf.flags.values()), which does this,
+      then set_precision and set_seed; trim_padding(values) and train_options(values) give the
+      other runtime choices.
   set_precision(dtype)        dtype in PRECISIONS: float32 | bfloat16 | float16 (loss-scaled)
   set_seed(seed, deterministic=True)
       seeds Python/NumPy/TF, enables op determinism and makes dropout layers draw from
@@ -23,9 +25,10 @@ API (stable; later changes only add keyword arguments):
                                          micro-batch (the loop scales it for replicas/accumulation).
       train_input_fn(input_context)   -> tf.data.Dataset of feature dicts, batched per replica and
                                          repeated forever. With gradient accumulation the batches
-                                         are micro-batches: use per_replica_batch_size(input_context,
-                                         train_batch_size, gradient_accumulation_steps), or
-                                         records_input_fn(...) which does all of it.
+                                         are micro-batches: use bert_tf.records'
+                                         per_replica_batch_size(input_context, train_batch_size,
+                                         gradient_accumulation_steps), or records_input_fn(...)
+                                         which does all of it.
       metric_fn(features, outputs)    -> {name: (values, weights or None)}: the metric is
                                          sum(values * weights) / sum(weights) over what was seen
                                          (logged during training, over every micro-batch with
@@ -53,13 +56,6 @@ API (stable; later changes only add keyword arguments):
   model, step = restore_model(strategy, model_fn, input_fn, output_dir=None, init_checkpoint=None)
       a model built for input_fn's features, with the latest checkpoint of output_dir or else
       init_checkpoint loaded (for --do_eval / --do_predict without --do_train).
-
-  records_input_fn(input_files, name_to_features, batch_size, is_training, seed=0,
-                   gradient_accumulation_steps=1, map_fn=None, drop_remainder=None,
-                   shuffle_buffer_size=100, cycle_length=4, repeat=None)
-      -> input_fn(input_context): TFRecords through bert_tf.records.parse_fn; for training it shards
-      by file across input pipelines (by record when there are fewer files), repeats, shuffles the
-      files and interleaves them, shuffles records (seeded), batches per replica and prefetches.
 """
 import os
 import time
@@ -70,7 +66,6 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf import optimization
-from bert_tf import records
 from bert_tf.errors import BertTfError
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
@@ -126,58 +121,41 @@ def set_seed(seed, deterministic=True):
   tf_keras.backend.experimental.enable_tf_random_generator()
 
 
-def per_replica_batch_size(input_context, global_batch_size, gradient_accumulation_steps=1):
-  """Examples per replica per micro-batch, for a global batch of `global_batch_size`."""
-  parts = input_context.num_replicas_in_sync * gradient_accumulation_steps
-  if global_batch_size % parts:
-    raise BertTfError(f"--train_batch_size: {global_batch_size} is not divisible by "
-                      f"{input_context.num_replicas_in_sync} replica(s) x "
-                      f"{gradient_accumulation_steps} accumulation step(s)")
-  return global_batch_size // parts
+def strategy_name(values):
+  """--distribution_strategy, or tpu with --use_tpu (the original's flag)."""
+  return "tpu" if values.use_tpu else values.distribution_strategy
 
 
-def records_input_fn(input_files, name_to_features, batch_size, is_training, seed=0,
-                     gradient_accumulation_steps=1, map_fn=None, drop_remainder=None,
-                     shuffle_buffer_size=100, cycle_length=4, repeat=None):
-  """An input_fn over TFRecord files; `batch_size` is the global batch per optimizer step."""
-  input_files = list(input_files)
-  drop_remainder = is_training if drop_remainder is None else drop_remainder
-  repeat = is_training if repeat is None else repeat
+def setup_runtime(values):
+  """The strategy for the runtime flag values, after which precision, seed and determinism are
+  set. Call before any other TensorFlow op: multi_worker_mirrored must be created first."""
+  strategy = get_strategy(strategy_name(values), num_gpus=values.num_gpus,
+                          tpu_name=values.tpu_name, tpu_zone=values.tpu_zone,
+                          gcp_project=values.gcp_project, master=values.master)
+  if (isinstance(strategy, tf.distribute.TPUStrategy) and values.num_tpu_cores and
+      strategy.num_replicas_in_sync != values.num_tpu_cores):
+    logging.warning("--num_tpu_cores=%d, but the TPU has %d cores: all of them are used",
+                    values.num_tpu_cores, strategy.num_replicas_in_sync)
+  set_precision(values.dtype)
+  if hasattr(values, "seed"):
+    set_seed(values.seed, deterministic=values.deterministic)
+  return strategy
 
-  def input_fn(input_context=None):
-    input_context = input_context or tf.distribute.InputContext()
-    micro_batch = per_replica_batch_size(
-        input_context, batch_size, gradient_accumulation_steps if is_training else 1)
-    pipelines, pipeline_id = input_context.num_input_pipelines, input_context.input_pipeline_id
-    if is_training:
-      files = tf.data.Dataset.from_tensor_slices(tf.constant(input_files))
-      by_file = len(input_files) >= pipelines
-      if by_file:
-        files = files.shard(pipelines, pipeline_id)
-      if repeat:
-        files = files.repeat()
-      files = files.shuffle(max(len(input_files), 1), seed=seed)
-      d = files.interleave(tf.data.TFRecordDataset, cycle_length=min(cycle_length,
-                                                                     len(input_files)),
-                           num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-      d = d.shuffle(shuffle_buffer_size, seed=seed)
-      if not by_file:
-        # Every pipeline reads the same shuffled stream and keeps its share, so N replicas see
-        # the same global batches as one device.
-        d = d.shard(pipelines, pipeline_id)
-    else:
-      d = tf.data.TFRecordDataset(input_files)
-      if pipelines > 1:
-        d = d.shard(pipelines, pipeline_id)
-      if repeat:
-        d = d.repeat()
-    d = d.map(records.parse_fn(name_to_features), num_parallel_calls=tf.data.AUTOTUNE)
-    if map_fn is not None:
-      d = d.map(map_fn, num_parallel_calls=tf.data.AUTOTUNE)
-    d = d.batch(micro_batch, drop_remainder=drop_remainder)
-    return d.prefetch(tf.data.AUTOTUNE)
 
-  return input_fn
+def trim_padding(values):
+  """Whether task models may run each batch at its longest sequence: not where shapes are compiled
+  statically (XLA, TPU)."""
+  return not values.use_xla and strategy_name(values) != "tpu"
+
+
+def train_options(values):
+  """The keyword arguments of train() that come straight from the runtime flag values."""
+  return dict(optimizer_type=values.optimizer, adam_bias_correction=values.adam_bias_correction,
+              gradient_accumulation_steps=values.gradient_accumulation_steps,
+              save_checkpoints_steps=values.save_checkpoints_steps,
+              keep_checkpoint_max=values.keep_checkpoint_max,
+              steps_per_loop=values.iterations_per_loop, log_steps=values.log_steps,
+              use_xla=values.use_xla, seed=values.seed)
 
 
 # ---------------------------------------------------------------------------- model building
@@ -301,38 +279,93 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
           steps_per_loop=1000, log_steps=100, gradient_accumulation_steps=1, metric_fn=None,
           seed=None, use_xla=False, train_batch_size=None, adam_bias_correction=False):
   """Trains model_fn()'s model to num_train_steps optimizer steps; see the module docstring."""
+  _check_train_arguments(gradient_accumulation_steps, save_checkpoints_steps)
+  tf.io.gfile.makedirs(output_dir)
+  if seed is not None:
+    tf_keras.utils.set_random_seed(seed)
+  iterators = _TrainIterators(strategy, train_input_fn)
+  state = _TrainState(strategy, model_fn, iterators.element_spec, metric_fn, dict(
+      init_lr=learning_rate, num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
+      optimizer_type=optimizer_type, weight_decay_rate=weight_decay_rate,
+      adam_bias_correction=adam_bias_correction))
+  manager = _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoint,
+                                   keep_checkpoint_max)
+  train_loop = _train_loop_function(strategy, state, iterators, loss_fn, metric_fn,
+                                    gradient_accumulation_steps, use_xla)
+  progress = _ProgressLog(strategy, state, output_dir, num_train_steps, train_batch_size)
+  step = int(state.optimizer.iterations.numpy())
+  logging.info("***** Running training from step %d to %d *****", step, num_train_steps)
+  while step < num_train_steps:
+    until_save = save_checkpoints_steps - step % save_checkpoints_steps
+    until_log = log_steps - step % log_steps if log_steps else num_train_steps
+    n = min(steps_per_loop, until_save, until_log, num_train_steps - step)
+    loss, all_finite = train_loop(tf.constant(n, tf.int32))
+    step += n
+    if not bool(all_finite):
+      raise BertTfError(
+          f"loss became {float(loss)} (NaN or Inf) by step {step}: training stopped, last good "
+          f"checkpoint kept: {tf.train.latest_checkpoint(output_dir)} (try a lower "
+          "--learning_rate or --dtype=float32)")
+    if step == num_train_steps or (log_steps and step % log_steps == 0):
+      progress.log(step)
+    if step % save_checkpoints_steps == 0 or step == num_train_steps:
+      _save(strategy, manager, step)
+  state.model.global_step = step
+  return state.model
+
+
+def _check_train_arguments(gradient_accumulation_steps, save_checkpoints_steps):
   if gradient_accumulation_steps < 1:
     raise BertTfError("--gradient_accumulation_steps: must be >= 1, got "
                       f"{gradient_accumulation_steps}")
   if save_checkpoints_steps < 1:
     raise BertTfError(f"--save_checkpoints_steps: must be >= 1, got {save_checkpoints_steps}")
-  tf.io.gfile.makedirs(output_dir)
-  chief = _is_chief(strategy)
-  accumulation = gradient_accumulation_steps
-  num_replicas = strategy.num_replicas_in_sync
-  if seed is not None:
-    tf_keras.utils.set_random_seed(seed)
 
-  iterators = _TrainIterators(strategy, train_input_fn)
-  with strategy.scope():
-    model = model_fn()
-    features, outputs = _build(model, iterators.element_spec)
-    optimizer = optimization.create_optimizer(
-        learning_rate, num_train_steps, num_warmup_steps, optimizer_type=optimizer_type,
-        weight_decay_rate=weight_decay_rate, adam_bias_correction=adam_bias_correction)
-    loss_scaled = tf_keras.mixed_precision.global_policy().name == "mixed_float16"
-    if loss_scaled:
-      optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
-    inner_optimizer = optimizer.inner_optimizer if loss_scaled else optimizer
-    inner_optimizer.build(model.trainable_variables)
-    train_loss = tf_keras.metrics.Mean("loss", dtype=tf.float32)
-    metric_names = sorted(metric_fn(features, outputs)) if metric_fn else []
-    train_metrics = {name: tf_keras.metrics.Mean(name, dtype=tf.float32) for name in metric_names}
 
-  checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
+class _TrainState:
+  """The model, its optimizer (loss-scaled under mixed_float16) and the running train metrics,
+  built in the strategy's scope."""
+
+  def __init__(self, strategy, model_fn, element_spec, metric_fn, optimizer_options):
+    with strategy.scope():
+      self.model = model_fn()
+      features, outputs = _build(self.model, element_spec)
+      optimizer = optimization.create_optimizer(**optimizer_options)
+      self.loss_scaled = tf_keras.mixed_precision.global_policy().name == "mixed_float16"
+      if self.loss_scaled:
+        optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
+      self.optimizer = optimizer
+      self.inner_optimizer = optimizer.inner_optimizer if self.loss_scaled else optimizer
+      self.inner_optimizer.build(self.model.trainable_variables)
+      self.train_loss = tf_keras.metrics.Mean("loss", dtype=tf.float32)
+      names = sorted(metric_fn(features, outputs)) if metric_fn else []
+      self.train_metrics = {name: tf_keras.metrics.Mean(name, dtype=tf.float32)
+                            for name in names}
+
+  def update_metrics(self, metric_fn, features, outputs, loss):
+    self.train_loss.update_state(loss)
+    if metric_fn is None:
+      return
+    for name, (values, weights) in metric_fn(features, outputs).items():
+      self.train_metrics[name].update_state(tf.cast(values, tf.float32), sample_weight=weights)
+
+  def read_and_reset_metrics(self):
+    scalars = {"loss": float(self.train_loss.result())}
+    scalars.update({name: float(m.result()) for name, m in self.train_metrics.items()})
+    self.train_loss.reset_state()
+    for m in self.train_metrics.values():
+      m.reset_state()
+    return scalars
+
+
+def _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoint,
+                           keep_checkpoint_max):
+  """The CheckpointManager of output_dir, after resuming its latest checkpoint (model, optimizer,
+  input position, dropout RNG) or, when there is none, loading init_checkpoint."""
+  checkpoint = tf.train.Checkpoint(model=state.model, optimizer=state.optimizer,
                                    train_iterators=iterators.iterators,
-                                   rngs=_dropout_generators(model))
-  checkpoint_dir = output_dir if chief else os.path.join(
+                                   rngs=_dropout_generators(state.model))
+  checkpoint_dir = output_dir if _is_chief(strategy) else os.path.join(
       output_dir, f".worker_{_worker_index(strategy)}_tmp")
   manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir,
                                        max_to_keep=keep_checkpoint_max)
@@ -342,42 +375,41 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
                  f" (--init_checkpoint {init_checkpoint} is ignored)" if init_checkpoint else "")
     checkpoint.restore(latest).assert_existing_objects_matched()
   elif init_checkpoint:
-    _load_init_checkpoint(model, init_checkpoint)
+    _load_init_checkpoint(state.model, init_checkpoint)
+  return manager
 
+
+def _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumulation, use_xla):
+  """train_loop(num_steps) -> (last loss, whether every loss was finite): a tf.function running
+  num_steps optimizer steps on the replicas."""
+  model, optimizer = state.model, state.optimizer
   trainable = model.trainable_variables
+  denominator = float(strategy.num_replicas_in_sync * accumulation)
 
   def micro_step(features):
     with tf.GradientTape() as tape:
       outputs = model(features, training=True)
       loss = tf.cast(loss_fn(features, outputs), tf.float32)
-      scaled = loss / float(num_replicas * accumulation)
-      if loss_scaled:
+      scaled = loss / denominator
+      if state.loss_scaled:
         scaled = optimizer.get_scaled_loss(scaled)
     grads = tape.gradient(scaled, trainable)
-    if loss_scaled:
+    if state.loss_scaled:
       grads = optimizer.get_unscaled_gradients(grads)
     grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
              for g, v in zip(grads, trainable)]
     return loss, grads, outputs
 
-  def update_metrics(features, outputs, loss):
-    train_loss.update_state(loss)
-    if metric_fn is None:
-      return
-    for name, (values, weights) in metric_fn(features, outputs).items():
-      train_metrics[name].update_state(tf.cast(values, tf.float32), sample_weight=weights)
-
   @tf.function(jit_compile=use_xla or None)
   def compute_gradients(features):
     if accumulation == 1:
-      loss, grads, outputs = micro_step(features)
-      return loss, grads, outputs
+      return micro_step(features)
     total_loss = tf.constant(0.0)
     total = [tf.zeros_like(v) for v in trainable]
     for i in tf.range(accumulation):
       micro = tf.nest.map_structure(lambda t: t[i], features)  # pylint: disable=cell-var-from-loop
       loss, grads, outputs = micro_step(micro)
-      update_metrics(micro, outputs, loss)
+      state.update_metrics(metric_fn, micro, outputs, loss)
       total_loss += loss
       total = [a + g for a, g in zip(total, grads)]
     return total_loss / accumulation, total, None
@@ -386,7 +418,7 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
     loss, grads, outputs = compute_gradients(features)
     optimizer.apply_gradients(zip(grads, trainable))
     if outputs is not None:  # with accumulation, compute_gradients updated them per micro-batch
-      update_metrics(features, outputs, loss)
+      state.update_metrics(metric_fn, features, outputs, loss)
     return loss
 
   @tf.function
@@ -399,54 +431,51 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
       all_finite = tf.logical_and(all_finite, tf.math.is_finite(loss))
     return loss, all_finite
 
-  writer = (tf.summary.create_file_writer(os.path.join(output_dir, "train")) if chief
-            else tf.summary.create_noop_writer())
-  step = int(optimizer.iterations.numpy())
-  start_step, start_time = step, time.time()
-  last_step, last_time = step, start_time
-  logging.info("***** Running training from step %d to %d *****", step, num_train_steps)
-  while step < num_train_steps:
-    until_save = save_checkpoints_steps - step % save_checkpoints_steps
-    until_log = log_steps - step % log_steps if log_steps else num_train_steps
-    n = min(steps_per_loop, until_save, until_log, num_train_steps - step)
-    loss, all_finite = train_loop(tf.constant(n, tf.int32))
-    step += n
-    loss = float(loss)
-    if not bool(all_finite):
-      raise BertTfError(
-          f"loss became {loss} (NaN or Inf) by step {step}: training stopped, last good "
-          f"checkpoint kept: {tf.train.latest_checkpoint(output_dir)} (try a lower "
-          "--learning_rate or --dtype=float32)")
+  return train_loop
+
+
+class _ProgressLog:
+  """The progress line (loss, metrics, learning rate, rate, ETA) and its TensorBoard summaries
+  in output_dir/train."""
+
+  def __init__(self, strategy, state, output_dir, num_train_steps, train_batch_size):
+    self.state = state
+    self.num_train_steps = num_train_steps
+    self.train_batch_size = train_batch_size
+    self.writer = (tf.summary.create_file_writer(os.path.join(output_dir, "train"))
+                   if _is_chief(strategy) else tf.summary.create_noop_writer())
+    self.start_step = self.last_step = int(state.optimizer.iterations.numpy())
+    self.start_time = self.last_time = time.time()
+
+  def log(self, step):
     now = time.time()
-    if step == num_train_steps or (log_steps and step % log_steps == 0):
-      steps_per_s = (step - last_step) / max(now - last_time, 1e-9)
-      eta = (num_train_steps - step) * (now - start_time) / max(step - start_step, 1)
-      lr = float(inner_optimizer.learning_rate.numpy())
-      scalars = {"loss": float(train_loss.result()), "learning_rate": lr,
-                 "steps_per_second": steps_per_s}
-      if train_batch_size:
-        scalars["examples_per_second"] = steps_per_s * train_batch_size
-      scalars.update({name: float(m.result()) for name, m in train_metrics.items()})
-      logging.info("step %d/%d %s, ETA %s", step, num_train_steps,
-                   ", ".join(f"{k} {v:.4g}" for k, v in scalars.items()),
-                   time.strftime("%H:%M:%S", time.gmtime(eta)))
-      with writer.as_default():
-        for name, value in scalars.items():
-          tf.summary.scalar(name, value, step=step)
-      writer.flush()
-      model.train_summary = scalars
-      train_loss.reset_state()
-      for m in train_metrics.values():
-        m.reset_state()
-      last_step, last_time = step, now
-    if step % save_checkpoints_steps == 0 or step == num_train_steps:
-      path = manager.save(checkpoint_number=step)
-      if chief:
-        logging.info("Saved checkpoint %s", path)
-      else:
-        tf.io.gfile.rmtree(checkpoint_dir)
-  model.global_step = step
-  return model
+    steps_per_s = (step - self.last_step) / max(now - self.last_time, 1e-9)
+    eta = (self.num_train_steps - step) * (now - self.start_time) / max(
+        step - self.start_step, 1)
+    metrics = self.state.read_and_reset_metrics()
+    scalars = {"loss": metrics.pop("loss"),
+               "learning_rate": float(self.state.inner_optimizer.learning_rate.numpy()),
+               "steps_per_second": steps_per_s}
+    if self.train_batch_size:
+      scalars["examples_per_second"] = steps_per_s * self.train_batch_size
+    scalars.update(metrics)
+    logging.info("step %d/%d %s, ETA %s", step, self.num_train_steps,
+                 ", ".join(f"{k} {v:.4g}" for k, v in scalars.items()),
+                 time.strftime("%H:%M:%S", time.gmtime(eta)))
+    with self.writer.as_default():
+      for name, value in scalars.items():
+        tf.summary.scalar(name, value, step=step)
+    self.writer.flush()
+    self.state.model.train_summary = scalars
+    self.last_step, self.last_time = step, now
+
+
+def _save(strategy, manager, step):
+  path = manager.save(checkpoint_number=step)
+  if _is_chief(strategy):
+    logging.info("Saved checkpoint %s", path)
+  else:
+    tf.io.gfile.rmtree(manager.directory)
 
 
 # ---------------------------------------------------------------------------- eval and predict

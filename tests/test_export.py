@@ -19,6 +19,7 @@ from bert_tf.config import BertConfig
 from bert_tf.data import conll
 from bert_tf.data import glue
 from bert_tf.data import squad
+from bert_tf.data import squad_answers
 from bert_tf.errors import BertTfError
 from conftest import REPO, shared_data
 
@@ -103,9 +104,9 @@ def python_squad(model, vocab, questions, n_best_size, v2):
   features = squad.convert_examples_to_features(examples, tokenizer, SQUAD_SEQ, 128, 64, False)
   assert len(features) == len(examples), "every test context fits in one window"
   outputs = model(model_inputs(features))
-  results = [squad.RawResult(f.unique_id, s, e) for f, s, e in zip(
+  results = [squad_answers.RawResult(f.unique_id, s, e) for f, s, e in zip(
       features, outputs["start_logits"].numpy(), outputs["end_logits"].numpy())]
-  predictions, _, null_odds, best_non_null = squad.postprocess(
+  predictions, _, null_odds, best_non_null = squad_answers.postprocess(
       examples, features, results, n_best_size, 30, True, version_2_with_negative=True)
   return predictions, null_odds, best_non_null, features
 
@@ -340,7 +341,7 @@ def test_squad_answer_text_from_raw_context_matches_get_final_text():
       pred_text = " ".join(" ".join(pieces).replace(" ##", "").replace("##", "").split())
       orig = " ".join(doc_tokens[feature.token_to_orig_map[start]:
                                  feature.token_to_orig_map[end] + 1])
-      expected = squad.get_final_text(pred_text, orig, True)
+      expected = squad_answers.get_final_text(pred_text, orig, True)
       got = " ".join(answer.decode("utf-8").split())
       if got != expected:
         # Documented: get_final_text takes the first occurrence of the predicted text in the

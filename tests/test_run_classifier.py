@@ -10,8 +10,8 @@ import types
 import numpy as np
 import pytest
 
-from bert_tf import classification
-from bert_tf import common_flags
+from bert_tf import finetuning
+from bert_tf.data import glue
 from bert_tf.errors import BertTfError
 from conftest import REPO, shared_data
 
@@ -154,18 +154,18 @@ def _flags(tmp_path, **overrides):
 
 def test_bad_input_is_reported_before_any_work(tmp_path):
   with pytest.raises(BertTfError, match="at least one must be True"):
-    classification.run(_flags(tmp_path, do_train=False))
+    finetuning.run(glue.GlueTask, _flags(tmp_path, do_train=False))
   with pytest.raises(BertTfError, match="--max_seq_length: cannot use sequence length 100"):
-    classification.run(_flags(tmp_path, max_seq_length=100))
+    finetuning.run(glue.GlueTask, _flags(tmp_path, max_seq_length=100))
   with pytest.raises(BertTfError, match="--vocab_file: .*missing.txt not found"):
-    classification.run(_flags(tmp_path, vocab_file=str(tmp_path / "missing.txt")))
+    finetuning.run(glue.GlueTask, _flags(tmp_path, vocab_file=str(tmp_path / "missing.txt")))
   with pytest.raises(BertTfError, match="unknown task 'nope'; known tasks: cola, sst-2"):
-    classification.run(_flags(tmp_path, task_name="nope"))
+    finetuning.run(glue.GlueTask, _flags(tmp_path, task_name="nope"))
   with pytest.raises(BertTfError, match="--train_batch_size: 2 training examples make no full batch of 32"):
-    common_flags.finetuning_steps(_flags(tmp_path, train_batch_size=32, num_train_epochs=3.0), 2,
+    finetuning.finetuning_steps(_flags(tmp_path, train_batch_size=32, num_train_epochs=3.0), 2,
                                   "training examples")
   with pytest.raises(BertTfError, match="--do_lower_case"):
-    classification.run(_flags(tmp_path, do_lower_case=False,
+    finetuning.run(glue.GlueTask, _flags(tmp_path, do_lower_case=False,
                               init_checkpoint="x/uncased_L-12_H-768_A-12/bert_model.ckpt"))
 
 

@@ -9,9 +9,10 @@ import types
 
 import pytest
 
-from bert_tf import question_answering
+from bert_tf import finetuning
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
+from bert_tf.data import squad
 from bert_tf.errors import BertTfError
 from conftest import REPO
 from conftest import shared_data
@@ -128,20 +129,20 @@ def test_cli_bad_input(tmp_path):
                      version_2_with_negative=False, vocab_file=str(vocab),
                      bert_config_file=str(config))
   with pytest.raises(BertTfError, match="--doc_stride .48. must be positive and less than"):
-    question_answering.validate_flags(types.SimpleNamespace(**flag_values))
+    finetuning.run(squad.SquadTask, types.SimpleNamespace(**flag_values))
   flag_values.update(doc_stride=16, max_seq_length=128)
   with pytest.raises(BertTfError, match="--max_seq_length: cannot use sequence length 128"):
-    question_answering.validate_flags(types.SimpleNamespace(**flag_values))
+    finetuning.run(squad.SquadTask, types.SimpleNamespace(**flag_values))
   flag_values.update(max_seq_length=64, tune_null_threshold=True)
   with pytest.raises(BertTfError, match="--tune_null_threshold: needs --version_2_with_negative"):
-    question_answering.validate_flags(types.SimpleNamespace(**flag_values))
+    finetuning.run(squad.SquadTask, types.SimpleNamespace(**flag_values))
 
 
 def test_v1_answers_and_official_v1_score(tmp_path):
   """SQuAD 1.1 (the AllenNLP fixture, no "version" key): files and eval_results.json without
   running a model: logits that point at each first gold answer's word pieces."""
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from bert_tf.data import squad  # pylint: disable=g-import-not-at-top
+  from bert_tf.data import squad_answers  # pylint: disable=g-import-not-at-top
   v1 = pytest.importorskip("official.nlp.tools.squad_evaluate_v1_1")
   predict_file = shared_data("squad", "allennlp-squad-v1-style.json")
   dataset = squad.load_squad_json(predict_file)
@@ -162,12 +163,12 @@ def test_v1_answers_and_official_v1_score(tmp_path):
   for feature in features:
     start, end = np.zeros(128, np.float32), np.zeros(128, np.float32)
     start[feature.start_position] = end[feature.end_position] = 10.0
-    results.append(squad.RawResult(feature.unique_id, start, end))
+    results.append(squad_answers.RawResult(feature.unique_id, start, end))
   f = types.SimpleNamespace(version_2_with_negative=False, null_score_diff_threshold=0.0,
                             n_best_size=20, max_answer_length=30, do_lower_case=True,
                             verbose_logging=False, tune_null_threshold=False,
                             predict_file=predict_file, output_dir=str(tmp_path))
-  evaluation = question_answering.write_answers(f, examples, features, results, dataset)
+  evaluation = squad_answers.write_answers(f, examples, features, results, dataset)
   predictions = _load(tmp_path, "predictions.json")
   assert evaluation == _load(tmp_path, "eval_results.json")
   official = v1.evaluate(dataset["data"], predictions)

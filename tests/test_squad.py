@@ -12,6 +12,7 @@ from conftest import shared_data
 from bert_tf import records
 from bert_tf import tokenization
 from bert_tf.data import squad
+from bert_tf.data import squad_answers
 from bert_tf.errors import BertTfError
 
 CONTEXT = ("The leader was John Smith (1895-1943). Steve Smith's team won the "
@@ -115,10 +116,7 @@ def test_records_round_trip(tokenizer, tmp_path):
   examples = squad.read_squad_examples(path, is_training=True)
   features = squad.convert_examples_to_features(examples, tokenizer, 32, 8, 8, True)
   record_file = str(tmp_path / "train.tf_record")
-  writer = squad.FeatureWriter(record_file, is_training=True)
-  for feature in features:
-    writer.process_feature(feature)
-  writer.close()
+  records.write_records(record_file, (squad.feature_to_record(f, True) for f in features))
   schema = records.squad_features(32, is_training=True)
   records.check_record_shapes(record_file, schema)
   parsed = list(tf.data.TFRecordDataset(record_file).map(records.parse_fn(schema)))
@@ -130,12 +128,12 @@ def test_records_round_trip(tokenizer, tmp_path):
 
 
 def test_get_final_text():
-  assert squad.get_final_text("steve smith", "Steve Smith's", True) == "Steve Smith"
-  assert squad.get_final_text("1895", "(1895-1943).", True) == "1895"
-  assert squad.get_final_text("paris , france", "Paris, France.", True) == "Paris, France"
-  assert squad.get_final_text("zurich", "Paris, France.", True) == "Paris, France."
+  assert squad_answers.get_final_text("steve smith", "Steve Smith's", True) == "Steve Smith"
+  assert squad_answers.get_final_text("1895", "(1895-1943).", True) == "1895"
+  assert squad_answers.get_final_text("paris , france", "Paris, France.", True) == "Paris, France"
+  assert squad_answers.get_final_text("zurich", "Paris, France.", True) == "Paris, France."
   # Cased: no match when the case differs; the whole words come back.
-  assert squad.get_final_text("paris", "Paris", False) == "Paris"
+  assert squad_answers.get_final_text("paris", "Paris", False) == "Paris"
 
 
 def _features_and_results(tokenizer, tmp_path, seed):
@@ -146,7 +144,7 @@ def _features_and_results(tokenizer, tmp_path, seed):
   examples = squad.read_squad_examples(path, is_training=False)
   features = squad.convert_examples_to_features(examples, tokenizer, 20, 5, 6, False)
   rng = np.random.RandomState(seed)
-  results = [squad.RawResult(f.unique_id, rng.normal(size=20).round(1).tolist(),
+  results = [squad_answers.RawResult(f.unique_id, rng.normal(size=20).round(1).tolist(),
                              rng.normal(size=20).round(1).tolist()) for f in features]
   return examples, features, results
 
@@ -157,7 +155,7 @@ def test_postprocess_matches_model_garden(tokenizer, tmp_path, version_2):
   for seed in range(4):
     examples, features, results = _features_and_results(tokenizer, tmp_path, seed)
     for n_best, max_length in ((20, 30), (3, 2)):
-      ours = squad.postprocess(examples, features, results, n_best, max_length, True,
+      ours = squad_answers.postprocess(examples, features, results, n_best, max_length, True,
                                version_2_with_negative=version_2, null_score_diff_threshold=0.5)
       theirs = squad_lib.postprocess_output(
           examples, features, results, n_best, max_length, True,
@@ -167,9 +165,9 @@ def test_postprocess_matches_model_garden(tokenizer, tmp_path, version_2):
       assert ours[2] == pytest.approx(theirs[2])
       if version_2:
         # Rewriting with another threshold gives what a fresh run with it gives.
-        again = squad.postprocess(examples, features, results, n_best, max_length, True, True,
+        again = squad_answers.postprocess(examples, features, results, n_best, max_length, True, True,
                                   null_score_diff_threshold=-1.0)
-        assert squad.apply_null_threshold(ours[3], ours[2], -1.0) == again[0]
+        assert squad_answers.apply_null_threshold(ours[3], ours[2], -1.0) == again[0]
 
 
 def test_postprocess_picks_span_and_null(tokenizer, tmp_path):
@@ -181,8 +179,8 @@ def test_postprocess_picks_span_and_null(tokenizer, tmp_path):
       start[f.tokens.index("steve")] = 4.0
       end[f.tokens.index("steve") + 1] = 4.0  # "smith"
     start[0] = end[0] = 1.0  # null score 2 everywhere
-    results.append(squad.RawResult(f.unique_id, start.tolist(), end.tolist()))
-  predictions, nbest, null_odds, best = squad.postprocess(
+    results.append(squad_answers.RawResult(f.unique_id, start.tolist(), end.tolist()))
+  predictions, nbest, null_odds, best = squad_answers.postprocess(
       examples, features, results, 20, 30, True, version_2_with_negative=True)
   assert predictions["team"] == "Steve Smith"
   assert null_odds["team"] == pytest.approx(2.0 - 8.0)
@@ -212,7 +210,7 @@ def test_bad_input(tokenizer, tmp_path, caplog):
   assert len(examples) == 3 and "is_impossible set" in caplog.text
   # A 2.0 file scored as 1.1 would meet questions without answers: it is not scorable as 1.1.
   dataset = squad.load_squad_json(path)
-  assert squad.has_answers(dataset, True) and not squad.has_answers(dataset, False)
+  assert squad_answers.has_answers(dataset, True) and not squad_answers.has_answers(dataset, False)
   with pytest.raises(BertTfError, match="pass --version_2_with_negative"):
     squad.read_squad_examples(path, is_training=True)
   caplog.clear()

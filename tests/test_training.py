@@ -162,7 +162,7 @@ def test_evaluate_predict_and_restore(tmp_path, trained_dir, record_file):
   training.write_eval_results(path, results)
   lines = open(path).read().splitlines()
   assert lines[0].startswith("global_step = 4") and lines[1].startswith("loss = ")
-  finite_fn = training.records_input_fn([record_file], records.pretraining_features(SEQ, PREDS),
+  finite_fn = records.records_input_fn([record_file], records.pretraining_features(SEQ, PREDS),
                                         24, is_training=False)
   batches = list(training.predict(strategy, model, finite_fn))
   assert [len(b["input_ids"]) for b in batches] == [24, 24, 16]
@@ -184,7 +184,7 @@ def test_bad_flags():
   with pytest.raises(BertTfError, match="--dtype"):
     training.set_precision("int8")
   with pytest.raises(BertTfError, match="--train_batch_size"):
-    training.per_replica_batch_size(tf.distribute.InputContext(1, 0, 2), 7)
+    records.per_replica_batch_size(tf.distribute.InputContext(1, 0, 2), 7)
 
 
 def test_tpu_strategy_is_built_from_tpu_name():

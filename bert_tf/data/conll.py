@@ -1,18 +1,26 @@
-"""CoNLL-2003 NER: read the column format, make windowed features labelled on first sub-tokens,
-score entities as conlleval does, and write predictions back in the format conlleval reads.
+"""CoNLL-2003 NER for run_ner.py: read the column format, make windowed features labelled on first
+sub-tokens, score entities as conlleval does, write predictions back in the format conlleval reads,
+and NerTask (the task bert_tf.finetuning runs).
 
 The paper (section 5.3) feeds each WordPiece-tokenized word to BERT and labels only its first
 sub-token; the other sub-tokens are "X": no label, no loss, no prediction.
 """
 import collections
+import os
 import re
 
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import feature_extraction
+from bert_tf import heads
+from bert_tf import metrics
 from bert_tf import records
+from bert_tf import training
 from bert_tf.errors import BertTfError
 from bert_tf.fileio import atomic_output
+from bert_tf.fileio import write_text_atomically
 
 DOCSTART = "-DOCSTART-"
 _TAG = re.compile(r"^(O|[BIES]-\S+)$")
@@ -220,10 +228,7 @@ def feature_values(feature):
 
 
 def write_records(features, path):
-  with atomic_output(path) as tmp:
-    with tf.io.TFRecordWriter(tmp) as writer:
-      for feature in features:
-        writer.write(records.serialize(feature_values(feature)))
+  return records.write_records(path, map(feature_values, features))
 
 
 def predictions_to_tags(sentences, features, predicted_ids, label_list):
@@ -358,3 +363,131 @@ def format_report(scores):
     lines.append(f"{entity_type:>17}: precision: {100 * s['precision']:6.2f}%; recall: "
                  f"{100 * s['recall']:6.2f}%; FB1: {100 * s['f1']:6.2f}  {s['predicted']}")
   return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# run_ner.py's task for bert_tf.finetuning.
+
+SPLIT_FILES = {"train": "train.txt", "dev": "valid.txt", "test": "test.txt"}
+# The training file's labels, saved in output_dir by training and read back by eval, predict and
+# export (whose models need the same label ids).
+LABEL_LIST_FILE = "label_list.txt"
+
+
+def read_split(data_dir, split):
+  path = os.path.join(data_dir, SPLIT_FILES[split])
+  if not tf.io.gfile.exists(path):
+    raise BertTfError(f"--data_dir: {path} not found (expected {', '.join(SPLIT_FILES.values())} "
+                      f"in CoNLL column format)")
+  return path, read_conll(path)
+
+
+def read_label_list(path, flag="--label_file"):
+  """One label a line, as training writes output_dir/label_list.txt."""
+  if not tf.io.gfile.exists(path):
+    raise BertTfError(f"{flag}: {path} not found")
+  with tf.io.gfile.GFile(path) as reader:
+    labels = [line.strip() for line in reader if line.strip()]
+  if not labels:
+    raise BertTfError(f"{flag}: {path} holds no label")
+  return labels
+
+
+def _predicted_ids(batches):
+  """Argmax label ids [num_windows, T], and the loss over the labelled words."""
+  ids, logits_all, labels, weights = [], [], [], []
+  for batch in batches:
+    logits = batch["logits"].astype(np.float64)
+    ids.append(logits.argmax(axis=-1))
+    logits_all.append(logits)
+    labels.append(batch["label_ids"])
+    weights.append(batch["label_weights"])
+  loss = metrics.cross_entropy(np.concatenate(logits_all), np.concatenate(labels),
+                               np.concatenate(weights))
+  return np.concatenate(ids), loss
+
+
+class NerTask:
+  """CoNLL-2003 NER: fine-tuning (one linear layer over the sequence output, the paper's Table 3)
+  or, with --feature_based, a two-layer BiLSTM over frozen BERT layers (Table 7); scored with
+  CoNLL entity-level F1. Only each word's first sub-token carries a label, a loss and a
+  prediction."""
+
+  export_kind = "ner"
+
+  def __init__(self, values, tokenizer):
+    if values.feature_based and values.feature_layers not in feature_extraction.FEATURE_LAYERS:
+      raise BertTfError(f"--feature_layers: {values.feature_layers!r} is not one of "
+                        f"{feature_extraction.FEATURE_LAYERS}")
+    if values.export_dir and values.feature_based:
+      raise BertTfError("--export_dir: not supported with --feature_based")
+    self.values = values
+    self.tokenizer = tokenizer
+    self.label_list, self.train_sentences = self._label_list()
+
+  def _label_list(self):
+    """The training file's labels, or those a training run saved in output_dir."""
+    saved = os.path.join(self.values.output_dir, LABEL_LIST_FILE)
+    if not self.values.do_train and tf.io.gfile.exists(saved):
+      return read_label_list(saved, "--output_dir"), None
+    path, sentences = read_split(self.values.data_dir, "train")
+    label_list = get_labels(sentences)
+    logging.info("%s: tag scheme %s, labels %s", path, detect_scheme(sentences), label_list)
+    return label_list, sentences
+
+  def schema(self, is_training):
+    return records.tagging_features(self.values.max_seq_length)
+
+  def model_fn(self, config, trim_padding=False):
+    values, num_labels = self.values, len(self.label_list)
+    if values.feature_based:
+      return lambda: feature_extraction.BertFeatureTagger(
+          config, num_labels, trim_padding=trim_padding, feature_layers=values.feature_layers,
+          lstm_units=values.lstm_units)
+    return lambda: heads.BertTokenClassifier(config, num_labels, trim_padding=trim_padding)
+
+  def loss_fn(self, features, outputs):
+    """Cross-entropy averaged over the words (first sub-tokens) of the batch."""
+    return heads.sparse_cross_entropy(features["label_ids"], outputs["logits"],
+                                      features["label_weights"])
+
+  def train_metric_fn(self, features, outputs):
+    correct = heads.correct_predictions(features["label_ids"], outputs["logits"])
+    return {"word_accuracy": (tf.reshape(correct, [-1]),
+                              tf.reshape(features["label_weights"], [-1]))}
+
+  def write_train_records(self, path):
+    write_text_atomically(os.path.join(self.values.output_dir, LABEL_LIST_FILE),
+                          "".join(label + "\n" for label in self.label_list))
+    features = convert_sentences_to_features(self.train_sentences, self.label_list,
+                                             self.values.max_seq_length, self.tokenizer,
+                                             source="train.txt")
+    write_records(features, path)
+    logging.info("  Num sentences = %d (%d windows)", len(self.train_sentences), len(features))
+    return len(features), len(features), "training windows"
+
+  def write_split_records(self, split, path):
+    source, sentences = read_split(self.values.data_dir, split)
+    features = convert_sentences_to_features(sentences, self.label_list,
+                                             self.values.max_seq_length, self.tokenizer,
+                                             source=source)
+    write_records(features, path)
+    return source, sentences, features
+
+  def finish_split(self, split, state, batches, global_step):
+    source, sentences, features = state
+    predicted_ids, loss = _predicted_ids(batches)
+    predicted_tags = predictions_to_tags(sentences, features, predicted_ids, self.label_list)
+    scores = entity_scores([s.tags for s in sentences], predicted_tags)
+    prefix = "eval" if split == "dev" else "test"
+    results = scores_to_results(scores, prefix=prefix)
+    results[f"{prefix}_loss"] = loss
+    results["global_step"] = global_step
+    logging.info("***** %s results (%d sentences, %s) *****\n%s", source, len(sentences),
+                 detect_scheme(sentences), format_report(scores))
+    output_dir = self.values.output_dir
+    training.write_eval_results(os.path.join(output_dir, f"{prefix}_results.txt"), results)
+    if split == "test":
+      write_predictions(os.path.join(output_dir, "test_predictions.txt"), sentences,
+                        predicted_tags)
+    return results

@@ -1,4 +1,5 @@
-"""GLUE and XNLI data for run_classifier.py: tsv processors, features, and TFRecords.
+"""GLUE and XNLI for run_classifier.py: tsv processors, features, TFRecords, and GlueTask (the
+task bert_tf.finetuning runs: its head, loss, metrics and prediction files).
 
 The processors follow the original run_classifier.py (CoLA, MNLI, MRPC, XNLI) and GLUE's standard
 tsv layouts for the rest (SST-2, QQP, STS-B, QNLI, RTE, WNLI, MNLI mismatched). Test sets carry no
@@ -8,12 +9,16 @@ import collections
 import csv
 import os
 
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import heads
+from bert_tf import metrics
 from bert_tf import records
+from bert_tf import training
 from bert_tf.errors import BertTfError
-from bert_tf.fileio import atomic_output
+from bert_tf.fileio import write_text_atomically
 
 
 class InputExample:
@@ -239,13 +244,18 @@ ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts": "sts-b", "mnli-m": "mnli",
            "mnli_mismatched": "mnli-mm", "mnli-mismatched": "mnli-mm"}
 
 
-def get_processor(task_name):
+def canonical_task_name(task_name):
+  """The PROCESSORS key of --task_name (case and ALIASES resolved)."""
   name = task_name.lower()
   name = ALIASES.get(name, name)
   if name not in PROCESSORS:
     raise BertTfError(f"--task_name: unknown task {task_name!r}; known tasks: "
                       f"{', '.join(PROCESSORS)}")
-  return PROCESSORS[name]()
+  return name
+
+
+def get_processor(task_name):
+  return PROCESSORS[canonical_task_name(task_name)]()
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_length):
@@ -304,11 +314,113 @@ def feature_dict(feature):
 def file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
                                             output_file):
   """Writes the examples' features as TFRecords (records.classifier_features), atomically."""
-  with atomic_output(output_file) as tmp:
-    with tf.io.TFRecordWriter(tmp) as writer:
-      for ex_index, example in enumerate(examples):
-        if ex_index % 10000 == 0:
-          logging.info("Writing example %d of %d", ex_index, len(examples))
-        feature = convert_single_example(ex_index, example, label_list, max_seq_length,
-                                         tokenizer)
-        writer.write(records.serialize(feature_dict(feature)))
+
+  def feature_dicts():
+    for ex_index, example in enumerate(examples):
+      if ex_index % 10000 == 0:
+        logging.info("Writing example %d of %d", ex_index, len(examples))
+      yield feature_dict(convert_single_example(ex_index, example, label_list, max_seq_length,
+                                                tokenizer))
+
+  return records.write_records(output_file, feature_dicts())
+
+
+class GlueTask:
+  """run_classifier.py's task for bert_tf.finetuning: a GLUE or XNLI processor, BertClassifier
+  (a regressor for STS-B), the original's eval metrics and prediction files."""
+
+  export_kind = "classifier"
+
+  def __init__(self, values, tokenizer):
+    self.values = values
+    self.tokenizer = tokenizer
+    self.name = canonical_task_name(values.task_name)
+    self.processor = get_processor(values.task_name)
+    self.label_list = self.processor.get_labels()
+    self.regression = self.processor.regression
+
+  def schema(self, is_training):
+    return records.classifier_features(self.values.max_seq_length, regression=self.regression)
+
+  def model_fn(self, config, trim_padding=False):
+    return lambda: heads.BertClassifier(config, num_labels=len(self.label_list),
+                                        trim_padding=trim_padding)
+
+  def loss_fn(self, features, outputs):
+    logits = outputs["logits"]
+    if self.regression:
+      labels = tf.cast(features["label_ids"], tf.float32)
+      return tf.reduce_mean(tf.square(logits[:, 0] - labels))
+    return heads.sparse_cross_entropy(features["label_ids"], logits)
+
+  def train_metric_fn(self, features, outputs):
+    if self.regression:
+      return {}
+    return {"accuracy": (heads.correct_predictions(features["label_ids"], outputs["logits"]),
+                         None)}
+
+  def write_train_records(self, path):
+    examples = self.write_split_records("train", path)
+    return len(examples), len(examples), "training examples"
+
+  def write_split_records(self, split, path):
+    examples = getattr(self.processor, f"get_{split}_examples")(self.values.data_dir)
+    file_based_convert_examples_to_features(examples, self.label_list, self.values.max_seq_length,
+                                            self.tokenizer, path)
+    return examples
+
+  def finish_split(self, split, examples, batches, global_step):
+    logits, labels = logits_and_labels(batches)
+    if split == "test":
+      self.write_predictions(logits)
+      return None
+    logging.info("***** Eval results (%d examples) *****", len(examples))
+    results = self.eval_metrics(logits, labels)
+    results["global_step"] = global_step
+    training.write_eval_results(os.path.join(self.values.output_dir, "eval_results.txt"), results)
+    return results
+
+  def eval_metrics(self, logits, labels):
+    """eval_results.txt entries, from all of the dev set's logits and labels at once."""
+    if self.regression:
+      scores = logits[:, 0]
+      return {"eval_loss": float(np.mean((scores - labels) ** 2)),
+              "eval_pearson": metrics.pearson(labels, scores),
+              "eval_spearman": metrics.spearman(labels, scores),
+              # Rounded scores against rounded labels: the accuracy line every task has.
+              "eval_accuracy": metrics.accuracy(np.round(labels), np.round(scores))}
+    labels = labels.astype(np.int64)
+    predictions = logits.argmax(axis=-1)
+    results = {"eval_loss": metrics.cross_entropy(logits, labels),
+               "eval_accuracy": metrics.accuracy(labels, predictions)}
+    if self.name in ("mrpc", "qqp"):
+      results["eval_f1"] = metrics.f1(labels, predictions)
+    if self.name == "cola":
+      results["eval_mcc"] = metrics.matthews_corrcoef(labels, predictions)
+    return results
+
+  def write_predictions(self, logits):
+    """test_results.tsv (class probabilities, as the original; the score for regression) and the
+    GLUE submission file (index<TAB>prediction, label names)."""
+    if self.regression:
+      values = logits[:, :1]
+      predictions = [f"{v:.3f}" for v in logits[:, 0]]
+    else:
+      values = metrics.softmax(logits)
+      predictions = [self.label_list[i] for i in logits.argmax(axis=-1)]
+    output_dir = self.values.output_dir
+    write_text_atomically(os.path.join(output_dir, "test_results.tsv"), "".join(
+        "\t".join(str(p) for p in row) + "\n" for row in values))
+    name = self.processor.submission_name
+    if name:
+      write_text_atomically(os.path.join(output_dir, f"{name}.tsv"), "index\tprediction\n" + "".join(
+          f"{i}\t{p}\n" for i, p in enumerate(predictions)))
+
+
+def logits_and_labels(batches):
+  """All logits (float64) and labels of the predict batches, in order."""
+  logits, labels = [], []
+  for batch in batches:
+    logits.append(batch["logits"].astype(np.float64))
+    labels.append(batch["label_ids"])
+  return np.concatenate(logits), np.concatenate(labels).astype(np.float64)

@@ -1,4 +1,5 @@
-"""SWAG data for run_swag.py: csv examples, four sequences per example, and TFRecords.
+"""SWAG for run_swag.py: csv examples, four sequences per example, TFRecords, and SwagTask (the
+task bert_tf.finetuning runs).
 
 Two csv layouts are read, told apart by their header:
   regular: video-id, fold-ind, startphrase, sent1, sent2, gold-source, ending0..ending3, label
@@ -9,15 +10,20 @@ Choice i is the pair A = sent1, B = sent2 + " " + ending_i, laid out as a GLUE p
 """
 import collections
 import csv
+import os
 import random
 
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import heads
+from bert_tf import metrics
 from bert_tf import records
+from bert_tf import training
 from bert_tf.data import glue
 from bert_tf.errors import BertTfError
-from bert_tf.fileio import atomic_output
+from bert_tf.fileio import write_text_atomically
 
 NUM_CHOICES = 4
 REGULAR_COLUMNS = ("sent1", "sent2", "ending0", "ending1", "ending2", "ending3")
@@ -95,10 +101,71 @@ def convert_example(ex_index, example, max_seq_length, tokenizer):
 
 def file_based_convert_examples_to_features(examples, max_seq_length, tokenizer, output_file):
   """Writes records.multiple_choice_features records, atomically."""
-  with atomic_output(output_file) as tmp:
-    with tf.io.TFRecordWriter(tmp) as writer:
-      for ex_index, example in enumerate(examples):
-        if ex_index % 10000 == 0:
-          logging.info("Writing example %d of %d", ex_index, len(examples))
-        writer.write(records.serialize(convert_example(ex_index, example, max_seq_length,
-                                                       tokenizer)))
+
+  def feature_dicts():
+    for ex_index, example in enumerate(examples):
+      if ex_index % 10000 == 0:
+        logging.info("Writing example %d of %d", ex_index, len(examples))
+      yield convert_example(ex_index, example, max_seq_length, tokenizer)
+
+  return records.write_records(output_file, feature_dicts())
+
+
+class SwagTask:
+  """run_swag.py's task for bert_tf.finetuning: four sequences per example, BertMultipleChoice,
+  a softmax over the choices."""
+
+  export_kind = None
+  SPLIT_FILES = {"train": "train.csv", "dev": "val.csv", "test": "test.csv"}
+
+  def __init__(self, values, tokenizer):
+    self.values = values
+    self.tokenizer = tokenizer
+
+  def schema(self, is_training):
+    return records.multiple_choice_features(self.values.max_seq_length, NUM_CHOICES)
+
+  def model_fn(self, config, trim_padding=False):
+    return lambda: heads.BertMultipleChoice(config, num_choices=NUM_CHOICES,
+                                            trim_padding=trim_padding)
+
+  def loss_fn(self, features, outputs):
+    return heads.sparse_cross_entropy(features["label_ids"], outputs["logits"])
+
+  def train_metric_fn(self, features, outputs):
+    return {"accuracy": (heads.correct_predictions(features["label_ids"], outputs["logits"]),
+                         None)}
+
+  def write_train_records(self, path):
+    examples = self.write_split_records("train", path)
+    return len(examples), len(examples), "training examples"
+
+  def write_split_records(self, split, path):
+    examples = read_swag_examples(os.path.join(self.values.data_dir, self.SPLIT_FILES[split]),
+                                  seed=self.values.seed)
+    file_based_convert_examples_to_features(examples, self.values.max_seq_length, self.tokenizer,
+                                            path)
+    return examples
+
+  def finish_split(self, split, examples, batches, global_step):
+    logits, labels = glue.logits_and_labels(batches)
+    if split == "test":
+      self.write_predictions(examples, logits)
+      return None
+    labels = labels.astype(np.int64)
+    results = {"eval_loss": metrics.cross_entropy(logits, labels),
+               "eval_accuracy": metrics.accuracy(labels, logits.argmax(axis=-1)),
+               "global_step": global_step}
+    logging.info("***** Eval results (%d examples) *****", len(examples))
+    training.write_eval_results(os.path.join(self.values.output_dir, "eval_results.txt"), results)
+    return results
+
+  def write_predictions(self, examples, logits):
+    """test_results.tsv: guid, the four choice probabilities and the predicted choice."""
+    probabilities = metrics.softmax(logits)
+    lines = ["guid\tprob0\tprob1\tprob2\tprob3\tprediction\n"]
+    for example, row in zip(examples, probabilities):
+      lines.append("\t".join([example.guid] + [f"{p:.6f}" for p in row]
+                             + [str(int(row.argmax()))]) + "\n")
+    write_text_atomically(os.path.join(self.values.output_dir, "test_results.tsv"),
+                          "".join(lines))

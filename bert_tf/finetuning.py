@@ -1,0 +1,133 @@
+"""The one fine-tuning driver: run(task_class, values) is the whole of run_classifier.py,
+run_swag.py, run_ner.py and run_squad.py.
+
+values: the parsed flags (bert_flags.values()). A task class is built as task_class(values,
+tokenizer), before TensorFlow's runtime starts (so that its bad flags and files fail first), and
+provides:
+
+  export_kind                      "classifier" | "squad" | "ner" | None (not exportable)
+  schema(is_training)              the record kind (a bert_tf.records name_to_features dict)
+  model_fn(config, trim_padding)   -> a callable building the task model (a bert_tf.heads model)
+  loss_fn(features, outputs)       the training loss; train_metric_fn(...) or None: logged metrics
+  write_train_records(path)        reads the training data, writes its records to path; returns
+                                   (number of examples the epochs count, number of records,
+                                   what an example is, e.g. "training examples")
+  write_split_records(split, path) reads a split ("dev" with --do_eval, "test" with --do_predict),
+                                   writes its records; returns what finish_split needs (the
+                                   examples, features, ...)
+  record_files                     optional: {split: record file name in output_dir}, where it
+                                   differs from RECORD_FILES (run_squad.py predicts from
+                                   eval.tf_record, as the original)
+  finish_split(split, state, batches, global_step)
+                                   scores the model's outputs (an iterator of predict batches)
+                                   and writes the split's result files
+
+Training with no --init_checkpoint is allowed (a tiny model on synthetic data needs nothing else)
+but logs a warning: fine-tuning an untrained encoder is rarely what was meant.
+"""
+import os
+
+from absl import logging
+import tensorflow as tf
+
+from bert_tf import export
+from bert_tf import records
+from bert_tf import tokenization
+from bert_tf import training
+from bert_tf.config import BertConfig
+from bert_tf.errors import BertTfError
+
+# Records held by the fine-tuning shuffle buffer at most (~1 KB each at seq 128).
+MAX_FINETUNE_SHUFFLE_BUFFER = 100_000
+RECORD_FILES = {"train": "train.tf_record", "dev": "eval.tf_record", "test": "predict.tf_record"}
+
+
+def config_and_tokenizer(values):
+  """Checks the model flags as the original scripts do; returns (BertConfig, FullTokenizer).
+
+  Python only, so bad flags fail before training.setup_runtime() starts TensorFlow's runtime.
+  """
+  tokenization.validate_case_matches_checkpoint(values.do_lower_case, values.init_checkpoint)
+  config = BertConfig.from_json_file(values.bert_config_file)
+  config.check_sequence_length(values.max_seq_length)
+  if not tf.io.gfile.exists(values.vocab_file):
+    raise BertTfError(f"--vocab_file: {values.vocab_file} not found")
+  return config, tokenization.FullTokenizer(values.vocab_file, do_lower_case=values.do_lower_case)
+
+
+def finetuning_steps(values, num_examples, what):
+  """(num_train_steps, num_warmup_steps) for values.num_train_epochs over num_examples `what`
+  (e.g. "training examples"), as the original computes them."""
+  num_train_steps = int(num_examples / values.train_batch_size * values.num_train_epochs)
+  if num_train_steps < 1:
+    raise BertTfError(f"--train_batch_size: {num_examples} {what} make no full batch of "
+                      f"{values.train_batch_size} in {values.num_train_epochs} epochs")
+  return num_train_steps, int(num_train_steps * values.warmup_proportion)
+
+
+def finetune(values, strategy, task, model_fn):
+  """Writes the task's training records and trains on them; returns the model.
+
+  The records are shuffled over a buffer as large as the training set (up to
+  MAX_FINETUNE_SHUFFLE_BUFFER), not the original's 100: train files keep the order of the task's
+  data, and CoLA's, for one, is sorted by source, so 100-record windows made batches of one
+  source and cost several points of Matthews correlation.
+  """
+  if not values.init_checkpoint:
+    logging.warning("No --init_checkpoint: fine-tuning starts from a randomly initialized "
+                    "encoder.")
+  train_file = os.path.join(values.output_dir, RECORD_FILES["train"])
+  num_examples, num_records, what = task.write_train_records(train_file)
+  num_train_steps, num_warmup_steps = finetuning_steps(values, num_examples, what)
+  logging.info("***** Running training *****")
+  logging.info("  Num examples = %d (%d records)", num_examples, num_records)
+  logging.info("  Batch size = %d", values.train_batch_size)
+  logging.info("  Num steps = %d", num_train_steps)
+  train_input_fn = records.records_input_fn(
+      [train_file], task.schema(True), values.train_batch_size, is_training=True,
+      seed=values.seed, gradient_accumulation_steps=values.gradient_accumulation_steps,
+      shuffle_buffer_size=max(1, min(num_records, MAX_FINETUNE_SHUFFLE_BUFFER)))
+  return training.train(
+      strategy, model_fn, task.loss_fn, train_input_fn, num_train_steps, values.learning_rate,
+      num_warmup_steps, values.output_dir, init_checkpoint=values.init_checkpoint,
+      metric_fn=task.train_metric_fn, train_batch_size=values.train_batch_size,
+      **training.train_options(values))
+
+
+def run(task_class, values):
+  """Fine-tunes, evaluates and predicts as the flags say; exports with --export_dir.
+
+  Returns {split: what the task's finish_split returned}.
+  """
+  phases = [phase for phase in ("do_train", "do_eval", "do_predict") if hasattr(values, phase)]
+  if not any(getattr(values, phase) for phase in phases):
+    raise BertTfError(f"{'/'.join('--' + phase for phase in phases)}: at least one must be True")
+  config, tokenizer = config_and_tokenizer(values)
+  task = task_class(values, tokenizer)
+  # Python-only work above; the strategy must come before the first TensorFlow op.
+  strategy = training.setup_runtime(values)
+  tf.io.gfile.makedirs(values.output_dir)
+  model_fn = task.model_fn(config, training.trim_padding(values))
+  model = finetune(values, strategy, task, model_fn) if values.do_train else None
+
+  results = {}
+  for split, batch_size in _splits(values):
+    path = os.path.join(values.output_dir, getattr(task, "record_files", RECORD_FILES)[split])
+    state = task.write_split_records(split, path)
+    input_fn = records.records_input_fn([path], task.schema(False), batch_size,
+                                        is_training=False)
+    if model is None:
+      model, _ = training.restore_model(strategy, model_fn, input_fn, values.output_dir,
+                                        values.init_checkpoint)
+    batches = training.predict(strategy, model, input_fn)
+    results[split] = task.finish_split(split, state, batches, training.global_step(model))
+  if getattr(values, "export_dir", None):
+    export.export_from_values(task.export_kind, values, values.output_dir)
+  return results
+
+
+def _splits(values):
+  """[(split, batch size)] to evaluate or predict: dev with --do_eval, test with --do_predict."""
+  wanted = [("dev", getattr(values, "eval_batch_size", None), getattr(values, "do_eval", False)),
+            ("test", values.predict_batch_size, values.do_predict)]
+  return [(split, batch_size) for split, batch_size, flag in wanted if flag]

@@ -1,0 +1,209 @@
+"""Every flag the scripts share, defined once; the only module of bert_tf that reads absl's FLAGS.
+
+A script defines the groups it uses at import time, marks its required flags, and hands the parsed
+values to the library as one plain object:
+
+  bert_flags.define_model_flags()
+  bert_flags.define_runtime_flags()
+  ...
+  def main(_):
+    finetuning.run(glue.GlueTask, bert_flags.values())
+
+The names, defaults and help texts of the original's flags are the original's. Defining a flag
+that is already defined is a no-op, so several scripts can be imported by one test process.
+"""
+import types
+
+from absl import flags
+
+FLAGS = flags.FLAGS
+
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
+PRECISIONS = ("float32", "bfloat16", "float16")
+OPTIMIZERS = ("adamw", "lamb")
+
+
+def _define(kind, name, default, help_text, **kwargs):
+  if name not in FLAGS:
+    getattr(flags, f"DEFINE_{kind}")(name, default, help_text, **kwargs)
+
+
+def _define_enum(name, default, enum_values, help_text):
+  if name not in FLAGS:
+    flags.DEFINE_enum(name, default, enum_values, help_text)
+
+
+def values():
+  """The parsed flags as a plain object (attribute per flag); the library reads nothing else."""
+  return types.SimpleNamespace(**FLAGS.flag_values_dict())
+
+
+def mark_required(*names):
+  for name in names:
+    flags.mark_flag_as_required(name)
+
+
+# ---------------------------------------------------------------------------------------- model
+
+
+def define_bert_config_flag():
+  _define("string", "bert_config_file", None, "The config json file corresponding to the "
+          "pre-trained BERT model. This specifies the model architecture.")
+
+
+def define_init_checkpoint_flag():
+  _define("string", "init_checkpoint", None, "Initial checkpoint (usually from a pre-trained BERT "
+          "model): an original TF1 checkpoint, one of ours (a prefix or an output_dir) or a "
+          "Hugging Face directory. Training resumes a checkpoint of --output_dir instead when "
+          "there is one. For evaluation or prediction without training, and for export, the "
+          "fine-tuned model.")
+
+
+def define_vocab_flags():
+  _define("string", "vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+  _define("bool", "do_lower_case", True, "Whether to lower case the input text. Should be True "
+          "for uncased models and False for cased models.")
+
+
+def define_model_flags(vocab=True):
+  """--bert_config_file, --init_checkpoint and (vocab=True) --vocab_file, --do_lower_case."""
+  define_bert_config_flag()
+  define_init_checkpoint_flag()
+  if vocab:
+    define_vocab_flags()
+
+
+def define_output_dir_flag():
+  _define("string", "output_dir", None, "The output directory where the model checkpoints and "
+          "results will be written.")
+
+
+def define_max_seq_length_flag(default=128, extra_help="Sequences longer than this will be "
+                               "truncated, and sequences shorter than this will be padded."):
+  _define("integer", "max_seq_length", default, "The maximum total input sequence length after "
+          "WordPiece tokenization. " + extra_help)
+
+
+# ---------------------------------------------------------------------------------------- fine-tuning
+
+
+def define_phase_flags(with_eval=True, with_predict=True):
+  _define("bool", "do_train", False, "Whether to run training.")
+  if with_eval:
+    _define("bool", "do_eval", False, "Whether to run eval on the dev set.")
+  if with_predict:
+    _define("bool", "do_predict", False, "Whether to run the model in inference mode on the "
+            "test set.")
+
+
+def define_batch_size_flags(with_eval=True, with_predict=True):
+  _define("integer", "train_batch_size", 32, "Total batch size for training.")
+  if with_eval:
+    _define("integer", "eval_batch_size", 8, "Total batch size for eval.")
+  if with_predict:
+    _define("integer", "predict_batch_size", 8, "Total batch size for predict.")
+
+
+def define_learning_rate_flag():
+  _define("float", "learning_rate", 5e-5, "The initial learning rate for Adam.")
+
+
+def define_finetuning_flags(max_seq_length=128, with_eval=True,
+                            max_seq_length_help="Sequences longer than this will be truncated, "
+                            "and sequences shorter than this will be padded."):
+  """The run_classifier-style output, phase and hyperparameter flags, with the original's
+  defaults."""
+  define_output_dir_flag()
+  define_max_seq_length_flag(max_seq_length, max_seq_length_help)
+  define_phase_flags(with_eval=with_eval)
+  define_batch_size_flags(with_eval=with_eval)
+  define_learning_rate_flag()
+  _define("float", "num_train_epochs", 3.0, "Total number of training epochs to perform.")
+  _define("float", "warmup_proportion", 0.1, "Proportion of training to perform linear learning "
+          "rate warmup for. E.g., 0.1 = 10% of training.")
+
+
+def define_export_flags(with_dtype=False):
+  _define("string", "export_dir", None, "Where to write a SavedModel of the fine-tuned model that "
+          "takes raw text (export_savedmodel.py): the directory is created and replaced if it "
+          "exists.")
+  if with_dtype:
+    define_dtype_flag()
+
+
+def define_squad_flags():
+  """The SQuAD flags that run_squad.py and export_savedmodel.py share."""
+  _define("integer", "max_query_length", 64, "The maximum number of tokens for the question. "
+          "Questions longer than this will be truncated to this length.")
+  _define("integer", "n_best_size", 20, "The total number of n-best predictions to generate in "
+          "the nbest_predictions.json output file.")
+  _define("integer", "max_answer_length", 30, "The maximum length of an answer that can be "
+          "generated. This is needed because the start and end predictions are not conditioned "
+          "on one another.")
+  _define("bool", "version_2_with_negative", False, "If true, the SQuAD examples contain some "
+          "that do not have an answer.")
+  _define("float", "null_score_diff_threshold", 0.0, "If null_score - best_non_null is greater "
+          "than the threshold predict null.")
+
+
+# ---------------------------------------------------------------------------------------- runtime
+
+
+def define_dtype_flag():
+  _define_enum("dtype", "float32", list(PRECISIONS), "Compute precision: float32, bfloat16 "
+          "(mixed_bfloat16: bf16 compute, float32 variables) or float16 (mixed_float16 with "
+          "dynamic loss scaling).")
+
+
+def define_runtime_flags(training=True):
+  """Strategy, precision and the TPU flags; with training, also seed, optimizer and the
+  checkpoint / loop / logging cadence."""
+  _define_enum("distribution_strategy", "one_device", list(STRATEGIES), "How to spread work "
+          "over devices: one_device (GPU:0 if any, else CPU), mirrored (all local GPUs, or "
+          "--num_gpus), multi_worker_mirrored (one process per worker, cluster from the TF_CONFIG "
+          "environment variable) or tpu. --use_tpu implies tpu.")
+  _define("integer", "num_gpus", None, "GPUs for --distribution_strategy=mirrored (default: all "
+          "visible; 0 means the CPU).")
+  define_dtype_flag()
+  define_tpu_flags()
+  if training:
+    define_training_runtime_flags()
+
+
+def define_training_runtime_flags():
+  _define("bool", "use_xla", False, "Compile the train/eval steps with XLA (jit_compile).")
+  _define("integer", "seed", 12345, "Seed of every random choice: initialization, dropout, input "
+          "shuffling. The same flags give the same weights.")
+  _define("bool", "deterministic", True, "Enable TF op determinism (bit-identical reruns and "
+          "resumption; slightly slower on GPU).")
+  _define_enum("optimizer", "adamw", list(OPTIMIZERS), "adamw: the original AdamWeightDecay; "
+          "lamb: LAMB for large batches.")
+  _define("bool", "adam_bias_correction", False, "With --optimizer=adamw, divide Adam's moments "
+          "by (1 - beta^t) as torch's AdamW and Model Garden's AdamW do. The original does not: "
+          "its early steps are larger (by up to 6.5x near step 12, 3x at step 100, 1.3x at step "
+          "1,000). LAMB always corrects.")
+  _define("integer", "gradient_accumulation_steps", 1, "Split each batch of --train_batch_size "
+          "into this many micro-batches and apply their summed gradients once (same result, less "
+          "memory).")
+  _define("integer", "save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
+  _define("integer", "keep_checkpoint_max", 5, "How many recent checkpoints to keep.")
+  _define("integer", "iterations_per_loop", 1000, "How many steps to make in each estimator "
+          "call: steps run inside one tf.function call between host-side work (logging, "
+          "checkpoints).")
+  _define("integer", "log_steps", 100, "Steps between progress lines and summaries.")
+
+
+def define_tpu_flags():
+  """The original's TPU flags."""
+  _define("bool", "use_tpu", False, "Whether to use TPU or GPU/CPU.")
+  _define("string", "tpu_name", None, "The Cloud TPU to use for training. This should be either "
+          "the name used when creating the Cloud TPU, or a grpc://ip.address.of.tpu:8470 url.")
+  _define("string", "tpu_zone", None, "[Optional] GCE zone where the Cloud TPU is located in. If "
+          "not specified, we will attempt to automatically detect the GCE project from metadata.")
+  _define("string", "gcp_project", None, "[Optional] Project name for the Cloud TPU-enabled "
+          "project. If not specified, we will attempt to automatically detect the GCE project "
+          "from metadata.")
+  _define("string", "master", None, "[Optional] TensorFlow master URL.")
+  _define("integer", "num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of TPU "
+          "cores to use: a warning is logged when the TPU has another number of cores (all of "
+          "them are used).")
