@@ -1,12 +1,16 @@
-"""Encoder inference speed: ours vs transformers' PyTorch BertModel (and Model Garden), one run.
+"""Encoder speed, inference and training: ours vs transformers' PyTorch BertModel (and Model
+Garden), one run.
 
 BERT-Base-sized random weights (L=12, H=768, A=12, I=3072, V=30522), batch 32, seq 128, in
-float32 and bfloat16; then where our bfloat16 time goes, op group by op group, next to the same
-groups in PyTorch.
+float32 and bfloat16, every peer computing the same GELU (the original's tanh form: PyTorch's
+"gelu_pytorch_tanh"); inference is a forward pass, training a forward and backward pass with
+dropout (gradients of every weight, no optimizer). Then where our bfloat16 inference time goes,
+op group by op group, next to the same groups in PyTorch. --before_repo adds the encoder of
+another checkout (its bert_tf/modeling.py, e.g. before a change) to the same interleaved rounds.
 
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_encoder.py
 
-prints a table and appends it to BENCHMARKS.md.
+prints a table and appends it to BENCHMARKS.md (--noappend: only prints).
 """
 import os
 
@@ -14,6 +18,7 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import datetime  # noqa: E402
+import importlib.util  # noqa: E402
 import math  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -36,6 +41,13 @@ flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
 flags.DEFINE_integer("warmup", 1, "Untimed batches of each peer first.")
 flags.DEFINE_integer("iterations", 10, "Timed rounds (one batch of each peer per round).")
 flags.DEFINE_list("peers", "ours,torch,garden", "Which encoders to time.")
+flags.DEFINE_list("modes", "inference,training", "inference (forward) and/or training "
+                  "(forward + backward with dropout).")
+flags.DEFINE_integer("train_batch_size", 16, "Sequences per training batch.")
+flags.DEFINE_string("before_repo", None, "Another checkout whose bert_tf/modeling.py is timed "
+                    "beside ours as \"before\" (e.g. a worktree of the previous commit).")
+flags.DEFINE_list("precisions", "float32,mixed_bfloat16", "Our Keras policies to time (PyTorch's "
+                  "bfloat16 peers run with mixed_bfloat16).")
 flags.DEFINE_bool("profile", True, "Also time our op groups against PyTorch's.")
 flags.DEFINE_bool("append", True, "Append the results to BENCHMARKS.md.")
 FLAGS = flags.FLAGS
@@ -46,8 +58,7 @@ BASE = BertConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_a
 
 def interleaved_seconds(fns):
   """{name: (median, best) seconds}: round-robin over the peers, so that load from other
-  processes on the machine falls on all of them alike. The best round is the one least
-  disturbed by them, so it is the figure to compare."""
+  processes on the machine falls on all of them alike."""
   for fn in fns.values():
     for _ in range(FLAGS.warmup):
       fn()
@@ -60,46 +71,62 @@ def interleaved_seconds(fns):
   return {name: (float(np.median(t)), float(np.min(t))) for name, t in times.items()}
 
 
-def random_inputs(seed=0):
+def random_inputs(batch_size, seed=0):
   rng = np.random.RandomState(seed)
-  shape = (FLAGS.batch_size, FLAGS.seq_length)
+  shape = (batch_size, FLAGS.seq_length)
   return {"input_ids": rng.randint(0, BASE.vocab_size, shape).astype(np.int32),
           "input_mask": np.ones(shape, np.int32), "segment_ids": np.zeros(shape, np.int32)}
 
 
-def ours(policy):
-  tf_keras.mixed_precision.set_global_policy(policy)
-  model = modeling.BertModel(BASE)
-  tf_keras.mixed_precision.set_global_policy("float32")
-  features = {k: tf.constant(v) for k, v in random_inputs().items()}
+def modeling_of(repo):
+  """bert_tf/modeling.py of another checkout, as a module of its own (it imports no bert_tf)."""
+  path = os.path.join(repo, "bert_tf", "modeling.py")
+  spec = importlib.util.spec_from_file_location(f"modeling_of_{abs(hash(repo))}", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def tf_step(model, features, training, outputs):
+  """A callable running one batch: the outputs (inference), or the gradients of every weight
+  of a loss on the outputs (training)."""
+  if not training:
+    forward = tf.function(lambda f: [model(f, training=False)[k] for k in outputs])
+    return lambda: [t.numpy() for t in forward(features)]
 
   @tf.function
-  def forward(f):
-    out = model(f, training=False)
-    return out["sequence_output"], out["pooled_output"]
+  def step(f):
+    with tf.GradientTape() as tape:
+      out = model(f, training=True)
+      loss = tf.add_n([tf.reduce_mean(tf.cast(out[k], tf.float32) ** 2) for k in outputs])
+    grads = tape.gradient(loss, model.trainable_variables)
+    return loss, grads
 
-  return lambda: [t.numpy() for t in forward(features)]
+  return lambda: step(features)[0].numpy()
 
 
-def garden(policy):
+def ours(policy, training, module=modeling):
+  tf_keras.mixed_precision.set_global_policy(policy)
+  model = module.BertModel(BASE)
+  tf_keras.mixed_precision.set_global_policy("float32")
+  batch = FLAGS.train_batch_size if training else FLAGS.batch_size
+  features = {k: tf.constant(v) for k, v in random_inputs(batch).items()}
+  return tf_step(model, features, training, ["sequence_output", "pooled_output"])
+
+
+def garden(policy, training):
   from official.nlp.modeling.networks import BertEncoder  # pylint: disable=g-import-not-at-top
   tf_keras.mixed_precision.set_global_policy(policy)
   encoder = BertEncoder(vocab_size=BASE.vocab_size, hidden_size=768, num_layers=12,
                         num_attention_heads=12, intermediate_size=3072,
-                        activation=lambda x: tf.nn.gelu(x, approximate=False),
+                        activation=lambda x: tf.nn.gelu(x, approximate=True),
                         type_vocab_size=2, dict_outputs=True)
   tf_keras.mixed_precision.set_global_policy("float32")
-  f = random_inputs()
+  f = random_inputs(FLAGS.train_batch_size if training else FLAGS.batch_size)
   features = {"input_word_ids": tf.constant(f["input_ids"]),
               "input_mask": tf.constant(f["input_mask"]),
               "input_type_ids": tf.constant(f["segment_ids"])}
-
-  @tf.function
-  def forward(x):
-    out = encoder(x, training=False)
-    return out["sequence_output"], out["pooled_output"]
-
-  return lambda: [t.numpy() for t in forward(features)]
+  return tf_step(encoder, features, training, ["sequence_output", "pooled_output"])
 
 
 def torch_model(dtype):
@@ -107,23 +134,38 @@ def torch_model(dtype):
   import transformers  # pylint: disable=g-import-not-at-top
   torch.set_num_threads(2)
   torch.manual_seed(0)
-  config = transformers.BertConfig(vocab_size=BASE.vocab_size, type_vocab_size=2)
-  return transformers.BertModel(config).eval().to(dtype)
+  # PyTorch's own kernel of the tanh GELU, the fastest form of our "gelu" there.
+  config = transformers.BertConfig(vocab_size=BASE.vocab_size, type_vocab_size=2,
+                                   hidden_act="gelu_pytorch_tanh")
+  return transformers.BertModel(config).to(dtype)
 
 
-def torch_peer(mode):
+def torch_peer(mode, training):
   """mode: "float32", "bfloat16" (weights cast) or "autocast" (float32 weights, bf16 autocast)."""
   import torch  # pylint: disable=g-import-not-at-top
   model = torch_model(torch.bfloat16 if mode == "bfloat16" else torch.float32)
-  f = {k: torch.tensor(v, dtype=torch.long) for k, v in random_inputs().items()}
+  model.train(training)
+  batch = FLAGS.train_batch_size if training else FLAGS.batch_size
+  f = {k: torch.tensor(v, dtype=torch.long) for k, v in random_inputs(batch).items()}
+
+  def run():
+    with torch.autocast("cpu", torch.bfloat16, enabled=mode == "autocast"):
+      return model(input_ids=f["input_ids"], attention_mask=f["input_mask"],
+                   token_type_ids=f["segment_ids"])
 
   def forward():
-    with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16, enabled=mode == "autocast"):
-      out = model(input_ids=f["input_ids"], attention_mask=f["input_mask"],
-                  token_type_ids=f["segment_ids"])
+    with torch.inference_mode():
+      out = run()
       return out.last_hidden_state.float().numpy(), out.pooler_output.float().numpy()
 
-  return forward
+  def step():
+    model.zero_grad(set_to_none=True)
+    out = run()
+    loss = ((out.last_hidden_state.float() ** 2).mean() + (out.pooler_output.float() ** 2).mean())
+    loss.backward()
+    return loss.item()
+
+  return step if training else forward
 
 
 # --- Op groups ------------------------------------------------------------------------------------
@@ -157,15 +199,17 @@ def tf_groups():
       y = tf.nn.bias_add(tf.matmul(t, down_w), down_b)
     return y
 
-  @tf.function
-  def dense_with_gelu():
-    y = x
-    for _ in range(layers):
-      t = sum(tf.nn.bias_add(tf.matmul(y, w), b) for w, b in qkv)
-      t = tf.nn.bias_add(tf.matmul(t, out_w), out_b)
-      t = modeling.gelu(tf.nn.bias_add(tf.matmul(t, in_w), in_b))
-      y = tf.nn.bias_add(tf.matmul(t, down_w), down_b)
-    return y
+  def dense_with(gelu):
+    @tf.function
+    def dense():
+      y = x
+      for _ in range(layers):
+        t = sum(tf.nn.bias_add(tf.matmul(y, w), b) for w, b in qkv)
+        t = tf.nn.bias_add(tf.matmul(t, out_w), out_b)
+        t = gelu(tf.nn.bias_add(tf.matmul(t, in_w), in_b))
+        y = tf.nn.bias_add(tf.matmul(t, down_w), down_b)
+      return y
+    return dense
 
   @tf.function
   def attention():
@@ -192,7 +236,8 @@ def tf_groups():
     return y
 
   return {"dense matmuls + bias (6 per layer)": dense_no_gelu,
-          "  same + exact GELU on the FFN": dense_with_gelu,
+          "  same + GELU (tanh) on the FFN": dense_with(modeling.gelu),
+          "  same + exact GELU (erf) on the FFN": dense_with(modeling.gelu_exact),
           "attention core (QK^T, f32 softmax, PV)": attention,
           "  same with bf16 softmax": attention_bf16_softmax,
           "residual + LayerNorm in f32 + casts (2 per layer)": layer_norms}
@@ -216,12 +261,12 @@ def torch_groups():
   q = const(FLAGS.batch_size, 12, FLAGS.seq_length, 64)
   ln = torch.nn.LayerNorm(hidden, eps=1e-12).to(torch.bfloat16)
 
-  def dense(gelu):
+  def dense(gelu=None):
     y = x
     for _ in range(layers):
       t = F.linear(sum(F.linear(y, w, b) for w, b in qkv), out_w, out_b)
       t = F.linear(t, in_w, in_b)
-      y = F.linear(F.gelu(t) if gelu else t, down_w, down_b)
+      y = F.linear(F.gelu(t, approximate=gelu) if gelu else t, down_w, down_b)
     return y
 
   def attention():
@@ -242,8 +287,9 @@ def torch_groups():
         return fn()
     return call
 
-  return {"dense matmuls + bias (6 per layer)": run(lambda: dense(False)),
-          "  same + exact GELU on the FFN": run(lambda: dense(True)),
+  return {"dense matmuls + bias (6 per layer)": run(dense),
+          "  same + GELU (tanh) on the FFN": run(lambda: dense("tanh")),
+          "  same + exact GELU (erf) on the FFN": run(lambda: dense("none")),
           "attention core (QK^T, f32 softmax, PV)": run(attention),
           "  same with bf16 softmax": None,
           "residual + LayerNorm in f32 + casts (2 per layer)": run(layer_norms)}
@@ -259,69 +305,100 @@ def machine():
   return f"{model}, {os.cpu_count()} cores"
 
 
+def peers_for(training, before):
+  """{row name: callable running one batch} of the peers FLAGS.peers names."""
+  peers = {}
+  if "ours" in FLAGS.peers:
+    for policy in FLAGS.precisions:
+      peers[f"ours {policy}"] = ours(policy, training)
+      if before is not None:
+        peers[f"ours {policy} (before)"] = ours(policy, training, before)
+  if "torch" in FLAGS.peers:
+    peers["PyTorch BertModel float32"] = torch_peer("float32", training)
+    if "mixed_bfloat16" in FLAGS.precisions:
+      if not training:  # Pure bfloat16 weights are an inference setting.
+        peers["PyTorch BertModel bfloat16 (.to(bfloat16))"] = torch_peer("bfloat16", training)
+      peers["PyTorch BertModel autocast bfloat16"] = torch_peer("autocast", training)
+  if "garden" in FLAGS.peers:
+    for policy in FLAGS.precisions:
+      peers[f"Model Garden BertEncoder {policy}"] = garden(policy, training)
+  return peers
+
+
+RATIOS = [("ours float32", "ours float32 (before)"),
+          ("ours mixed_bfloat16", "ours mixed_bfloat16 (before)"),
+          ("ours float32", "PyTorch BertModel float32"),
+          ("ours mixed_bfloat16", "PyTorch BertModel float32"),
+          ("ours mixed_bfloat16", "PyTorch BertModel bfloat16 (.to(bfloat16))"),
+          ("ours mixed_bfloat16", "PyTorch BertModel autocast bfloat16"),
+          ("ours float32 (before)", "PyTorch BertModel float32"),
+          ("ours mixed_bfloat16 (before)", "PyTorch BertModel autocast bfloat16"),
+          ("ours float32", "Model Garden BertEncoder float32"),
+          ("ours mixed_bfloat16", "Model Garden BertEncoder mixed_bfloat16")]
+
+
+def mode_lines(training, before):
+  """Times one mode's peers; returns its Markdown table and ratios."""
+  batch = FLAGS.train_batch_size if training else FLAGS.batch_size
+  mode = "training (forward + backward)" if training else "inference"
+  rows = [(name, median, best) for name, (median, best)
+          in interleaved_seconds(peers_for(training, before)).items()]
+  for name, median, best in rows:
+    print(f"{mode[:9]} {name:45s} {median * 1000:8.0f} ms/batch {batch / median:7.1f} seq/s "
+          f"(best {batch / best:.1f})", flush=True)
+  lines = [f"\n{mode.capitalize()}, batch {batch}:\n",
+           "| encoder | ms / batch (median) | sequences / s (median) | sequences / s (best) |",
+           "|---|---:|---:|---:|"]
+  lines += [f"| {name} | {median * 1000:.0f} | {batch / median:.1f} | {batch / best:.1f} |"
+            for name, median, best in rows]
+  median = {name: m for name, m, _ in rows}
+  best = {name: b for name, _, b in rows}
+  lines.append("")
+  lines += [f"- {a} / {b}: **{median[b] / median[a]:.2f}x** (medians; best rounds "
+            f"{best[b] / best[a]:.2f}x)" for a, b in RATIOS if a in median and b in median]
+  return lines
+
+
+def group_lines():
+  """Our bfloat16 inference op groups against PyTorch's."""
+  groups = []
+  theirs = torch_groups()
+  for name, fn in tf_groups().items():
+    fns = {"ours": lambda fn=fn: fn().numpy()}
+    if theirs.get(name):
+      fns["theirs"] = theirs[name]
+    timed = interleaved_seconds(fns)
+    theirs_s = timed["theirs"][0] if "theirs" in timed else math.nan
+    groups.append((name, timed["ours"][0], theirs_s))
+    print(f"{name:50s} ours {timed['ours'][0] * 1000:7.0f} ms  "
+          f"PyTorch {theirs_s * 1000:7.0f} ms", flush=True)
+  lines = ["", "Op groups, bfloat16, the 12 layers' worth at these shapes (ms, median):", "",
+           "| op group | ours (TF) | PyTorch |", "|---|---:|---:|"]
+  lines += [f"| {name.strip()} | {a * 1000:.0f} | "
+            f"{'-' if math.isnan(b) else f'{b * 1000:.0f}'} |" for name, a, b in groups]
+  return lines
+
+
 def main(argv):
   del argv
   tf.config.threading.set_inter_op_parallelism_threads(2)
-  batch = FLAGS.batch_size
-  peers = {}
-  if "ours" in FLAGS.peers:
-    peers["ours float32"] = ours("float32")
-    peers["ours mixed_bfloat16"] = ours("mixed_bfloat16")
-  if "torch" in FLAGS.peers:
-    peers["PyTorch BertModel float32"] = torch_peer("float32")
-    peers["PyTorch BertModel bfloat16 (.to(bfloat16))"] = torch_peer("bfloat16")
-    peers["PyTorch BertModel autocast bfloat16"] = torch_peer("autocast")
-  if "garden" in FLAGS.peers:
-    peers["Model Garden BertEncoder float32"] = garden("float32")
-    peers["Model Garden BertEncoder mixed_bfloat16"] = garden("mixed_bfloat16")
-  rows = [(name, median, best) for name, (median, best) in interleaved_seconds(peers).items()]
-  for name, median, best in rows:
-    print(f"{name:45s} {median * 1000:8.0f} ms/batch {batch / median:7.1f} seq/s "
-          f"(best {batch / best:.1f})", flush=True)
-  speed = {name: batch / best for name, _, best in rows}
-
-  groups = []
-  if FLAGS.profile:
-    theirs = torch_groups()
-    for name, fn in tf_groups().items():
-      fns = {"ours": lambda fn=fn: fn().numpy()}
-      if theirs.get(name):
-        fns["theirs"] = theirs[name]
-      timed = interleaved_seconds(fns)
-      theirs_s = timed["theirs"][1] if "theirs" in timed else math.nan
-      groups.append((name, timed["ours"][1], theirs_s))
-      print(f"{name:50s} ours {timed['ours'][1] * 1000:7.0f} ms  "
-            f"PyTorch {theirs_s * 1000:7.0f} ms", flush=True)
-
-  lines = [f"\n## Encoder inference (bench/bench_encoder.py), "
+  before = modeling_of(FLAGS.before_repo) if FLAGS.before_repo else None
+  onednn = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default")
+  lines = [f"\n## Encoder speed (bench/bench_encoder.py), "
            f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC\n",
            "Command: `flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_encoder.py"
            + (" " + " ".join(sys.argv[1:]) if sys.argv[1:] else "") + "`  ",
-           f"Machine: {machine()}. BERT-Base-sized random weights (L=12, H=768, A=12, I=3072), "
-           f"batch {batch}, seq {FLAGS.seq_length}; the peers take turns batch by batch "
-           f"({FLAGS.warmup} warm-up, then {FLAGS.iterations} timed rounds); other jobs share "
-           "the 2 cores, so the best round (least disturbed) is compared, the median shown for "
-           "the spread; sequence + pooled output; torch.set_num_threads(2).\n",
-           "| encoder | ms / batch (best) | sequences / s (best) | sequences / s (median) |",
-           "|---|---:|---:|---:|"]
-  lines += [f"| {name} | {best * 1000:.0f} | {batch / best:.1f} | {batch / median:.1f} |"
-            for name, median, best in rows]
-
-  def ratio(a, b):
-    if a in speed and b in speed:
-      lines.append(f"- {a} / {b}: **{speed[a] / speed[b]:.2f}x**")
-  lines.append("")
-  ratio("ours mixed_bfloat16", "PyTorch BertModel float32")
-  ratio("ours mixed_bfloat16", "PyTorch BertModel bfloat16 (.to(bfloat16))")
-  ratio("ours mixed_bfloat16", "PyTorch BertModel autocast bfloat16")
-  ratio("ours float32", "PyTorch BertModel float32")
-  ratio("ours mixed_bfloat16", "Model Garden BertEncoder mixed_bfloat16")
-  ratio("ours float32", "Model Garden BertEncoder float32")
-  if groups:
-    lines += ["", "Op groups, bfloat16, the 12 layers' worth at these shapes (ms, best round):", "",
-              "| op group | ours (TF) | PyTorch |", "|---|---:|---:|"]
-    lines += [f"| {name.strip()} | {a * 1000:.0f} | "
-              f"{'-' if math.isnan(b) else f'{b * 1000:.0f}'} |" for name, a, b in groups]
+           f"Machine: {machine()}; TF_ENABLE_ONEDNN_OPTS={onednn}. BERT-Base-sized random "
+           f"weights (L=12, H=768, A=12, I=3072), seq {FLAGS.seq_length}, every peer with the "
+           "tanh GELU (ours: \"gelu\"; PyTorch: \"gelu_pytorch_tanh\")"
+           + (f"; \"before\": bert_tf/modeling.py of {FLAGS.before_repo}" if before else "")
+           + f". The peers take turns batch by batch ({FLAGS.warmup} warm-up, then "
+           f"{FLAGS.iterations} timed rounds); sequence + pooled output (training: the gradients "
+           "of a loss on both, with dropout, no optimizer); torch.set_num_threads(2)."]
+  for mode in FLAGS.modes:
+    lines += mode_lines(mode == "training", before)
+  if FLAGS.profile:
+    lines += group_lines()
   text = "\n".join(lines) + "\n"
   print(text)
   if FLAGS.append:

@@ -9,8 +9,10 @@ those names:
     transposed kernels; the `bert.` prefix may be absent (sentence-transformers) and LayerNorm
     may be `weight|bias` or `gamma|beta`.
 
-`init_from_checkpoint` loads the encoder (and the `cls/` pretraining heads when the model has
-them), never a task head, so any checkpoint initialises any task model.
+`init_from_checkpoint` loads the encoder, the `cls/` pretraining heads when the model has them,
+and a task model's head when the checkpoint holds it under the original's names (`output_weights`
+and `output_bias` of run_classifier.py, `cls/squad/...` of run_squad.py): a model fine-tuned by
+the original predicts with its own head. A pre-trained checkpoint leaves the head to training.
 """
 import collections
 import json
@@ -36,9 +38,11 @@ FORMATS = ("tf1", "tf2", "hf")
 _TF2_VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
-LoadResult = collections.namedtuple("LoadResult", ["loaded", "not_found", "unused"])
-LoadResult.__doc__ = """Names (TF1 style) loaded, wanted by the model but absent, and present
-in the checkpoint but not used by the model."""
+LoadResult = collections.namedtuple("LoadResult", ["loaded", "not_found", "unused", "head"])
+LoadResult.__doc__ = """Names (TF1 style) loaded, wanted by the model but absent, present in the
+checkpoint but not used by the model, and of the task head's variables loaded (empty when the
+checkpoint holds no head for this model)."""
+_PRETRAINING_HEADS = ("cls/predictions/", "cls/seq_relationship/")
 
 
 def variable_name(variable):
@@ -51,16 +55,28 @@ def checkpoint_variables(model):
   """OrderedDict TF1 name -> variable of what a checkpoint initialises in `model`.
 
   That is the encoder (`model.encoder`, or `model` itself when it is a BertModel) plus the
-  model's `cls/` pretraining heads when it has them; task heads are left to their own training.
+  model's `cls/` pretraining heads when it has them; a task head is task_head_variables(model).
   """
   encoder = getattr(model, "encoder", model)
   variables = list(encoder.variables)
   if encoder is not model:
-    variables += [v for v in model.variables if variable_name(v).startswith("cls/")]
+    variables += [v for v in model.variables if variable_name(v).startswith(_PRETRAINING_HEADS)]
   named = collections.OrderedDict()
   for variable in variables:
     named.setdefault(variable_name(variable), variable)
   return named
+
+
+def task_head_variables(model):
+  """OrderedDict TF1 name -> variable of a task model's head: its weights that are neither the
+  encoder's nor a pretraining head's (e.g. `output_weights`, `cls/squad/output_bias`)."""
+  taken = set(checkpoint_variables(model))
+  head = collections.OrderedDict()
+  for variable in model.trainable_variables:
+    name = variable_name(variable)
+    if name not in taken:
+      head.setdefault(name, variable)
+  return head
 
 
 # --- Format detection -------------------------------------------------------------------------
@@ -170,7 +186,7 @@ def open_checkpoint(path, input_format=None):
 
 # --- Loading --------------------------------------------------------------------------------------
 
-def _check_shape(source, name, variable):
+def _check_shape(source, name, variable, head=()):
   expected = list(variable.shape)
   found = list(source.shapes[name])
   if expected == found:
@@ -180,16 +196,21 @@ def _check_shape(source, name, variable):
         f"{source.path}: vocab_size mismatch: {name} has shape {found} in the checkpoint "
         f"({found[0]} tokens) but {expected} in the model (bert_config vocab_size "
         f"{expected[0]}); use the bert_config.json and vocab.txt that came with the checkpoint")
+  if name in head:
+    raise BertTfError(
+        f"{source.path}: the task head's {name} has shape {found} in the checkpoint but "
+        f"{expected} in this task's model: the checkpoint was fine-tuned for another task or "
+        f"number of labels (convert_checkpoint.py writes its encoder alone, to start a new head "
+        f"from)")
   raise BertTfError(f"{source.path}: variable {name} has shape {found} in the checkpoint but "
-                    f"{expected} in the model (check --bert_config_file and, for a task head, "
-                    f"the number of labels)")
+                    f"{expected} in the model (check --bert_config_file)")
 
 
-def _assign(source, wanted):
+def _assign(source, wanted, head=()):
   """Assigns source's tensor to each variable of `wanted` (name -> variable), after checking
   every shape."""
   for name, variable in wanted.items():
-    _check_shape(source, name, variable)
+    _check_shape(source, name, variable, head)
   for name, variable in wanted.items():
     variable.assign(np.asarray(source.read(name), dtype=variable.dtype.as_numpy_dtype))
 
@@ -199,29 +220,56 @@ def _is_training_state(name):
   return name == "global_step" or name.endswith(("/adam_m", "/adam_v")) or name.startswith("_")
 
 
-def load_source(model, source):
-  """Assigns every checkpoint variable of `model` (see checkpoint_variables) found in `source`."""
+def load_source(model, source, complete=False):
+  """Assigns every checkpoint variable of `model` (see checkpoint_variables) found in `source`,
+  and its task head when `source` holds all of it (part of it is an error).
+
+  The encoder must be whole (its pooler aside: some exports drop it); with `complete` (a model
+  about to predict), every variable, heads included, must come from the checkpoint.
+  """
   wanted = checkpoint_variables(model)
+  head = task_head_variables(model)
+  head_found = [name for name in head if name in source.shapes]
+  if head_found and len(head_found) < len(head):
+    raise BertTfError(f"{source.path}: holds {', '.join(head_found)} but not "
+                      f"{', '.join(n for n in head if n not in head_found)}: part of a task head")
+  if head_found:
+    wanted.update(head)
   found = [name for name in wanted if name in source.shapes]
-  _assign(source, collections.OrderedDict((name, wanted[name]) for name in found))
-  not_found = [name for name in wanted if name not in source.shapes]
-  unused = sorted(name for name in source.shapes
-                  if name not in wanted and not _is_training_state(name))
   if not found:
     raise BertTfError(f"{source.path}: none of the model's {len(wanted)} variables is in this "
                       f"checkpoint (e.g. {next(iter(wanted))})")
-  logging.info("%s: loaded %d variables", source.path, len(found))
+  not_found = [name for name in wanted if name not in source.shapes]
+  if complete:
+    not_found += [name for name in head if name not in wanted]
+    if not_found:
+      raise BertTfError(
+          f"{source.path}: lacks {len(not_found)} of the variables this model predicts with "
+          f"(e.g. {', '.join(not_found[:3])}): evaluating or predicting needs a checkpoint of "
+          f"this very model, such as the output_dir of its training run or a checkpoint the "
+          f"original's script fine-tuned for this task")
+  encoder_names = {variable_name(v) for v in getattr(model, "encoder", model).variables}
+  missing = [name for name in not_found if name in encoder_names and "/pooler/" not in name]
+  if missing:
+    raise BertTfError(f"{source.path}: lacks {len(missing)} of the encoder's variables (e.g. "
+                      f"{missing[0]}): it was not made with this --bert_config_file (compare "
+                      f"num_hidden_layers and the other sizes)")
+  _assign(source, collections.OrderedDict((name, wanted[name]) for name in found), head)
+  unused = sorted(name for name in source.shapes
+                  if name not in wanted and not _is_training_state(name))
+  logging.info("%s: loaded %d variables%s", source.path, len(found),
+               " (the task head included)" if head_found else "")
   for name in not_found:
-    logging.info("  not found in checkpoint (left as initialised): %s", name)
+    logging.warning("  not found in checkpoint (left as initialised): %s", name)
   for name in unused:
     logging.info("  in checkpoint but unused: %s", name)
-  return LoadResult(found, not_found, unused)
+  return LoadResult(found, not_found, unused, head_found)
 
 
-def init_from_checkpoint(model, path, input_format=None):
-  """Loads a TF1 original, our TF2 or a Hugging Face checkpoint into `model`'s encoder (and its
-  `cls/` pretraining heads). Returns a LoadResult; raises BertTfError on a shape mismatch."""
-  return load_source(model, open_checkpoint(path, input_format))
+def init_from_checkpoint(model, path, input_format=None, complete=False):
+  """Loads a TF1 original, our TF2 or a Hugging Face checkpoint into `model` (see load_source).
+  Returns a LoadResult; raises BertTfError on a shape mismatch or a missing variable."""
+  return load_source(model, open_checkpoint(path, input_format), complete)
 
 
 # --- Fine-tuned task models -----------------------------------------------------------------------
@@ -242,26 +290,17 @@ def fine_tuned_prefix(path):
 
 
 def load_task_model(model, path, task):
-  """Loads every variable of a built task model, head included, from a fine-tuned checkpoint.
-
-  The checkpoint may be one of ours (a run_*.py output_dir or prefix) or an original TF1 one;
-  variables are matched by their original names. A checkpoint without the task head (e.g. a
-  pre-trained one) or with other shapes raises BertTfError.
-  """
+  """Loads every variable of a built task model, head included, from a fine-tuned checkpoint:
+  one of ours (a run_*.py output_dir or prefix) or one the original's scripts wrote. A checkpoint
+  without the task's head (e.g. a pre-trained one) or with other shapes raises BertTfError."""
   source = open_checkpoint(fine_tuned_prefix(path))
-  wanted = collections.OrderedDict((variable_name(v), v) for v in model.trainable_variables)
-  encoder_names = {variable_name(v) for v in model.encoder.variables}
-  missing = [name for name in wanted if name not in source.shapes]
-  missing_head = [name for name in missing if name not in encoder_names]
+  head = task_head_variables(model)
+  missing_head = [name for name in head if name not in source.shapes]
   if missing_head:
     raise BertTfError(f"--init_checkpoint: {source.path} has no {task} head (missing "
                       f"{', '.join(missing_head)}): pass the checkpoint of a fine-tuned "
                       f"{task} model, e.g. the output_dir of its run script")
-  if missing:
-    raise BertTfError(f"--init_checkpoint: {source.path} lacks {len(missing)} encoder variables, "
-                      f"e.g. {missing[0]}")
-  _assign(source, wanted)
-  logging.info("%s: loaded %d variables", source.path, len(wanted))
+  load_source(model, source, complete=True)
 
 
 # --- TF1 name-based checkpoints -------------------------------------------------------------------
@@ -448,7 +487,7 @@ def _tf1_name_from_hf(name):
 
 def hf_config_dict(config, with_heads):
   """config.json for Hugging Face transformers' BertModel / BertForPreTraining."""
-  d = config.to_dict()
+  d = config.to_hf_dict()
   d.update(model_type="bert", layer_norm_eps=1e-12, pad_token_id=0,
            position_embedding_type="absolute",
            architectures=["BertForPreTraining" if with_heads else "BertModel"])
@@ -505,7 +544,7 @@ def _config_for(input_path, bert_config_file):
   if d.get("layer_norm_eps", 1e-12) != 1e-12:
     logging.warning("%s: layer_norm_eps %s; BERT (and we) use 1e-12", hf_config,
                     d["layer_norm_eps"])
-  return BertConfig.from_dict(d, source=hf_config)
+  return BertConfig.from_dict(d, source=hf_config, hugging_face=True)
 
 
 def convert_checkpoint(input_path, output, bert_config_file=None, input_format=None,

@@ -24,7 +24,20 @@ _FIELDS = {
 # Fields a bert_config.json must carry; the rest fall back to the defaults above.
 _REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
              "intermediate_size")
-ACTIVATIONS = ("gelu", "gelu_new", "relu", "tanh", "linear", "swish", "silu")
+# hidden_act names of a bert_config.json, as the original release means them (case does not
+# matter; "" is "linear"): "gelu" is the original's GELU, the tanh approximation; "gelu_exact" is
+# the erf form; "gelu_new" is transformers' name for the tanh form, the same as "gelu".
+ACTIVATIONS = ("gelu", "gelu_exact", "gelu_new", "relu", "tanh", "linear", "swish", "silu")
+# A Hugging Face config.json names them as transformers does: its "gelu" is the erf form.
+# transformers' names -> ours ...
+HF_ACTIVATIONS = {"gelu": "gelu_exact", "gelu_python": "gelu_exact", "gelu_new": "gelu",
+                  "gelu_pytorch_tanh": "gelu", "gelu_fast": "gelu", "gelu_accurate": "gelu",
+                  "gelu_python_tanh": "gelu", "relu": "relu", "tanh": "tanh", "linear": "linear",
+                  "swish": "swish", "silu": "silu"}
+# ... and ours -> transformers' (the tanh form as "gelu_new", which transformers describes as
+# the GELU of Google's BERT).
+_TO_HF_ACTIVATIONS = {"gelu": "gelu_new", "gelu_new": "gelu_new", "gelu_exact": "gelu",
+                      "": "linear"}
 
 
 class BertConfig:
@@ -47,7 +60,7 @@ class BertConfig:
       raise BertTfError(
           f"{source}: hidden_size ({self.hidden_size}) is not a multiple of "
           f"num_attention_heads ({self.num_attention_heads})")
-    if self.hidden_act not in ACTIVATIONS:
+    if self.hidden_act.lower() not in ACTIVATIONS + ("",):
       raise BertTfError(f"{source}: hidden_act {self.hidden_act!r} is not one of {ACTIVATIONS}")
 
   @property
@@ -61,8 +74,18 @@ class BertConfig:
                         f"model was only trained up to sequence length "
                         f"{self.max_position_embeddings}")
 
+  def check_vocab_size(self, num_tokens, vocab_file, exact=False):
+    """The one check of a vocabulary against the model's word embeddings: a token id past
+    vocab_size has no embedding (with `exact`, as for an export, the sizes must be equal)."""
+    if num_tokens > self.vocab_size or (exact and num_tokens != self.vocab_size):
+      raise BertTfError(f"--vocab_file: {vocab_file} has {num_tokens} tokens but the model's "
+                        f"vocab_size is {self.vocab_size}: use the vocab.txt the model was "
+                        f"trained with")
+
   @classmethod
-  def from_dict(cls, json_object, source="BertConfig"):
+  def from_dict(cls, json_object, source="BertConfig", hugging_face=None):
+    """A bert_config.json's object; a Hugging Face config.json's (hugging_face=True, or None and
+    the object has "model_type") has its hidden_act read as transformers means it."""
     if not isinstance(json_object, dict):
       raise BertTfError(f"{source}: expected a JSON object, got {type(json_object).__name__}")
     missing = [name for name in _REQUIRED if name not in json_object]
@@ -71,6 +94,10 @@ class BertConfig:
     # Unknown keys (e.g. Hugging Face's "model_type", "pad_token_id") are ignored, as the original
     # ignored nothing but never met them.
     known = {k: v for k, v in json_object.items() if k in _FIELDS}
+    if hugging_face is None:
+      hugging_face = "model_type" in json_object
+    if hugging_face and "hidden_act" in known:
+      known["hidden_act"] = _from_hf_activation(known["hidden_act"], source)
     return cls(source=source, **known)
 
   @classmethod
@@ -88,6 +115,14 @@ class BertConfig:
   def to_dict(self):
     return {name: copy.deepcopy(getattr(self, name)) for name in _FIELDS}
 
+  def to_hf_dict(self):
+    """The fields with the names of transformers' BertConfig (hidden_act as transformers
+    names the same function)."""
+    d = self.to_dict()
+    act = self.hidden_act.lower()
+    d["hidden_act"] = _TO_HF_ACTIVATIONS.get(act, act)
+    return d
+
   def to_json_string(self):
     return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
@@ -99,6 +134,13 @@ class BertConfig:
 
   def __repr__(self):
     return f"BertConfig({self.to_dict()})"
+
+
+def _from_hf_activation(name, source):
+  if not isinstance(name, str) or name not in HF_ACTIVATIONS:
+    raise BertTfError(f"{source}: hidden_act {name!r} (read as transformers names activations) "
+                      f"is not one of {tuple(HF_ACTIVATIONS)}")
+  return HF_ACTIVATIONS[name]
 
 
 def _checked(name, value, source):

@@ -19,7 +19,9 @@ graph, so a client needs nothing of bert_tf:
 Export with export_savedmodel.py (or --export_dir on run_classifier.py / run_squad.py /
 run_ner.py), or export() here; the checkpoint must hold the fine-tuned head. A
 client runs `import tensorflow_text` (it registers the tokenizer ops; TF Serving needs them linked
-in), then `tf.saved_model.load(export_dir).signatures["serving_default"](text_a=..., ...)`.
+in), then `tf.saved_model.load(version_dir).signatures["serving_default"](text_a=..., ...)`.
+Each export is a new version directory, export_dir/<number> (TF Serving's layout: a server
+pointed at export_dir serves the newest); nothing already in export_dir is replaced.
 
 Truncation is the training scripts': a text longer than max_seq_length is cut as
 run_classifier cuts it (one text to max_seq_length - 2 pieces; a pair longest-first), never an
@@ -55,6 +57,7 @@ carries its tag (as run_ner). Words whose first piece does not fit in one window
 max_seq_length - 2 pieces get the tag "" (run_ner would tag them in a second window).
 """
 import os
+import time
 
 from absl import logging
 import numpy as np
@@ -346,13 +349,6 @@ def build_model(task, config, num_labels=None):
   return model
 
 
-def check_vocab(tokenizer, config, vocab_file):
-  if len(tokenizer.vocab) != config.vocab_size:
-    raise BertTfError(f"--vocab_file: {vocab_file} has {len(tokenizer.vocab)} tokens but the "
-                      f"model's vocab_size is {config.vocab_size}: use the vocab.txt the model "
-                      f"was trained with")
-
-
 def make_server(task, tokenizer, model, max_seq_length, label_list=None, pair=True,
                 regression=False, **squad_options):
   if task == "classifier":
@@ -364,22 +360,52 @@ def make_server(task, tokenizer, model, max_seq_length, label_list=None, pair=Tr
 
 
 def save(server, export_dir):
-  """Writes the SavedModel to a temporary directory, then replaces export_dir with it."""
-  tmp = f"{export_dir.rstrip('/')}.tmp-{os.getpid()}"
-  if tf.io.gfile.exists(tmp):
-    tf.io.gfile.rmtree(tmp)
+  """Writes the SavedModel into a new numbered version directory under export_dir, as TF Serving
+  lays models out (export_dir/<version>/saved_model.pb; the version is the Unix time, above every
+  version already there); returns that directory.
+
+  Nothing export_dir holds is replaced or deleted: the version is written under a temporary
+  hidden name (which a model server ignores) and renamed when complete.
+  """
+  if tf.io.gfile.exists(export_dir) and not tf.io.gfile.isdir(export_dir):
+    raise BertTfError(f"--export_dir: {export_dir} is a file, not a directory")
+  try:
+    tf.io.gfile.makedirs(export_dir)
+  except tf.errors.OpError as e:
+    raise BertTfError(f"--export_dir: cannot create {export_dir}: {e.message}") from None
+  existing = versions(export_dir)
+  version = max([int(time.time())] + [v + 1 for v in existing])
+  tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
   try:
     tf.saved_model.save(server, tmp, signatures={"serving_default": server.serve,
                                                   "tokenize": server.tokenize})
-  except BaseException:
+    final = os.path.join(export_dir, str(version))
+    tf.io.gfile.rename(tmp, final)
+  finally:
     if tf.io.gfile.exists(tmp):
-      tf.io.gfile.rmtree(tmp)
-    raise
-  if tf.io.gfile.exists(export_dir):
-    tf.io.gfile.rmtree(export_dir)
-  tf.io.gfile.rename(tmp, export_dir)
-  logging.info("Exported %s", export_dir)
-  return export_dir
+      tf.io.gfile.rmtree(tmp)  # this run's own temporary directory only
+  logging.info("Exported %s", final)
+  return final
+
+
+def versions(export_dir):
+  """The version numbers of the SavedModels under export_dir, ascending."""
+  if not tf.io.gfile.isdir(export_dir):
+    return []
+  return sorted(int(name.rstrip("/")) for name in tf.io.gfile.listdir(export_dir)
+                if name.rstrip("/").isdigit() and
+                tf.io.gfile.exists(os.path.join(export_dir, name.rstrip("/"), "saved_model.pb")))
+
+
+def resolve(path):
+  """A SavedModel directory: `path` itself, or the newest version under it."""
+  if tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
+    return path
+  found = versions(path)
+  if not found:
+    raise BertTfError(f"--export_dir: {path} holds no SavedModel (expected saved_model.pb in it "
+                      f"or in a numbered version directory under it)")
+  return os.path.join(path, str(found[-1]))
 
 
 def export(task, config, vocab_file, do_lower_case, init_checkpoint, export_dir, max_seq_length,
@@ -400,7 +426,7 @@ def export(task, config, vocab_file, do_lower_case, init_checkpoint, export_dir,
   if task != "squad" and not label_list and not regression:
     raise BertTfError("--task_name/--label_file: the label list is needed")
   tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case)
-  check_vocab(tokenizer, config, vocab_file)
+  config.check_vocab_size(len(tokenizer.vocab), vocab_file, exact=True)
   if dtype not in training.PRECISIONS:
     raise BertTfError(f"--dtype: {dtype!r} is not one of {sorted(training.PRECISIONS)}")
   previous = tf_keras.mixed_precision.global_policy()
@@ -419,10 +445,11 @@ def export(task, config, vocab_file, do_lower_case, init_checkpoint, export_dir,
 
 
 def load(export_dir):
-  """tf.saved_model.load, after registering the tensorflow-text ops the graph uses (a client of
-  the SavedModel needs `import tensorflow_text` likewise; TF Serving needs them linked in)."""
+  """tf.saved_model.load of export_dir (a version directory, or the newest version under it),
+  after registering the tensorflow-text ops the graph uses (a client of the SavedModel needs
+  `import tensorflow_text` likewise; TF Serving needs them linked in)."""
   fast_tokenization.tf_text_module()
-  return tf.saved_model.load(export_dir)
+  return tf.saved_model.load(resolve(export_dir))
 
 
 def classifier_labels(task_name):

@@ -41,12 +41,42 @@ def _fallback_characters():
   return tuple(unsafe)
 
 
+@functools.lru_cache(maxsize=None)
+def _sigma_context_runs():
+  """(run starts, run classes) over all code points: 1 cased, 2 case-ignorable, 0 neither, as
+  this Python's str.lower() sees them when it decides whether a capital sigma is final.
+
+  CPython lower-cases U+03A3 to final ς when the nearest character before it that is not
+  case-ignorable is cased and the nearest after it that is not case-ignorable is not cased (or
+  absent). TensorFlow's ICU applies the same rule with its own, older character properties: ~300
+  characters added in Unicode 14 (combining marks such as U+0898, modifier letters, lower-case
+  letters) differ, so FastTokenizer decides each sigma itself from these classes (about 1 s).
+  """
+  starts, classes = [], []
+  for cp in range(sys.maxunicode + 1):
+    if 0xD800 <= cp <= 0xDFFF:
+      cls = 0
+    else:
+      char = chr(cp)
+      if ("\u0391\u03a3" + char).lower()[1] == "\u03c3":  # a cased character after it: σ
+        cls = 1
+      elif ("\u0391\u03a3" + char + "\u0392").lower()[1] == "\u03c3":  # skipped over: σ
+        cls = 2
+      else:
+        cls = 0
+    if not classes or classes[-1] != cls:
+      starts.append(cp)
+      classes.append(cls)
+  return tuple(starts), tuple(classes)
+
+
 class FastTokenizer(tf.Module):
   """FullTokenizer's ids from our normalization in TensorFlow ops + FastWordpieceTokenizer.
 
   The normalization is the original's, as string ops: invalid UTF-8 dropped, control characters
-  dropped, whitespace -> " ", then (do_lower_case) tf.strings.lower (ICU full lower-casing, with
-  Greek final sigma as Python's str.lower), NFD and removal of nonspacing marks (Mn), then spaces
+  dropped, whitespace -> " ", then (do_lower_case) each Greek capital sigma lower-cased to σ or ς
+  by Python's own rule and character properties (_sigma_context_runs), tf.strings.lower (ICU full
+  lower-casing), NFD and removal of nonspacing marks (Mn), then spaces
   around CJK characters and punctuation and a split on " ". Character classes come from Python's
   unicodedata, so they are the original's exactly. Words over 200 characters become [UNK] as in
   the original (tensorflow-text's own limit is in bytes).
@@ -85,6 +115,10 @@ class FastTokenizer(tf.Module):
     punctuation = tokenization.codepoint_runs(classes["punctuation"])
     punctuation_and_cjk = punctuation + list(tokenization.CJK_RANGES)
     self._split_re = "(" + tokenization.char_class_regex(punctuation_and_cjk, re2=True) + ")"
+    if do_lower_case:
+      starts, classes = _sigma_context_runs()
+      self._sigma_starts = tf.constant(starts, tf.int32)
+      self._sigma_classes = tf.constant(classes, tf.int32)
     unsafe = _fallback_characters() if do_lower_case else ()
     surrogates = (0xD800, 0xDFFF)  # lone surrogates cannot be encoded for TensorFlow
     unsafe_runs = tokenization.codepoint_runs(unsafe) + [surrogates]
@@ -106,10 +140,37 @@ class FastTokenizer(tf.Module):
     texts = tf.strings.regex_replace(texts, self._removed_re, "")
     texts = tf.strings.regex_replace(texts, self._space_re, " ")
     if self.do_lower_case:
+      has_sigma = tf.reduce_any(tf.strings.regex_full_match(texts, "(?s).*\u03a3.*"))
+      texts = tf.cond(has_sigma, lambda: self._lower_sigmas(texts), lambda: texts)
       texts = tf.strings.lower(texts, encoding="utf-8")
       texts = tf_text_module().normalize_utf8(texts, "NFD")
       texts = tf.strings.regex_replace(texts, self._mark_re, "")
     return texts
+
+  def _lower_sigmas(self, texts):
+    """Each capital sigma lower-cased to σ or final ς as Python's str.lower() does
+    (_sigma_context_runs), before ICU's lower-casing sees it."""
+    chars = tf.strings.unicode_decode(texts, "UTF-8")
+    cps = chars.flat_values
+    run = tf.searchsorted(self._sigma_starts, cps, side="right") - 1
+    classes = tf.gather(self._sigma_classes, run)
+    kept = tf.cast(classes != 2, tf.int32)  # not case-ignorable: what the rule looks at
+    positions = tf.cast(tf.where(kept > 0)[:, 0], tf.int32)
+    num_kept = tf.size(positions)
+    seen = tf.cumsum(kept)  # kept characters up to and including each position
+    row_starts = tf.repeat(tf.cast(chars.row_starts(), tf.int32), chars.row_lengths())
+    row_limits = tf.repeat(tf.cast(chars.row_limits(), tf.int32), chars.row_lengths())
+    before = seen - kept - 1  # index in `positions` of the nearest kept character before
+    before_at = tf.gather(positions, tf.clip_by_value(before, 0, tf.maximum(num_kept - 1, 0)))
+    cased_before = ((before >= 0) & (before_at >= row_starts) &
+                    (tf.gather(classes, before_at) == 1))
+    after = seen  # for a kept character (a sigma is), the nearest kept one after it
+    after_at = tf.gather(positions, tf.clip_by_value(after, 0, tf.maximum(num_kept - 1, 0)))
+    cased_after = ((after < num_kept) & (after_at < row_limits) &
+                   (tf.gather(classes, after_at) == 1))
+    lowered = tf.where(cased_before & ~cased_after, 0x3C2, 0x3C3)
+    cps = tf.where(cps == 0x3A3, lowered, cps)
+    return tf.strings.unicode_encode(chars.with_flat_values(cps), "UTF-8")
 
   def words(self, texts):
     """tf.string [B] -> RaggedTensor [B, (words)]: the BasicTokenizer's output."""

@@ -149,14 +149,13 @@ def write_features(output_file, extractor, features, batch_size):
 
 def run(values):
   """The whole of extract_features.py for its flag values."""
-  if values.max_seq_length < 3:
-    raise BertTfError(f"--max_seq_length: must be at least 3, got {values.max_seq_length}")
   bert_config = BertConfig.from_json_file(values.bert_config_file)
   bert_config.check_sequence_length(values.max_seq_length)
   layer_indexes = parse_layers(values.layers, bert_config.num_hidden_layers)
   tokenization.validate_case_matches_checkpoint(values.do_lower_case, values.init_checkpoint)
   tokenizer = tokenization.FullTokenizer(vocab_file=values.vocab_file,
                                          do_lower_case=values.do_lower_case)
+  bert_config.check_vocab_size(len(tokenizer.vocab), values.vocab_file)
   examples = read_examples(values.input_file)
   features = convert_examples_to_features(examples, values.max_seq_length, tokenizer)
   strategy = training.setup_runtime(values)

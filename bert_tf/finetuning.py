@@ -52,7 +52,9 @@ def config_and_tokenizer(values):
   config.check_sequence_length(values.max_seq_length)
   if not tf.io.gfile.exists(values.vocab_file):
     raise BertTfError(f"--vocab_file: {values.vocab_file} not found")
-  return config, tokenization.FullTokenizer(values.vocab_file, do_lower_case=values.do_lower_case)
+  tokenizer = tokenization.FullTokenizer(values.vocab_file, do_lower_case=values.do_lower_case)
+  config.check_vocab_size(len(tokenizer.vocab), values.vocab_file)
+  return config, tokenizer
 
 
 def finetuning_steps(values, num_examples, what):
@@ -108,12 +110,15 @@ def run(task_class, values):
   strategy = training.setup_runtime(values)
   tf.io.gfile.makedirs(values.output_dir)
   model_fn = task.model_fn(config, training.trim_padding(values))
+  # Every split's data are read (and a bad row reported) before training starts.
+  splits = {}
+  for split, batch_size in _splits(values):
+    path = os.path.join(values.output_dir, getattr(task, "record_files", RECORD_FILES)[split])
+    splits[split] = (path, batch_size, task.write_split_records(split, path))
   model = finetune(values, strategy, task, model_fn) if values.do_train else None
 
   results = {}
-  for split, batch_size in _splits(values):
-    path = os.path.join(values.output_dir, getattr(task, "record_files", RECORD_FILES)[split])
-    state = task.write_split_records(split, path)
+  for split, (path, batch_size, state) in splits.items():
     input_fn = records.records_input_fn([path], task.schema(False), batch_size,
                                         is_training=False)
     if model is None:

@@ -33,9 +33,42 @@ def _define_enum(name, default, enum_values, help_text):
     flags.DEFINE_enum(name, default, enum_values, help_text)
 
 
+# Flags whose values only make sense in a range: name -> (test, what is expected).
+_POSITIVE = (lambda v: v > 0, "a number above 0")
+_AT_LEAST_ONE = (lambda v: v >= 1, "an integer of at least 1")
+_NOT_NEGATIVE = (lambda v: v >= 0, "a number of at least 0")
+_RANGES = {
+    "train_batch_size": _AT_LEAST_ONE, "eval_batch_size": _AT_LEAST_ONE,
+    "predict_batch_size": _AT_LEAST_ONE, "batch_size": _AT_LEAST_ONE,
+    "max_seq_length": (lambda v: v >= 3, "an integer of at least 3 ([CLS] x [SEP])"),
+    "max_predictions_per_seq": _AT_LEAST_ONE, "num_train_steps": _AT_LEAST_ONE,
+    "num_warmup_steps": _NOT_NEGATIVE, "max_eval_steps": _AT_LEAST_ONE,
+    "save_checkpoints_steps": _AT_LEAST_ONE, "iterations_per_loop": _AT_LEAST_ONE,
+    "gradient_accumulation_steps": _AT_LEAST_ONE, "keep_checkpoint_max": _NOT_NEGATIVE,
+    "log_steps": _AT_LEAST_ONE, "learning_rate": _POSITIVE, "num_train_epochs": _POSITIVE,
+    "warmup_proportion": (lambda v: 0 <= v <= 1, "a fraction between 0 and 1"),
+    "doc_stride": _AT_LEAST_ONE, "max_query_length": _AT_LEAST_ONE,
+    "max_answer_length": _AT_LEAST_ONE, "n_best_size": _NOT_NEGATIVE,
+    "dupe_factor": _AT_LEAST_ONE,
+    "masked_lm_prob": (lambda v: 0 < v <= 1, "a fraction above 0 and at most 1"),
+    "short_seq_prob": (lambda v: 0 <= v <= 1, "a fraction between 0 and 1"),
+    "num_workers": _AT_LEAST_ONE, "num_gpus": _NOT_NEGATIVE, "num_tpu_cores": _AT_LEAST_ONE,
+}
+
+
 def values():
-  """The parsed flags as a plain object (attribute per flag); the library reads nothing else."""
-  return types.SimpleNamespace(**FLAGS.flag_values_dict())
+  """The parsed flags as a plain object (attribute per flag); the library reads nothing else.
+
+  A value outside its flag's range (a batch size of 0, a negative learning rate, ...) raises
+  BertTfError naming the flag.
+  """
+  from bert_tf.errors import BertTfError  # pylint: disable=g-import-not-at-top
+  parsed = FLAGS.flag_values_dict()
+  for name, (test, expected) in _RANGES.items():
+    value = parsed.get(name)
+    if value is not None and not test(value):
+      raise BertTfError(f"--{name}: expected {expected}, got {value}")
+  return types.SimpleNamespace(**parsed)
 
 
 def mark_required(*names):
@@ -125,8 +158,9 @@ def define_finetuning_flags(max_seq_length=128, with_eval=True,
 
 def define_export_flags(with_dtype=False):
   _define("string", "export_dir", None, "Where to write a SavedModel of the fine-tuned model that "
-          "takes raw text (export_savedmodel.py): the directory is created and replaced if it "
-          "exists.")
+          "takes raw text (export_savedmodel.py): each export is a new numbered version "
+          "directory under it (TF Serving's layout, the newest served); nothing already there is "
+          "replaced.")
   if with_dtype:
     define_dtype_flag()
 

@@ -142,9 +142,16 @@ def run(values):
   logging.info("*** Input Files ***")
   name_to_features = records.pretraining_features(values.max_seq_length,
                                                   values.max_predictions_per_seq)
+  empty = []
   for input_file in input_files:
     logging.info("  %s", input_file)
-    records.check_record_shapes(input_file, name_to_features)
+    if not records.check_record_shapes(input_file, name_to_features):
+      logging.warning("%s holds no record", input_file)
+      empty.append(input_file)
+  if len(empty) == len(input_files):
+    raise BertTfError(f"--input_file: {', '.join(empty)}: no record in "
+                      f"{'any of these files' if len(empty) > 1 else 'the file'} (empty or "
+                      f"unfinished: make it with create_pretraining_data.py)")
 
   use_nsp = not (values.no_nsp or values.left_to_right)
 

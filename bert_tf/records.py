@@ -144,8 +144,14 @@ def parse_fn(name_to_features, source="records"):
 
 
 def check_record_shapes(path, name_to_features):
-  """Reads one record of `path` and raises a clear error if its features disagree with the schema."""
-  for raw in tf.data.TFRecordDataset(path).take(1):
+  """Reads the first record of `path` and raises a clear error if its features disagree with the
+  schema; returns False when the file holds no record."""
+  try:
+    first = list(tf.data.TFRecordDataset(path).take(1))
+  except tf.errors.DataLossError as e:
+    raise BertTfError(f"{path}: not a TFRecord file, or truncated or corrupt "
+                      f"({e.message.strip().splitlines()[0]})") from None
+  for raw in first:
     example = tf.train.Example.FromString(raw.numpy())
     for name, spec in name_to_features.items():
       if name not in example.features.feature:
@@ -157,6 +163,7 @@ def check_record_shapes(path, name_to_features):
       if length != expected:
         raise BertTfError(f"{path}: feature {name!r} has length {length} but the flags expect "
                           f"{expected} (check --max_seq_length / --max_predictions_per_seq)")
+  return bool(first)
 
 
 def input_files(patterns, flag_name="--input_file"):

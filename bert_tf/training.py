@@ -57,7 +57,9 @@ API (stable; later changes only add keyword arguments):
       a model built for input_fn's features, with the latest checkpoint of output_dir or else
       init_checkpoint loaded (for --do_eval / --do_predict without --do_train).
 """
+import json
 import os
+import re
 import time
 
 from absl import logging
@@ -183,10 +185,10 @@ def _dropout_generators(model):
   return generators
 
 
-def _load_init_checkpoint(model, init_checkpoint):
+def _load_init_checkpoint(model, init_checkpoint, complete=False):
   from bert_tf import checkpoints  # pylint: disable=g-import-not-at-top
   logging.info("Initializing from %s", init_checkpoint)
-  checkpoints.init_from_checkpoint(model, init_checkpoint)
+  checkpoints.init_from_checkpoint(model, init_checkpoint, complete=complete)
 
 
 def _worker_index(strategy):
@@ -223,7 +225,11 @@ def restore_model(strategy, model_fn, input_fn, output_dir=None, init_checkpoint
       if reader.has_tensor(key):
         step = int(reader.get_tensor(key))
   elif init_checkpoint:
-    _load_init_checkpoint(model, init_checkpoint)
+    _load_init_checkpoint(model, init_checkpoint, complete=True)
+  else:
+    raise BertTfError(f"--output_dir: {output_dir} holds no checkpoint and no --init_checkpoint "
+                      f"was given: there is no trained model to evaluate or predict with (train "
+                      f"with --do_train, or pass a fine-tuned checkpoint)")
   model.global_step = step
   return model, step
 
@@ -288,19 +294,28 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
       init_lr=learning_rate, num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
       optimizer_type=optimizer_type, weight_decay_rate=weight_decay_rate,
       adam_bias_correction=adam_bias_correction))
+  if _is_chief(strategy):
+    _check_same_run(output_dir, state.model, dict(
+        learning_rate=learning_rate, num_warmup_steps=num_warmup_steps,
+        train_batch_size=train_batch_size, optimizer_type=optimizer_type,
+        gradient_accumulation_steps=gradient_accumulation_steps))
   manager = _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoint,
                                    keep_checkpoint_max)
   train_loop = _train_loop_function(strategy, state, iterators, loss_fn, metric_fn,
                                     gradient_accumulation_steps, use_xla)
   progress = _ProgressLog(strategy, state, output_dir, num_train_steps, train_batch_size)
   step = int(state.optimizer.iterations.numpy())
+  if step >= num_train_steps:
+    logging.warning("%s already holds a checkpoint at step %d, and --num_train_steps is %d: "
+                    "nothing to train (give a new --output_dir to train again, or a larger "
+                    "--num_train_steps to train on)", output_dir, step, num_train_steps)
   logging.info("***** Running training from step %d to %d *****", step, num_train_steps)
   while step < num_train_steps:
     until_save = save_checkpoints_steps - step % save_checkpoints_steps
     until_log = log_steps - step % log_steps if log_steps else num_train_steps
     n = min(steps_per_loop, until_save, until_log, num_train_steps - step)
     loss, all_finite = train_loop(tf.constant(n, tf.int32))
-    step += n
+    step = int(state.optimizer.iterations.numpy())
     if not bool(all_finite):
       raise BertTfError(
           f"loss became {float(loss)} (NaN or Inf) by step {step}: training stopped, last good "
@@ -312,6 +327,36 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
       _save(strategy, manager, step)
   state.model.global_step = step
   return state.model
+
+
+RUN_FILE = "train_run.json"
+
+
+def _check_same_run(output_dir, model, settings):
+  """Records the model's config and the training settings in output_dir/train_run.json; when
+  output_dir already holds a checkpoint, resuming needs the same config (a BertTfError if not)
+  and warns about each setting that changed."""
+  from bert_tf.fileio import write_text_atomically  # pylint: disable=g-import-not-at-top
+  config = getattr(model, "config", None) or getattr(getattr(model, "encoder", None), "config",
+                                                     None)
+  run = {"bert_config": config.to_dict() if config is not None else None, **settings}
+  path = os.path.join(output_dir, RUN_FILE)
+  if tf.train.latest_checkpoint(output_dir) and tf.io.gfile.exists(path):
+    with tf.io.gfile.GFile(path) as f:
+      before = json.load(f)
+    if before.get("bert_config") != run["bert_config"]:
+      changed = sorted(k for k in set(before.get("bert_config") or {}) | set(run["bert_config"] or {})
+                       if (before.get("bert_config") or {}).get(k) !=
+                       (run["bert_config"] or {}).get(k))
+      raise BertTfError(f"--bert_config_file: {output_dir} holds checkpoints of a model with "
+                        f"another config (differs in {', '.join(changed)}): give a new "
+                        f"--output_dir, or the config the run started with")
+    for key, value in settings.items():
+      if key in before and before[key] != value:
+        logging.warning("Resuming %s with %s=%s; the run started with %s", output_dir, key,
+                        value, before[key])
+    return
+  write_text_atomically(path, json.dumps(run, indent=2, sort_keys=True) + "\n")
 
 
 def _check_train_arguments(gradient_accumulation_steps, save_checkpoints_steps):
@@ -369,14 +414,34 @@ def _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoi
       output_dir, f".worker_{_worker_index(strategy)}_tmp")
   manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir,
                                        max_to_keep=keep_checkpoint_max)
+  if _is_chief(strategy):
+    _remove_unfinished_saves(output_dir)
   latest = tf.train.latest_checkpoint(output_dir)
   if latest:
     logging.info("Resuming from %s%s", latest,
                  f" (--init_checkpoint {init_checkpoint} is ignored)" if init_checkpoint else "")
-    checkpoint.restore(latest).assert_existing_objects_matched()
+    try:
+      checkpoint.restore(latest).assert_existing_objects_matched()
+    except (tf.errors.DataLossError, tf.errors.NotFoundError, tf.errors.InvalidArgumentError,
+            IndexError) as e:  # a truncated data file reads as IndexError
+      message = (getattr(e, "message", None) or str(e)).strip().splitlines()[0]
+      raise BertTfError(f"{latest}: cannot be read ({message}): the "
+                        f"latest checkpoint of --output_dir is damaged; move its files aside to "
+                        f"resume from the one before") from None
   elif init_checkpoint:
     _load_init_checkpoint(state.model, init_checkpoint)
   return manager
+
+
+def _remove_unfinished_saves(output_dir):
+  """Removes the ckpt-N_temp directories a save killed half-way leaves (TensorFlow writes each
+  checkpoint there first); finished checkpoints are never in them."""
+  for name in tf.io.gfile.listdir(output_dir):
+    name = name.rstrip("/")
+    if re.fullmatch(r"ckpt-\d+_temp", name):
+      path = os.path.join(output_dir, name)
+      logging.info("Removing %s, left by a checkpoint save that was killed", path)
+      tf.io.gfile.rmtree(path)
 
 
 def _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumulation, use_xla):
@@ -429,6 +494,8 @@ def _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumul
       per_replica = strategy.run(replica_step, args=(iterators.next(accumulation),))
       loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)
       all_finite = tf.logical_and(all_finite, tf.math.is_finite(loss))
+      if not all_finite:  # stop at the first NaN/Inf step, not at the end of the loop
+        break
     return loss, all_finite
 
   return train_loop
@@ -513,6 +580,8 @@ def evaluate(strategy, model, eval_input_fn, metric_fn, loss_fn=None, steps=None
     for name, (total, weight) in eval_step(features).items():
       t, w = totals.get(name, (0.0, 0.0))
       totals[name] = (t + float(total), w + float(weight))
+  if not totals:
+    raise BertTfError("the evaluation data hold no record: nothing to evaluate")
   results = {name: t / w if w else float("nan") for name, (t, w) in totals.items()}
   if global_step is not None:
     results["global_step"] = int(global_step)

@@ -18,11 +18,23 @@ flags.DEFINE_string("export_dir", None, "A SavedModel written by export_savedmod
 FLAGS = flags.FLAGS
 
 
+def newest_version(export_dir):
+  """export_dir/<highest version number> (export_savedmodel.py writes one per export, as TF
+  Serving expects), or export_dir itself when it is a SavedModel."""
+  if tf.io.gfile.exists(os.path.join(export_dir, "saved_model.pb")):
+    return export_dir
+  numbered = [int(name.rstrip("/")) for name in tf.io.gfile.listdir(export_dir)
+              if name.rstrip("/").isdigit()]
+  if not numbered:
+    raise app.UsageError(f"--export_dir: {export_dir} holds no SavedModel")
+  return os.path.join(export_dir, str(max(numbered)))
+
+
 def main(argv):
   sentences = argv[1:]
   if not sentences:
     raise app.UsageError("give at least one sentence to classify")
-  serve = tf.saved_model.load(FLAGS.export_dir).signatures["serving_default"]
+  serve = tf.saved_model.load(newest_version(FLAGS.export_dir)).signatures["serving_default"]
   serve(text_a=tf.constant(sentences))  # the first call traces; time the second
   start = time.perf_counter()
   outputs = serve(text_a=tf.constant(sentences))

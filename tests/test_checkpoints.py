@@ -11,7 +11,9 @@ import tf_keras
 from bert_tf import checkpoints
 from bert_tf import heads
 from bert_tf import modeling
+from bert_tf.config import ACTIVATIONS
 from bert_tf.config import BertConfig
+from bert_tf.config import HF_ACTIVATIONS
 from bert_tf.errors import BertTfError
 from test_modeling import head_shapes
 from test_modeling import original_encoder_shapes
@@ -119,7 +121,7 @@ def test_tf1_parity_with_model_garden(tf1_checkpoint, ours, tmp_path):
       vocab_size=CONFIG.vocab_size, hidden_size=CONFIG.hidden_size,
       num_layers=CONFIG.num_hidden_layers, num_attention_heads=CONFIG.num_attention_heads,
       intermediate_size=CONFIG.intermediate_size,
-      activation=lambda x: tf.nn.gelu(x, approximate=False), dropout_rate=0.0,
+      activation=lambda x: tf.nn.gelu(x, approximate=True), dropout_rate=0.0,
       attention_dropout_rate=0.0, max_sequence_length=CONFIG.max_position_embeddings,
       type_vocab_size=CONFIG.type_vocab_size, dict_outputs=True)
   theirs.load_weights(renamed).assert_existing_objects_matched()
@@ -131,6 +133,22 @@ def test_tf1_parity_with_model_garden(tf1_checkpoint, ours, tmp_path):
                 garden["sequence_output"]) < TOLERANCE
   assert report("tf1->Model Garden pooled", out["pooled_output"],
                 garden["pooled_output"]) < TOLERANCE
+
+
+def test_activation_names_compute_what_transformers_computes():
+  # Each transformers name we read means our function of that name (bert_tf.config), and each
+  # of ours is written as a name that transformers computes the same way.
+  from transformers.activations import get_activation as hf_activation
+  import torch
+  x = np.linspace(-6, 6, 241).astype(np.float32)
+  for hf_name, ours in HF_ACTIVATIONS.items():
+    theirs = hf_activation(hf_name)(torch.tensor(x)).numpy()
+    fn = modeling.get_activation(ours)
+    np.testing.assert_allclose(x if fn is None else fn(x), theirs, atol=2e-6, err_msg=hf_name)
+  for ours in ACTIVATIONS:
+    hf_name = BertConfig(vocab_size=9, hidden_size=4, num_attention_heads=1,
+                         hidden_act=ours).to_hf_dict()["hidden_act"]
+    assert HF_ACTIVATIONS[hf_name] in (ours, "gelu" if ours == "gelu_new" else ours)
 
 
 def test_reports_variables_not_found_and_unused(tf1_checkpoint, tmp_path):

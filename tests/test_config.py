@@ -61,3 +61,41 @@ def test_missing_field_and_file_and_bad_json(tmp_path):
 def test_hugging_face_keys_are_ignored():
   config = BertConfig.from_dict(dict(BASE, model_type="bert", pad_token_id=0))
   assert config.vocab_size == 30522
+
+
+@pytest.mark.parametrize("hf_name,ours", [
+    ("gelu", "gelu_exact"), ("gelu_python", "gelu_exact"), ("gelu_new", "gelu"),
+    ("gelu_pytorch_tanh", "gelu"), ("gelu_fast", "gelu"), ("gelu_accurate", "gelu"),
+    ("relu", "relu"), ("tanh", "tanh"), ("silu", "silu")])
+def test_hugging_face_activation_names_mean_what_transformers_means(tmp_path, hf_name, ours):
+  # A config.json with "model_type" (transformers writes it) names activations as transformers
+  # does: its "gelu" is the exact erf form, our "gelu_exact".
+  config = BertConfig.from_json_file(_write(tmp_path, dict(BASE, hidden_act=hf_name,
+                                                           model_type="bert")))
+  assert config.hidden_act == ours
+  assert BertConfig.from_dict(dict(BASE, hidden_act=hf_name), hugging_face=True).hidden_act == ours
+
+
+def test_activation_names_written_for_transformers():
+  # Ours -> transformers' names that compute the same function, and back.
+  expected = {"gelu": "gelu_new", "gelu_new": "gelu_new", "gelu_exact": "gelu", "relu": "relu",
+              "tanh": "tanh", "linear": "linear", "silu": "silu", "swish": "swish"}
+  for ours, theirs in expected.items():
+    config = BertConfig.from_dict(dict(BASE, hidden_act=ours))
+    assert config.to_hf_dict()["hidden_act"] == theirs
+    assert config.to_dict()["hidden_act"] == ours
+    back = BertConfig.from_dict(dict(config.to_hf_dict(), model_type="bert"))
+    assert back.hidden_act in (ours, "gelu" if ours == "gelu_new" else ours)
+
+
+def test_original_activation_names_keep_working():
+  # The original's get_activation lower-cases the name and reads "" as linear.
+  for name in ("gelu", "GELU", "Relu", "tanh", "linear", ""):
+    assert BertConfig.from_dict(dict(BASE, hidden_act=name)).hidden_act == name
+
+
+def test_unknown_hugging_face_activation_names_the_file(tmp_path):
+  path = _write(tmp_path, dict(BASE, hidden_act="quick_gelu", model_type="bert"))
+  with pytest.raises(BertTfError, match="hidden_act 'quick_gelu'.*transformers") as info:
+    BertConfig.from_json_file(path)
+  assert path in str(info.value)

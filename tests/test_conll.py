@@ -68,6 +68,18 @@ def test_read_conll_sentences_docstarts_and_blank_runs(tmp_path):
   assert conll.get_labels(sentences) == ["O", "B-LOC", "B-MISC", "B-ORG", "B-PER", "I-PER"]
 
 
+def test_words_keep_characters_other_readers_split_lines_or_columns_at(tmp_path):
+  # Lines end at "\n" only ("\r" dropped, as tf.gfile reads), columns are split at spaces and
+  # tabs only: U+2028, U+0085, U+00A0 and \x1c are part of a word.
+  path = tmp_path / "odd.txt"
+  path.write_bytes("a\u2028b NN B-PER\r\nc\x85d\tNN I-PER\r\n\r\ne\xa0f NN O\ng\x1ch NN O\n"
+                   .encode("utf-8"))
+  sentences = conll.read_conll(str(path))
+  assert [s.words for s in sentences] == [["a\u2028b", "c\x85d"], ["e\xa0f", "g\x1ch"]]
+  assert [s.tags for s in sentences] == [["B-PER", "I-PER"], ["O", "O"]]
+  assert sentences[1].line_numbers == [4, 5]
+
+
 @pytest.mark.parametrize("text,message", [
     ("EU B-ORG\nrejects VBZ O\n", ":2: expected 2 columns (as on line 1), got 3"),
     ("EU\n", ":1: expected at least 2 columns"),

@@ -107,8 +107,18 @@ def oracle_cases(tmp_path_factory):
   sample = os.path.join(shared_data("corpus", "bert-sample"), "sample_text.txt")
   # Alice in Wonderland, the smallest Gutenberg book (151 KB), whole; dupe_factor 1 keeps it ~3 s.
   alice = os.path.join(shared_data("corpus", "gutenberg"), "pg11-alice_in_wonderland.txt")
+  # The sample with Windows line ends, a "\r" inside words and the characters str.splitlines()
+  # (but not the original's tf.gfile reader) ends lines at: the original drops every "\r".
+  line_ends = tmp / "line_ends.txt"
+  with open(sample, encoding="utf-8") as f:
+    text = f.read()
+  for old, new in ((" the ", " th\re "), (". ", ".\u2028 "), (", ", ",\x85"), (" a ", " a\x0b"),
+                   (" of ", " o\x1cf ")):
+    text = text.replace(old, new, 25)
+  line_ends.write_bytes(text.replace("\n", "\r\n").encode("utf-8"))
   cases = {
       "sample_two_files": ([sample], dict(dupe_factor=2), 2, False),
+      "line_ends": ([str(line_ends)], dict(dupe_factor=1), 1, False),
       "alice": ([alice], dict(dupe_factor=1), 1, False),
       "sample_alice_wwm": ([sample, alice], dict(dupe_factor=1, do_whole_word_mask=True), 1, False),
       "alice_short_seq": ([alice], dict(dupe_factor=1, max_seq_length=48, max_predictions_per_seq=5,
@@ -127,7 +137,7 @@ def oracle_cases(tmp_path_factory):
   return out
 
 
-@pytest.mark.parametrize("name", ["sample_two_files", "alice", "sample_alice_wwm", "alice_short_seq"])
+@pytest.mark.parametrize("name", ["sample_two_files", "line_ends", "alice", "sample_alice_wwm", "alice_short_seq"])
 def test_same_records_as_original(oracle_cases, tmp_path, name):
   inputs, oracle_outputs, options = oracle_cases[name]
   outputs = [str(tmp_path / f"ours.{i}.tfrecord") for i in range(len(oracle_outputs))]

@@ -148,7 +148,9 @@ def exported(tmp_path_factory):
                     f"--init_checkpoint={ner_dir}", f"--max_seq_length={NER_SEQ}",
                     f"--export_dir={tmp / 'ner_export'}")
   assert done.returncode == 0, done.stderr[-3000:]
-  dirs["ner"] = str(tmp / "ner_export")
+  dirs["ner"] = export.resolve(str(tmp / "ner_export"))
+  assert dirs["ner"] == os.path.join(tmp / "ner_export", str(export.versions(
+      str(tmp / "ner_export"))[-1]))
   return dict(tmp=tmp, models=models, dirs=dirs, sentences=sentences, labels=labels)
 
 
@@ -385,3 +387,35 @@ def test_bad_input(exported, tmp_path):
   assert done.returncode == 1
   assert done.stderr.strip().splitlines()[-1].startswith("error: --vocab_file: ")
   assert not os.path.exists(tmp_path / "y")
+
+
+def test_export_adds_a_version_and_never_touches_what_the_directory_holds(exported, tmp_path):
+  """export_dir gets a new numbered version at each export (TF Serving's layout); the files
+  already there (here a run's output_dir: checkpoints, records, results) stay as they were."""
+  tmp = exported["tmp"]
+  uncased = tiny_config(30522)
+  target = tmp_path / "run"
+  target.mkdir()
+  (target / "eval_results.txt").write_text("eval_accuracy = 0.5\n")
+  (target / "123").mkdir()  # a numbered directory that is not a SavedModel
+  before = {p: p.read_bytes() for p in target.rglob("*") if p.is_file()}
+  first = export.export("classifier", uncased, vocab_path(), True, str(tmp / "mrpc"),
+                        str(target), CLASSIFIER_SEQ, label_list=["0", "1"], pair=True)
+  second = export.export("classifier", uncased, vocab_path(), True, str(tmp / "mrpc"),
+                         str(target), CLASSIFIER_SEQ, label_list=["0", "1"], pair=True)
+  assert os.path.dirname(first) == os.path.dirname(second) == str(target)
+  assert int(os.path.basename(second)) > int(os.path.basename(first))
+  assert export.versions(str(target)) == [int(os.path.basename(first)),
+                                          int(os.path.basename(second))]
+  assert export.resolve(str(target)) == second
+  assert {p: p.read_bytes() for p in before} == before
+  assert not [p for p in os.listdir(target) if p.startswith(".tmp")]
+  # A file where the directory should be is an error, and stays as it was.
+  blocker = tmp_path / "file"
+  blocker.write_text("mine")
+  with pytest.raises(BertTfError, match="--export_dir: .* is a file, not a directory"):
+    export.export("classifier", uncased, vocab_path(), True, str(tmp / "mrpc"), str(blocker),
+                  CLASSIFIER_SEQ, label_list=["0", "1"], pair=True)
+  assert blocker.read_text() == "mine"
+  with pytest.raises(BertTfError, match="holds no SavedModel"):
+    export.resolve(str(tmp_path))

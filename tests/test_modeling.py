@@ -172,32 +172,60 @@ def test_dropout_mask_rate_scale_and_gradient(tf_random_generator, dtype, shape)
   np.testing.assert_array_equal(modeling.Dropout(0.1, dtype=dtype)(x, training=True), y)
 
 
-def test_gelu_is_exact_erf():
-  x = np.linspace(-4, 4, 9).astype(np.float32)
-  erf = np.vectorize(math.erf)
-  np.testing.assert_allclose(modeling.get_activation("gelu")(x),
-                             0.5 * x * (1 + erf(x / np.sqrt(2))), atol=1e-6)
-  assert modeling.get_activation("linear") is None
+def gelu_tanh(x):
+  """The original release's modeling.gelu, in float64."""
+  return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
-@pytest.mark.parametrize("dtype,atol", [("float32", 1e-6), ("bfloat16", 0.04)])
-def test_training_gelu_is_the_same_function(dtype, atol):
-  # Inputs out to |x| = 6, where erfc and 1 + erf part ways in precision; atol for bfloat16 is
-  # one bfloat16 step at |gelu(x)| ~ 6 (1/32).
-  x = tf.constant(np.linspace(-6, 6, 241), tf.float32)
-  erf = np.vectorize(math.erf)
-  exact = 0.5 * x.numpy() * (1 + erf(x.numpy() / np.sqrt(2)))
-  exact_grad = (0.5 * (1 + erf(x.numpy() / np.sqrt(2)))
-                + x.numpy() * np.exp(-0.5 * x.numpy() ** 2) / np.sqrt(2 * np.pi))
-  for fn in (modeling.gelu, modeling.gelu_for_training):
-    inputs = tf.cast(x, dtype)
-    with tf.GradientTape() as tape:
-      tape.watch(inputs)
-      y = fn(inputs)
-    assert y.dtype == dtype
-    grad = tf.cast(tape.gradient(y, inputs), tf.float32).numpy()
-    np.testing.assert_allclose(tf.cast(y, tf.float32).numpy(), exact, atol=atol)
-    np.testing.assert_allclose(grad, exact_grad, atol=atol)
+def gelu_tanh_grad(x):
+  t = np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))
+  return 0.5 * (1 + t) + 0.5 * x * (1 - t ** 2) * np.sqrt(2 / np.pi) * (1 + 3 * 0.044715 * x ** 2)
+
+
+def gelu_erf(x):
+  return 0.5 * x * (1 + np.vectorize(math.erf)(x / np.sqrt(2)))
+
+
+def gelu_erf_grad(x):
+  return 0.5 * (1 + np.vectorize(math.erf)(x / np.sqrt(2))) + x * np.exp(-0.5 * x ** 2) / np.sqrt(
+      2 * np.pi)
+
+
+def test_gelu_is_the_originals_tanh_form_and_gelu_exact_is_erf():
+  x = np.linspace(-6, 6, 121)
+  for name in ("gelu", "GELU", "gelu_new"):
+    np.testing.assert_allclose(modeling.get_activation(name)(x.astype(np.float32)), gelu_tanh(x),
+                               atol=2e-6)
+  np.testing.assert_allclose(modeling.get_activation("gelu_exact")(x.astype(np.float32)),
+                             gelu_erf(x), atol=2e-6)
+  # The two forms part by up to ~5e-4 on [-6, 6]: tests at 1e-5 tell them apart.
+  assert np.abs(gelu_tanh(x) - gelu_erf(x)).max() > 4e-4
+  assert modeling.get_activation("linear") is None and modeling.get_activation("") is None
+  with pytest.raises(ValueError, match="Unsupported activation"):
+    modeling.get_activation("gelu_fast")
+
+
+@pytest.mark.parametrize("dtype,atol,grad_atol", [("float32", 2e-6, 1e-5),
+                                                  ("bfloat16", 0.04, 0.04)])
+@pytest.mark.parametrize("name,value,derivative", [("gelu", gelu_tanh, gelu_tanh_grad),
+                                                   ("gelu_exact", gelu_erf, gelu_erf_grad)])
+def test_training_gelu_is_the_same_function(name, value, derivative, dtype, atol, grad_atol):
+  # Inputs out to |x| = 6; atol for bfloat16 is one bfloat16 step at |gelu(x)| ~ 6 (1/32). In
+  # float32 the tanh form's derivative is 0 once tanh rounds to 1 (|x| > ~4.9, where it is ~4e-6),
+  # as it is in the original's graph.
+  x = np.linspace(-6, 6, 241)
+  inference = modeling.get_activation(name)
+  training = modeling._TRAINING_ACTIVATIONS[inference]  # pylint: disable=protected-access
+  for fn in (inference, training):
+    inputs = tf.cast(tf.constant(x, tf.float32), dtype)
+    for run in (fn, tf.function(fn)):
+      with tf.GradientTape() as tape:
+        tape.watch(inputs)
+        y = run(inputs)
+      assert y.dtype == dtype
+      grad = tf.cast(tape.gradient(y, inputs), tf.float32).numpy()
+      np.testing.assert_allclose(tf.cast(y, tf.float32).numpy(), value(x), atol=atol)
+      np.testing.assert_allclose(grad, derivative(x), atol=grad_atol)
 
 
 def test_training_forward_without_dropout_matches_inference():

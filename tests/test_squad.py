@@ -2,6 +2,7 @@
 Model Garden's squad_lib (the original's functions without its flags), plus bad input."""
 import collections
 import json
+import os
 import logging as std_logging
 
 import numpy as np
@@ -224,3 +225,36 @@ def test_bad_input(tokenizer, tmp_path, caplog):
   with pytest.raises(BertTfError, match="--max_query_length"):
     squad.check_lengths(max_seq_length=64, doc_stride=10, max_query_length=64)
   squad.check_lengths(384, 128, 64)
+
+
+def test_nbest_probabilities_are_the_originals_bit_for_bit():
+  """squad_answers.compute_softmax against the original run_squad.py's _compute_softmax (in its
+  own process: the original's scripts define absl flags) on scores where a compensated sum (what
+  sum() does from Python 3.12 on) gives other last digits than the original's loop."""
+  import math
+  import subprocess
+  import sys
+  from bert_tf.data import squad_answers
+  from conftest import REPO
+  rng = np.random.RandomState(0)
+  lists = [list(rng.normal(0, 10, rng.randint(1, 21))) for _ in range(300)]
+  lists.append([0.0] + [-36.0] * 19)  # 1 + 19 tiny terms: the loop rounds each addition
+  loop_total = 0.0
+  for s in lists[-1]:
+    loop_total += math.exp(s)
+  assert loop_total != math.fsum(math.exp(s) for s in lists[-1])
+  script = ("import json, sys, types\n"
+            "contrib = types.ModuleType('tensorflow.contrib')\n"
+            "contrib.layers = types.ModuleType('tensorflow.contrib.layers')\n"
+            "sys.modules['tensorflow.contrib'] = contrib\n"
+            "sys.modules['tensorflow.contrib.layers'] = contrib.layers\n"
+            "from bert import run_squad\n"
+            "print(json.dumps([run_squad._compute_softmax(s) for s in json.load(sys.stdin)]))\n")
+  result = subprocess.run([sys.executable, "-c", script], input=json.dumps(lists),
+                          capture_output=True, text=True, cwd=REPO, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
+                                   CUDA_VISIBLE_DEVICES=""))
+  assert result.returncode == 0, result.stderr[-3000:]
+  theirs = json.loads(result.stdout.strip().splitlines()[-1])
+  ours = [squad_answers.compute_softmax(s) for s in lists]
+  assert ours == theirs  # exact: json round-trips floats

@@ -2,6 +2,7 @@
 """Tokenization: unit tests of the pieces, and parity of both our paths with the original's."""
 import glob
 import os
+import sys
 
 import pytest
 import tensorflow as tf
@@ -273,3 +274,33 @@ def test_repeated_vocab_line_keeps_line_numbers_as_the_original(tmp_path):
   expected_ids = [theirs[t] for t in expected]
   assert tokenization.FullTokenizer(str(vocab_file)).convert_tokens_to_ids(expected) == expected_ids
   assert fast_tokenization.FastTokenizer(str(vocab_file)).tokenize_to_ids([text]) == [expected_ids]
+
+
+@pytest.mark.parametrize("vocab_name,do_lower_case", [
+    ("bert-base-uncased-vocab.txt", True), ("bert-base-cased-vocab.txt", False),
+    ("bert-base-chinese-vocab.txt", True)])
+def test_every_code_point_between_letters_and_after_a_sigma(vocab_name, do_lower_case):
+  """FastTokenizer's list API and its in-graph path against FullTokenizer on every code point c
+  in "x{c}y" and in "ΑΣ{c}Β" (where c decides whether Σ is final: U+0898, added in Unicode 14,
+  is case-ignorable to Python and unknown to TensorFlow's ICU). The in-graph path may differ only
+  on the characters of _fallback_characters(), which the list API sends to Python."""
+  vocab_file = shared_data("vocab", vocab_name)
+  full = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+  fast = fast_tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case)
+  unsafe = set(fast_tokenization._fallback_characters()) if do_lower_case else set()
+  codepoints = [cp for cp in range(1, sys.maxunicode + 1) if not 0xD800 <= cp <= 0xDFFF]
+  for form in ("x{}y", "\u0391\u03a3{}\u0392"):
+    texts, graph_checked = [], []
+    for group in ([cp for cp in codepoints if cp not in unsafe], sorted(unsafe)):
+      words = [form.format(chr(cp)) for cp in group]
+      texts += [" ".join(words[i:i + 256]) for i in range(0, len(words), 256)]
+      graph_checked += [group is not unsafe] * (len(texts) - len(graph_checked))
+    expected = [full.convert_tokens_to_ids(full.tokenize(text)) for text in texts]
+    assert fast.tokenize_to_ids(texts) == expected, form
+    in_graph = fast.ragged_ids(tf.constant(texts)).to_list()
+    wrong = [text for text, ids, want, checked in zip(texts, in_graph, expected, graph_checked)
+             if checked and ids != want]
+    assert not wrong, (form, wrong[0][:200])
+  if vocab_name == "bert-base-uncased-vocab.txt":
+    text = "\u0391\u03a3\u0898\u0392"
+    assert fast.tokenize([text]) == [full.tokenize(text)] == [["\u03b1", "##\u03c3", "##\u03b2"]]

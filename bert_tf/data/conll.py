@@ -20,9 +20,14 @@ from bert_tf import records
 from bert_tf import training
 from bert_tf.errors import BertTfError
 from bert_tf.fileio import atomic_output
+from bert_tf.fileio import read_lines
 from bert_tf.fileio import write_text_atomically
 
 DOCSTART = "-DOCSTART-"
+# Columns are separated by spaces or tabs: only those, never the other characters Python counts as
+# whitespace (U+00A0, U+2028, U+0085, \x1c ...), which a word may hold.
+_COLUMN_SPACE = " \t\n\x0b\x0c"
+_COLUMNS = re.compile(r"[^ \t\n]+")
 _TAG = re.compile(r"^(O|[BIES]-\S+)$")
 
 # One sentence of a CoNLL file. `lines` are the original lines (all columns) to write back with a
@@ -39,8 +44,6 @@ TaggingFeatures = collections.namedtuple("TaggingFeatures", [
 
 def read_conll(path):
   """CoNLL columns (word first, tag last, blank line between sentences) -> list of Sentence."""
-  if not tf.io.gfile.exists(path):
-    raise BertTfError(f"{path}: file not found")
   sentences = []
   num_columns, first_line = None, None
   words, tags, lines, numbers, docstarts = [], [], [], [], []
@@ -54,38 +57,37 @@ def read_conll(path):
     for part in (words, tags, lines, numbers):
       part.clear()
 
-  with tf.io.gfile.GFile(path, "r") as reader:
-    for number, raw in enumerate(reader, 1):
-      line = raw.strip()
-      if not line:
-        blank_runs += previous_blank
-        previous_blank = True
+  for number, raw in enumerate(read_lines(path), 1):
+    line = raw.strip(_COLUMN_SPACE)
+    if not line:
+      blank_runs += previous_blank
+      previous_blank = True
+      end_sentence()
+      continue
+    previous_blank = False
+    columns = _COLUMNS.findall(line)
+    if columns[0] == DOCSTART:
+      # A document boundary is also a sentence boundary, wherever it appears.
+      if words:
+        docstarts_inside += 1
         end_sentence()
-        continue
-      previous_blank = False
-      columns = line.split()
-      if columns[0] == DOCSTART:
-        # A document boundary is also a sentence boundary, wherever it appears.
-        if words:
-          docstarts_inside += 1
-          end_sentence()
-        docstarts.append(line)
-        continue
-      if num_columns is None:
-        if len(columns) < 2:
-          raise BertTfError(f"{path}:{number}: expected at least 2 columns (word ... tag), "
-                            f"got {len(columns)}: {line!r}")
-        num_columns, first_line = len(columns), number
-      elif len(columns) != num_columns:
-        raise BertTfError(f"{path}:{number}: expected {num_columns} columns (as on line "
-                          f"{first_line}), got {len(columns)}: {line!r}")
-      if not _TAG.match(columns[-1]):
-        raise BertTfError(f"{path}:{number}: tag {columns[-1]!r} (last column) is not O or "
-                          f"B-/I-/E-/S-<type>")
-      words.append(columns[0])
-      tags.append(columns[-1])
-      lines.append(line)
-      numbers.append(number)
+      docstarts.append(line)
+      continue
+    if num_columns is None:
+      if len(columns) < 2:
+        raise BertTfError(f"{path}:{number}: expected at least 2 columns (word ... tag), "
+                          f"got {len(columns)}: {line!r}")
+      num_columns, first_line = len(columns), number
+    elif len(columns) != num_columns:
+      raise BertTfError(f"{path}:{number}: expected {num_columns} columns (as on line "
+                        f"{first_line}), got {len(columns)}: {line!r}")
+    if not _TAG.match(columns[-1]):
+      raise BertTfError(f"{path}:{number}: tag {columns[-1]!r} (last column) is not O or "
+                        f"B-/I-/E-/S-<type>")
+    words.append(columns[0])
+    tags.append(columns[-1])
+    lines.append(line)
+    numbers.append(number)
   end_sentence()
   if docstarts:
     logging.info("%s: %d %s line(s) at the end of the file, with no sentence after them, ignored",

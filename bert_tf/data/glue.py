@@ -18,6 +18,7 @@ from bert_tf import metrics
 from bert_tf import records
 from bert_tf import training
 from bert_tf.errors import BertTfError
+from bert_tf.fileio import read_lines
 from bert_tf.fileio import write_text_atomically
 
 
@@ -44,14 +45,9 @@ class InputFeatures:
 
 
 def read_tsv(input_file):
-  """Rows of a tab separated file, with no quote character (GLUE text holds bare quotes)."""
-  if not tf.io.gfile.exists(input_file):
-    raise BertTfError(f"{input_file}: file not found")
-  with tf.io.gfile.GFile(input_file, "r") as f:
-    text = f.read()
-  # MRPC's header starts with a UTF-8 byte order mark; the original skipped that line anyway.
-  text = text.lstrip("\ufeff")
-  return list(csv.reader(text.splitlines(), delimiter="\t", quotechar=None))
+  """Rows of a tab separated file as the original's _read_tsv: lines as a tf.gfile gives them
+  (fileio.read_lines), no quote character (GLUE text holds bare quotes)."""
+  return list(csv.reader(read_lines(input_file), delimiter="\t", quotechar=None))
 
 
 class DataProcessor:
@@ -70,6 +66,8 @@ class DataProcessor:
   columns = {}
   # The GLUE submission file's name, without ".tsv".
   submission_name = None
+  # split -> what the original's guids start with, where that is not the split's name.
+  guid_prefixes = {}
 
   def get_train_examples(self, data_dir):
     examples = self._create_examples(os.path.join(data_dir, self.train_file), "train")
@@ -101,7 +99,8 @@ class DataProcessor:
       if len(line) != width or len(line) <= needed:
         raise BertTfError(f"{path}: line {i + 1} has {len(line)} tab-separated columns, expected "
                           f"{width if width > needed else needed + 1}")
-      guid = f"{split}-{line[guid_column] if guid_column is not None else i}"
+      guid = (f"{self.guid_prefixes.get(split, split)}-"
+              f"{line[guid_column] if guid_column is not None else i}")
       text_a = line[a_column]
       text_b = line[b_column] if b_column is not None else None
       label = self._label(line[label_column], path, i) if label_column is not None else None
@@ -165,12 +164,14 @@ class MnliProcessor(DataProcessor):
   columns = {"train": (True, 0, 8, 9, -1), "dev": (True, 0, 8, 9, -1),
              "test": (True, 0, 8, 9, None)}
   submission_name = "MNLI-m"
+  guid_prefixes = {"dev": "dev_matched"}  # and "test", as the original
 
 
 class MnliMismatchedProcessor(MnliProcessor):
   dev_file = "dev_mismatched.tsv"
   test_file = "test_mismatched.tsv"
   submission_name = "MNLI-mm"
+  guid_prefixes = {"dev": "dev_mismatched"}
 
 
 class QnliProcessor(DataProcessor):

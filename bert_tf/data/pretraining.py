@@ -31,6 +31,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import tempfile
 import time
 from array import array
@@ -135,7 +136,10 @@ def _line_chunks(path):
 
 
 def _decode(chunk):
-  """Text of a chunk, and how many of its lines had invalid UTF-8 (dropped bytes, as the original)."""
+  """Text of a chunk, and how many of its lines had invalid UTF-8 (dropped bytes, as the original).
+  Every "\r" is dropped, as the original's tf.gfile line reader drops them."""
+  if b"\r" in chunk:
+    chunk = chunk.replace(b"\r", b"")
   try:
     return chunk.decode("utf-8"), 0
   except UnicodeDecodeError:
@@ -287,8 +291,25 @@ def read_corpus(input_files, tokenizer, num_workers=1, progress_seconds=30):
 def _forked_workers(num_workers):
   """Worker processes that inherit the module's state (tokenizer, tokens) without pickling it; they
   fork at the first submit. Unlike multiprocessing.Pool, which waits forever for the task of a worker
-  that was killed (e.g. out of memory), the executor fails that worker's tasks (see _if_a_worker_dies)."""
-  return concurrent.futures.ProcessPoolExecutor(num_workers, mp_context=multiprocessing.get_context("fork"))
+  that was killed (e.g. out of memory), the executor fails that worker's tasks (see _if_a_worker_dies).
+  Each worker ends with the process that forked it, however that one ends (_die_with_parent)."""
+  return concurrent.futures.ProcessPoolExecutor(
+      num_workers, mp_context=multiprocessing.get_context("fork"), initializer=_die_with_parent,
+      initargs=(os.getpid(),))
+
+
+def _die_with_parent(parent_pid):
+  """In a worker: asks Linux for SIGKILL when the parent dies (PR_SET_PDEATHSIG), so a killed run
+  leaves no worker behind; SIGTERM and SIGINT are the parent's to handle."""
+  signal.signal(signal.SIGTERM, signal.SIG_DFL)
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+  try:
+    import ctypes  # pylint: disable=g-import-not-at-top
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+  except (OSError, AttributeError):
+    pass  # not Linux: workers still end when their queue closes
+  if os.getppid() != parent_pid:  # the parent died before prctl took effect
+    os._exit(1)  # pylint: disable=protected-access
 
 
 @contextlib.contextmanager
@@ -903,7 +924,9 @@ class Spool:
     _write_state = (tokens, None, None, encoder)
     first = output_files[0]
     local_dir = None if fileio.is_url(first) else os.path.dirname(os.path.abspath(first))
-    self._dir = tempfile.mkdtemp(prefix=f".{os.path.basename(first)}.spool-", dir=local_dir)
+    # The pid in the name lets a later run of the same output remove it if this one is killed.
+    self._dir = tempfile.mkdtemp(prefix=f".{os.path.basename(first)}.spool-{os.getpid()}-",
+                                 dir=local_dir)
     self._workers = _forked_workers(num_processes)  # forks at the first submit, after _write_state is set
     self._num_processes = num_processes
     self._pending = []
@@ -1036,6 +1059,13 @@ def create_pretraining_data(input_files, output_files, tokenizer, options, num_w
   options.validate()
   if not output_files:
     raise BertTfError("--output_file: no output file given")
+  for path in output_files:
+    if fileio.is_url(path):
+      continue
+    if os.path.isdir(path):
+      raise BertTfError(f"--output_file: {path} is a directory; expected the path of a file")
+    for stale in fileio.remove_stale_temporaries(path):
+      logging.info("Removed %s, left by an earlier run of this output that was killed", stale)
   vocab = Vocab(tokenizer.vocab)
   start = time.time()
   corpus = read_corpus(input_files, tokenizer, num_workers, progress_seconds)

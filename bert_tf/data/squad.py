@@ -95,6 +95,7 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False, 
   """
   dataset = dataset or load_squad_json(input_file)
   examples = []
+  seen_ids = set()
   num_impossible_ignored = 0
   num_skipped = 0
   for article in dataset["data"]:
@@ -110,6 +111,10 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False, 
           if answer is None:
             num_skipped += 1
             continue
+        if not is_training and qa["id"] in seen_ids:
+          raise BertTfError(f"{input_file}: question id {qa['id']!r} appears more than once: "
+                            f"predictions are keyed by id, so each question needs its own")
+        seen_ids.add(qa["id"])
         orig_answer_text, start_position, end_position, is_impossible = answer
         examples.append(SquadExample(
             qas_id=qa["id"], question_text=qa["question"], doc_tokens=doc_tokens,

@@ -14,7 +14,6 @@ import os
 import random
 
 import numpy as np
-import tensorflow as tf
 from absl import logging
 
 from bert_tf import heads
@@ -23,6 +22,7 @@ from bert_tf import records
 from bert_tf import training
 from bert_tf.data import glue
 from bert_tf.errors import BertTfError
+from bert_tf.fileio import read_lines
 from bert_tf.fileio import write_text_atomically
 
 NUM_CHOICES = 4
@@ -43,12 +43,9 @@ class SwagExample:
 
 def read_swag_examples(input_file, seed=12345):
   """SwagExamples of a regular or full SWAG csv (label 0 where the file has none)."""
-  if not tf.io.gfile.exists(input_file):
-    raise BertTfError(f"{input_file}: file not found")
-  with tf.io.gfile.GFile(input_file, "r") as f:
-    reader = csv.DictReader(f.read().lstrip("\ufeff").splitlines())
-    header = reader.fieldnames or []
-    rows = list(reader)
+  reader = csv.DictReader(read_lines(input_file))
+  header = reader.fieldnames or []
+  rows = list(reader)
   if all(c in header for c in REGULAR_COLUMNS):
     full = False
   elif all(c in header for c in FULL_COLUMNS):

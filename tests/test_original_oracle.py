@@ -1,0 +1,439 @@
+"""The original release itself as the oracle: bert-tensorflow 1.0.4's modeling.BertModel, the
+masked-LM and next-sentence heads of its run_pretraining.py, and its extract_features.py.
+
+The original runs on TF 2.20 in a tf.compat.v1 Graph and Session, in a subprocess of its own (its
+scripts define absl flags that clash with one another's and ours), with the one piece of TF 1.15
+that TF 2 lacks re-created as TF 1.15 wrote it: tensorflow.contrib.layers.layer_norm (variables
+LayerNorm/beta and LayerNorm/gamma, moments over the last axis, epsilon 1e-12). The original
+writes a seeded TF1 checkpoint itself (its own random initialisation, then every LayerNorm and
+bias value moved away from 1 and 0 so that each weight counts) with tf.compat.v1.train.Saver;
+our models load it through bert_tf.checkpoints.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import checkpoints
+from bert_tf import modeling
+from bert_tf import pretraining
+from bert_tf.config import BertConfig
+from conftest import REPO
+
+TOLERANCE = 1e-5
+# Tiny, but with weights large enough (initializer_range 0.3) that the GELU inputs spread over
+# [-4, 4], where its forms differ. No dropout, so that our training forward can be compared too.
+CONFIG = {"vocab_size": 23, "hidden_size": 16, "num_hidden_layers": 4, "num_attention_heads": 2,
+          "intermediate_size": 24, "hidden_act": "gelu", "hidden_dropout_prob": 0.0,
+          "attention_probs_dropout_prob": 0.0, "max_position_embeddings": 20,
+          "type_vocab_size": 2, "initializer_range": 0.3}
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "dog", "is", "hairy", "jack",
+         "##son", "##ville", "?", "no", "it", "not", ".", "a", "cat", "sat", "on", "mat", ","]
+
+ORACLE = r'''
+import os, sys, types
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import numpy as np
+import tensorflow as tf
+tf1 = tf.compat.v1
+tf1.disable_v2_tensorshape()  # TF 1.15's shapes: run_classifier.py reads shape[-1].value
+
+
+def layer_norm(inputs, begin_norm_axis=1, begin_params_axis=-1, scope=None):
+  """tf.contrib.layers.layer_norm of TF 1.15, with its defaults (center, scale, no activation)."""
+  with tf1.variable_scope(scope, "LayerNorm", [inputs]):
+    rank = inputs.shape.ndims
+    params_shape = inputs.shape[begin_params_axis:]
+    beta = tf1.get_variable("beta", params_shape, initializer=tf1.zeros_initializer())
+    gamma = tf1.get_variable("gamma", params_shape, initializer=tf1.ones_initializer())
+    norm_axes = list(range(begin_norm_axis % rank, rank))
+    mean, variance = tf1.nn.moments(inputs, norm_axes, keep_dims=True)
+    outputs = tf1.nn.batch_normalization(inputs, mean, variance, offset=beta, scale=gamma,
+                                         variance_epsilon=1e-12)
+    outputs.set_shape(inputs.shape)
+    return outputs
+
+
+contrib = types.ModuleType("tensorflow.contrib")
+contrib.layers = types.ModuleType("tensorflow.contrib.layers")
+contrib.layers.layer_norm = layer_norm
+sys.modules["tensorflow.contrib"] = contrib
+sys.modules["tensorflow.contrib.layers"] = contrib.layers
+from absl import flags
+from bert import modeling
+
+
+def pretraining(work_dir):
+  """Writes the original's checkpoint and its outputs, loss gradients included."""
+  import bert.run_pretraining as run_pretraining
+  flags.FLAGS.mark_as_parsed()
+  config = modeling.BertConfig.from_json_file(os.path.join(work_dir, "bert_config.json"))
+  with tf.Graph().as_default():
+    tf1.set_random_seed(1234)
+    f = {k: tf1.constant(v) for k, v in np.load(os.path.join(work_dir, "inputs.npz")).items()}
+    model = modeling.BertModel(config, is_training=True, input_ids=f["input_ids"],
+                               input_mask=f["input_mask"], token_type_ids=f["segment_ids"])
+    mlm_loss, _, mlm_log_probs = run_pretraining.get_masked_lm_output(
+        config, model.get_sequence_output(), model.get_embedding_table(),
+        f["masked_lm_positions"], f["masked_lm_ids"], f["masked_lm_weights"])
+    nsp_loss, _, nsp_log_probs = run_pretraining.get_next_sentence_output(
+        config, model.get_pooled_output(), f["next_sentence_labels"])
+    loss = mlm_loss + nsp_loss  # The original's model_fn's total_loss.
+    tvars = tf1.trainable_variables()
+    fetches = {"layer_%d" % i: t for i, t in enumerate(model.get_all_encoder_layers())}
+    fetches.update(embedding_output=model.get_embedding_output(),
+                   pooled_output=model.get_pooled_output(),
+                   # The logits are what the original's log_softmax reads.
+                   mlm_logits=mlm_log_probs.op.inputs[0],
+                   nsp_logits=nsp_log_probs.op.inputs[0], loss=loss)
+    fetches.update(("grad/" + v.op.name, g) for v, g in zip(tvars, tf1.gradients(loss, tvars)))
+    rng = np.random.RandomState(5678)
+    with tf1.Session() as session:
+      session.run(tf1.global_variables_initializer())
+      for v in tf1.global_variables():
+        name = v.op.name
+        if name.endswith(("/gamma", "/beta", "bias")):
+          value = rng.normal(0.0, 0.5, v.shape.as_list())
+          v.load((value + 1.0 if name.endswith("gamma") else value).astype(np.float32),
+                 session)
+      tf1.train.Saver().save(session, os.path.join(work_dir, "bert_model.ckpt"),
+                             write_meta_graph=False, write_state=False)
+      np.savez(os.path.join(work_dir, "original_outputs.npz"), **session.run(fetches))
+
+
+def _randomize(session, rng):
+  """Every LayerNorm, bias and task head value away from its initial 1, 0 or ~0.02 scale."""
+  for v in tf1.global_variables():
+    name = v.op.name
+    if name.endswith(("/gamma", "/beta", "bias")) or name.endswith("output_weights"):
+      value = rng.normal(0.0, 0.5, v.shape.as_list())
+      v.load((value + 1.0 if name.endswith("gamma") else value).astype(np.float32), session)
+
+
+def fine_tuned(work_dir, script):
+  """A checkpoint as the original's run_classifier.py / run_squad.py leaves one after
+  fine-tuning (model.ckpt-7 beside a `checkpoint` file, global_step included), made by its own
+  create_model; for SQuAD, also its start and end logits on inputs.npz."""
+  import importlib
+  module = importlib.import_module("bert." + script)
+  flags.FLAGS.mark_as_parsed()
+  config = modeling.BertConfig.from_json_file(os.path.join(work_dir, "bert_config.json"))
+  f = dict(np.load(os.path.join(work_dir, "inputs.npz")))
+  with tf.Graph().as_default():
+    tf1.set_random_seed(4321)
+    args = (tf1.constant(f["input_ids"]), tf1.constant(f["input_mask"]),
+            tf1.constant(f["segment_ids"]))
+    if script == "run_classifier":
+      module.create_model(config, False, *args, tf1.constant([0, 1, 0]), 2, False)
+      fetches = {}
+    else:
+      start, end = module.create_model(config, False, *args, False)
+      fetches = {"start_logits": start, "end_logits": end}
+    global_step = tf1.train.get_or_create_global_step()
+    with tf1.Session() as session:
+      session.run(tf1.global_variables_initializer())
+      _randomize(session, np.random.RandomState(91))
+      global_step.load(7, session)
+      out_dir = os.path.join(work_dir, script)
+      tf1.train.Saver().save(session, os.path.join(out_dir, "model.ckpt"), global_step=7)
+      np.savez(os.path.join(out_dir, "original_outputs.npz"), **session.run(fetches))
+
+
+class Estimator:
+  """The part of TPUEstimator that the original's extract_features main() uses: predict()
+  runs its model_fn's graph in a Session over its input_fn's batches."""
+
+  def __init__(self, model_fn, predict_batch_size, **unused):
+    self.model_fn = model_fn
+    self.batch_size = predict_batch_size
+
+  def predict(self, input_fn, yield_single_examples=True):
+    with tf.Graph().as_default():
+      params = {"batch_size": self.batch_size}
+      features = tf1.data.make_one_shot_iterator(input_fn(params)).get_next()
+      spec = self.model_fn(features, None, tf1.estimator.ModeKeys.PREDICT, params)
+      with tf1.Session() as session:
+        session.run(tf1.global_variables_initializer())  # init_from_checkpoint's values
+        while True:
+          try:
+            batch = session.run(spec.predictions)
+          except tf.errors.OutOfRangeError:
+            return
+          for i in range(len(next(iter(batch.values())))):
+            yield {name: value[i] for name, value in batch.items()}
+
+
+def run_script(script, argv):
+  """The original script's main() with --flags argv, on the stand-ins below."""
+  import importlib
+  module = importlib.import_module("bert." + script)
+  tpu = types.SimpleNamespace(
+      TPUEstimator=Estimator, RunConfig=lambda **kwargs: None, TPUConfig=lambda **kwargs: None,
+      InputPipelineConfig=types.SimpleNamespace(PER_HOST_V2=2),
+      TPUEstimatorSpec=lambda mode, predictions, scaffold_fn: types.SimpleNamespace(
+          predictions=predictions))
+  # TF 2 has no tf.estimator: the original's main() gets the stand-ins it calls.
+  tf1.estimator = types.SimpleNamespace(tpu=tpu, ModeKeys=types.SimpleNamespace(
+      TRAIN="train", EVAL="eval", PREDICT="infer"))
+  flags.FLAGS([script + ".py"] + argv)
+  module.main(None)
+
+
+if sys.argv[1] == "pretraining":
+  pretraining(sys.argv[2])
+elif sys.argv[1] == "fine_tuned":
+  fine_tuned(sys.argv[2], sys.argv[3])
+else:
+  run_script(sys.argv[1], sys.argv[2:])
+'''
+
+
+def run_oracle(*args):
+  result = subprocess.run([sys.executable, "-c", ORACLE, *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=600,
+                          env=dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_USE_LEGACY_KERAS="1"))
+  assert result.returncode == 0, result.stderr[-4000:]
+
+
+def inputs(batch=3, seq=14, predictions=5, seed=1):
+  rng = np.random.RandomState(seed)
+  input_mask = np.ones((batch, seq), np.int32)
+  input_mask[1, 9:] = 0
+  input_mask[2, 4:] = 0
+  segment_ids = np.zeros((batch, seq), np.int32)
+  segment_ids[:, 6:] = 1
+  weights = np.ones((batch, predictions), np.float32)
+  weights[2, 3:] = 0.0
+  return {"input_ids": rng.randint(0, CONFIG["vocab_size"], (batch, seq)).astype(np.int32),
+          "input_mask": input_mask, "segment_ids": segment_ids * input_mask,
+          "masked_lm_positions": rng.randint(0, seq, (batch, predictions)).astype(np.int32),
+          "masked_lm_ids": rng.randint(0, CONFIG["vocab_size"], (batch, predictions)).astype(
+              np.int32),
+          "masked_lm_weights": weights,
+          "next_sentence_labels": rng.randint(0, 2, (batch, 1)).astype(np.int32)}
+
+
+def max_diff(a, b):
+  return float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max())
+
+
+@pytest.fixture(scope="module")
+def original(tmp_path_factory):
+  """(work dir with the original's bert_config.json, bert_model.ckpt and outputs; inputs)."""
+  work_dir = tmp_path_factory.mktemp("original")
+  (work_dir / "bert_config.json").write_text(json.dumps(CONFIG))
+  f = inputs()
+  np.savez(work_dir / "inputs.npz", **f)
+  run_oracle("pretraining", str(work_dir))
+  return work_dir, f, dict(np.load(work_dir / "original_outputs.npz"))
+
+
+def load_ours(work_dir, **changes):
+  config = BertConfig.from_dict(dict(CONFIG, **changes))
+  model = modeling.BertPretrainer(config)
+  result = checkpoints.init_from_checkpoint(model, str(work_dir / "bert_model.ckpt"))
+  assert not result.not_found and not result.unused
+  return model
+
+
+def compare(outputs, theirs, what):
+  diffs = {f"layer_{i}": max_diff(layer, theirs[f"layer_{i}"])
+           for i, layer in enumerate(outputs["encoder_outputs"])}
+  diffs["embedding_output"] = max_diff(outputs["embedding_output"], theirs["embedding_output"])
+  diffs["pooled_output"] = max_diff(outputs["pooled_output"], theirs["pooled_output"])
+  diffs["mlm_logits"] = max_diff(np.reshape(outputs["mlm_logits"], [-1, CONFIG["vocab_size"]]),
+                                 theirs["mlm_logits"])
+  diffs["nsp_logits"] = max_diff(outputs["nsp_logits"], theirs["nsp_logits"])
+  print(f"{what} vs the original: " + ", ".join(f"{k} {v:.2g}" for k, v in diffs.items()))
+  return diffs
+
+
+def test_checkpoint_is_the_originals_layout(original):
+  work_dir, _, _ = original
+  names = {name for name, _ in tf.train.list_variables(str(work_dir / "bert_model.ckpt"))}
+  ours = set(checkpoints.checkpoint_variables(load_ours(work_dir)))
+  assert names == ours
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_every_layer_and_both_heads_match_the_original(original, training):
+  work_dir, f, theirs = original
+  diffs = compare(load_ours(work_dir)(f, training=training), theirs,
+                  "training forward" if training else "inference")
+  assert len(diffs) == CONFIG["num_hidden_layers"] + 4
+  assert max(diffs.values()) < TOLERANCE, diffs
+
+
+def test_the_exact_gelu_would_not_match(original):
+  """The checkpoint tells the GELU forms apart: the erf form misses the original by far more
+  than the tolerance (this is how the erf form went unnoticed against transformers)."""
+  work_dir, f, theirs = original
+  diffs = compare(load_ours(work_dir, hidden_act="gelu_exact")(f), theirs, "gelu_exact")
+  assert diffs["layer_0"] > 20 * TOLERANCE and diffs["mlm_logits"] > 20 * TOLERANCE
+
+
+def test_loss_and_gradients_match_the_original(original):
+  """The training step's loss and every weight's gradient (our GELU's own training form and
+  gradient included) against the original's tf.gradients of its total_loss."""
+  work_dir, f, theirs = original
+  model = load_ours(work_dir)
+  with tf.GradientTape() as tape:
+    loss = pretraining.loss_fn()(f, model(f, training=True))
+  variables = checkpoints.checkpoint_variables(model)
+  gradients = tape.gradient(loss, list(variables.values()))
+  assert abs(float(loss) - float(theirs["loss"])) < TOLERANCE
+  worst = {}
+  for name, gradient in zip(variables, gradients):
+    expected = theirs["grad/" + name]
+    gradient = tf.convert_to_tensor(gradient).numpy()  # IndexedSlices for the embeddings.
+    worst[name] = max_diff(gradient, expected) / max(1.0, float(np.abs(expected).max()))
+  print("gradients vs the original: largest relative diff "
+        f"{max(worst.values()):.2g} ({max(worst, key=worst.get)})")
+  assert max(worst.values()) < TOLERANCE, worst
+
+
+def test_extract_features_json_lines_match_the_originals(original, tmp_path):
+  work_dir, _, _ = original
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_text("\n".join(VOCAB) + "\n")
+  lines = ["the dog is hairy .", "is it jacksonville ? ||| no , it is not .",
+           "a cat sat on the mat , the dog sat on a cat , the cat is not hairy .",
+           "the cat ||| sat on the dog sat on the mat the mat is hairy , is it ?", "Jackson"]
+  input_file = tmp_path / "input.txt"
+  input_file.write_text("\n".join(lines) + "\n")
+  common = [f"--input_file={input_file}", f"--vocab_file={vocab}", "--layers=-1,-2,-3,-4",
+            f"--bert_config_file={work_dir / 'bert_config.json'}", "--max_seq_length=12",
+            f"--init_checkpoint={work_dir / 'bert_model.ckpt'}", "--batch_size=2"]
+  run_oracle("extract_features", f"--output_file={tmp_path / 'original.jsonl'}", *common)
+  result = subprocess.run(
+      [sys.executable, os.path.join(REPO, "extract_features.py"),
+       f"--output_file={tmp_path / 'ours.jsonl'}", *common], capture_output=True, text=True,
+      cwd=REPO, timeout=600, env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+  assert result.returncode == 0, result.stderr[-4000:]
+  originals = (tmp_path / "original.jsonl").read_text().splitlines()
+  ours = (tmp_path / "ours.jsonl").read_text().splitlines()
+  assert len(ours) == len(originals) == len(lines)
+  worst = 0.0
+  for our_line, their_line in zip(ours, originals):
+    mine, theirs = json.loads(our_line), json.loads(their_line)
+    # Everything but the values is the same text; the values are rounded to 6 decimals by both.
+    values = lambda line: [[layer.pop("values") for layer in token["layers"]]  # noqa: E731
+                           for token in line["features"]]
+    our_values, their_values = np.array(values(mine)), np.array(values(theirs))
+    assert mine == theirs
+    worst = max(worst, max_diff(our_values, their_values))
+  print(f"extract_features values vs the original's: max abs diff {worst:.2g}")
+  assert worst < TOLERANCE
+
+
+# --- Checkpoints the original's run_classifier.py and run_squad.py fine-tuned -------------------
+
+@pytest.fixture(scope="module")
+def fine_tuned(original):
+  """script -> directory holding the original's model.ckpt-7 (and `checkpoint`) for it."""
+  work_dir, _, _ = original
+  for script in ("run_classifier", "run_squad"):
+    run_oracle("fine_tuned", str(work_dir), script)
+  return {script: work_dir / script for script in ("run_classifier", "run_squad")}
+
+
+def mrpc_dir(root):
+  """MRPC-format train/dev/test.tsv of sentences in VOCAB; dev and test hold the same rows."""
+  rng = np.random.RandomState(3)
+  words = VOCAB[5:]
+  header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+  rows = "".join(
+      f"{i % 2}\t{i}\t{i + 100}\t{' '.join(rng.choice(words, 1 + i % 7))}\t"
+      f"{' '.join(rng.choice(words, 2 + i % 9))}\n" for i in range(11))
+  root.mkdir()
+  for split in ("train", "dev", "test"):
+    (root / f"{split}.tsv").write_text(header + rows)
+  return root
+
+
+def run_ours(script, *args):
+  return subprocess.run([sys.executable, os.path.join(REPO, script), *args], capture_output=True,
+                        text=True, cwd=REPO, timeout=600,
+                        env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+
+
+def test_original_fine_tuned_classifier_predicts_and_evaluates_as_the_original(
+    original, fine_tuned, tmp_path):
+  work_dir, _, _ = original
+  data_dir = mrpc_dir(tmp_path / "mrpc")
+  (tmp_path / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+  common = ["--task_name=MRPC", f"--data_dir={data_dir}", f"--vocab_file={tmp_path / 'vocab.txt'}",
+            f"--bert_config_file={work_dir / 'bert_config.json'}", "--max_seq_length=16",
+            "--predict_batch_size=4", "--eval_batch_size=4"]
+  checkpoint = fine_tuned["run_classifier"]
+  run_oracle("run_classifier", *common, "--do_predict=true",
+             f"--init_checkpoint={checkpoint / 'model.ckpt-7'}",
+             f"--output_dir={tmp_path / 'original'}")
+  # Ours, given the original's output_dir as the checkpoint, evaluating and predicting only.
+  result = run_ours("run_classifier.py", *common, "--do_eval=true", "--do_predict=true",
+                    f"--init_checkpoint={checkpoint}", f"--output_dir={tmp_path / 'ours'}")
+  assert result.returncode == 0, result.stderr[-4000:]
+  theirs = np.loadtxt(tmp_path / "original" / "test_results.tsv")
+  ours = np.loadtxt(tmp_path / "ours" / "test_results.tsv")
+  assert ours.shape == theirs.shape == (11, 2)
+  print(f"test_results.tsv vs the original's: max abs diff {max_diff(ours, theirs):.2g}")
+  assert max_diff(ours, theirs) < TOLERANCE
+  # A head left random would give probabilities near 0.5; the original's head does not.
+  assert np.abs(theirs - 0.5).max() > 0.05
+  labels = np.arange(11) % 2
+  results = dict(line.split(" = ") for line in
+                 (tmp_path / "ours" / "eval_results.txt").read_text().splitlines())
+  assert float(results["eval_accuracy"]) == pytest.approx(
+      np.mean(theirs.argmax(-1) == labels), abs=1e-6)
+  assert float(results["eval_loss"]) == pytest.approx(
+      -np.mean(np.log(theirs[np.arange(11), labels])), abs=TOLERANCE)
+
+
+def test_original_fine_tuned_squad_head_gives_the_originals_logits(original, fine_tuned):
+  from bert_tf import heads
+  _, f, _ = original
+  model = heads.BertSpanLabeler(BertConfig.from_dict(CONFIG))
+  model(f)
+  result = checkpoints.init_from_checkpoint(model, str(fine_tuned["run_squad"]), complete=True)
+  assert sorted(result.head) == ["cls/squad/output_bias", "cls/squad/output_weights"]
+  theirs = np.load(fine_tuned["run_squad"] / "original_outputs.npz")
+  outputs = model(f)
+  for name in ("start_logits", "end_logits"):
+    print(f"{name} vs the original: max abs diff {max_diff(outputs[name], theirs[name]):.2g}")
+    assert max_diff(outputs[name], theirs[name]) < TOLERANCE
+
+
+def test_a_head_that_does_not_fit_is_an_error_never_a_random_head(original, fine_tuned,
+                                                                  tmp_path):
+  from bert_tf import heads
+  from bert_tf.errors import BertTfError
+  work_dir, f, _ = original
+  config = BertConfig.from_dict(CONFIG)
+  three_labels = heads.BertClassifier(config, num_labels=3)
+  three_labels(f)
+  with pytest.raises(BertTfError, match="output_weights has shape \\[2, 16\\] in the checkpoint "
+                                        "but \\[3, 16\\].*another task or number of labels"):
+    checkpoints.init_from_checkpoint(three_labels, str(fine_tuned["run_classifier"]))
+  # A SQuAD model cannot predict from the classifier's checkpoint, nor from a pre-trained one.
+  span = heads.BertSpanLabeler(config)
+  span(f)
+  for source in (fine_tuned["run_classifier"], work_dir / "bert_model.ckpt"):
+    with pytest.raises(BertTfError, match="lacks 2 of the variables this model predicts with"):
+      checkpoints.init_from_checkpoint(span, str(source), complete=True)
+  # Fine-tuning may start a new head from either.
+  assert not checkpoints.init_from_checkpoint(span, str(work_dir / "bert_model.ckpt")).head
+  # Through the script: predicting from a pre-trained checkpoint is one line and exit 1.
+  data_dir = mrpc_dir(tmp_path / "mrpc")
+  (tmp_path / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+  result = run_ours("run_classifier.py", "--task_name=MRPC", f"--data_dir={data_dir}",
+                    f"--vocab_file={tmp_path / 'vocab.txt'}", "--do_predict=true",
+                    f"--bert_config_file={work_dir / 'bert_config.json'}",
+                    f"--init_checkpoint={work_dir / 'bert_model.ckpt'}", "--max_seq_length=16",
+                    f"--output_dir={tmp_path / 'out'}")
+  assert result.returncode == 1
+  assert "lacks 2 of the variables this model predicts with (e.g. output_weights" in result.stderr
+  assert not (tmp_path / "out" / "test_results.tsv").exists()
