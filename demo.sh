@@ -7,7 +7,11 @@ cd "$(dirname "$0")"
 PY=${PY:-.venv/bin/python}
 OUT=${DEMO_OUT:-demo_out}
 SENTENCE=${1:-"the movie was not terrible , the music was brilliant ."}
-export TF_CPP_MIN_LOG_LEVEL=2
+export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-3}
+# With a sentence and a model already exported by an earlier run: just ask it.
+if [ $# -ge 1 ] && [ -d "$OUT/export" ]; then
+  exec $PY demo/ask.py --export_dir="$OUT/export" "$SENTENCE"
+fi
 rm -rf "$OUT"
 start=$SECONDS
 trap 'echo "demo failed at the stage above: its log is under $OUT/ (*.log)" >&2' ERR

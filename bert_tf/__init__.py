@@ -3,5 +3,9 @@ import os
 
 # Model Garden and our layers are Keras 2 (tf_keras); this must be set before TensorFlow is imported.
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# TensorFlow's C++ start-up chatter (on a CPU machine it includes an "E ... failed call to cuInit"
+# line right above any real error) stays off unless the user sets TF_CPP_MIN_LOG_LEVEL; errors
+# still reach the user as Python exceptions.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 __version__ = "0.1.0"

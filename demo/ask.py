@@ -1,7 +1,8 @@
 """Asks an exported classifier SavedModel about sentences given on the command line.
 
 A client needs TensorFlow and tensorflow_text (which registers the in-graph tokenizer ops), not
-bert_tf: usage `python demo/ask.py --export_dir=demo_out/export "a sentence" ["another"]`.
+bert_tf: usage `python demo/ask.py --export_dir=demo_out/export "a sentence" ["another"]`; for a
+pair task (MRPC, MNLI, ...) give each pair as "first sentence ||| second sentence".
 """
 import os
 
@@ -35,9 +36,14 @@ def main(argv):
   if not sentences:
     raise app.UsageError("give at least one sentence to classify")
   serve = tf.saved_model.load(newest_version(FLAGS.export_dir)).signatures["serving_default"]
-  serve(text_a=tf.constant(sentences))  # the first call traces; time the second
+  inputs = {"text_a": tf.constant(sentences)}
+  if "text_b" in serve.structured_input_signature[1]:  # a pair task: "first ||| second"
+    pairs = [sentence.split(" ||| ", 1) + [""] for sentence in sentences]
+    inputs = {"text_a": tf.constant([p[0] for p in pairs]),
+              "text_b": tf.constant([p[1] for p in pairs])}
+  serve(**inputs)  # the first call traces; time the second
   start = time.perf_counter()
-  outputs = serve(text_a=tf.constant(sentences))
+  outputs = serve(**inputs)
   elapsed_ms = (time.perf_counter() - start) * 1e3
   for i, sentence in enumerate(sentences):
     label = outputs["labels"][i].numpy().decode()

@@ -20,7 +20,9 @@ from conftest import REPO, shared_data
 
 from bert_tf import records
 from bert_tf import tokenization
+from bert_tf.data import corpus
 from bert_tf.data import pretraining
+from bert_tf.data import pretraining_records
 from bert_tf.errors import BertTfError
 
 ORACLE_DRIVER = r'''
@@ -156,7 +158,7 @@ def test_same_records_as_original(oracle_cases, tmp_path, name):
 def test_output_does_not_depend_on_workers_and_is_byte_stable(tmp_path, monkeypatch):
   alice = os.path.join(shared_data("corpus", "gutenberg"), "pg11-alice_in_wonderland.txt")
   sample = os.path.join(shared_data("corpus", "bert-sample"), "sample_text.txt")
-  monkeypatch.setattr(pretraining, "_WRITE_BLOCK", 97)  # many blocks, the last one short
+  monkeypatch.setattr(pretraining_records, "WRITE_BLOCK", 97)  # many blocks, the last one short
   contents = []
   for run, workers in enumerate([1, 2, 1, 3]):
     outputs = [str(tmp_path / f"run{run}.{i}.tfrecord") for i in range(2)]
@@ -179,7 +181,7 @@ def test_encoder_gives_the_bytes_of_records_serialize(tmp_path):
     encoder = pretraining.RecordEncoder(vocab, options)
     schema = records.pretraining_features(options.max_seq_length, options.max_predictions_per_seq)
     for index in range(len(instances)):
-      features = pretraining.instance_features(corpus.tokens, instances, index, vocab, options)
+      features = pretraining_records.instance_features(corpus.tokens, instances, index, vocab, options)
       assert encoder.encode(corpus.tokens, instances, index) == records.serialize(features)
       assert [len(features[name]) for name in schema] == [spec.shape[0] for spec in schema.values()]
 
@@ -187,7 +189,7 @@ def test_encoder_gives_the_bytes_of_records_serialize(tmp_path):
 @pytest.mark.parametrize("block", [1, 3, 8, 11, 97])
 def test_blocks_handed_out_while_making_are_whole_and_in_order(tmp_path, monkeypatch, block):
   # Spool.write finds instance i in block i // _WRITE_BLOCK: every block but the last must be whole.
-  monkeypatch.setattr(pretraining, "_WRITE_BLOCK", block)
+  monkeypatch.setattr(pretraining_records, "WRITE_BLOCK", block)
   tokenizer = tokenization.FullTokenizer(_vocab_file())
   corpus = pretraining.read_corpus([_toy_corpus(tmp_path, documents=60)], tokenizer)
   vocab, options = pretraining.Vocab(tokenizer.vocab), pretraining.Options(dupe_factor=3)
@@ -326,7 +328,7 @@ def test_bad_input_fails_cleanly(tmp_path, monkeypatch):
       raise RuntimeError("disk full")
     return original_encode_block(self, *args)
 
-  monkeypatch.setattr(pretraining, "_WRITE_BLOCK", 10)
+  monkeypatch.setattr(pretraining_records, "WRITE_BLOCK", 10)
   monkeypatch.setattr(pretraining.RecordEncoder, "encode_block", failing_encode_block)
   with pytest.raises(RuntimeError):
     _ours([toy], [str(tmp_path / "w0.tfrecord"), str(tmp_path / "w1.tfrecord")], dupe_factor=5)
@@ -337,19 +339,19 @@ def test_bad_input_fails_cleanly(tmp_path, monkeypatch):
     _ours([toy], [str(tmp_path / "w0.tfrecord"), str(tmp_path / "w1.tfrecord")], num_workers=2, dupe_factor=5)
   assert not [name for name in os.listdir(tmp_path) if "w0" in name or "w1" in name]
   # A worker that dies (as if killed) fails the run instead of leaving it waiting.
-  monkeypatch.setattr(pretraining, "_spool_block", _die)
+  monkeypatch.setattr(pretraining_records, "_spool_block", _die)
   with pytest.raises(RuntimeError, match="died"):
     _ours([toy], [str(tmp_path / "w0.tfrecord")], num_workers=2, dupe_factor=5)
   assert not [name for name in os.listdir(tmp_path) if "w0" in name]
   # Or while tokenizing the input.
-  monkeypatch.setattr(pretraining, "_tokenize_chunk_in_worker", _die_reading)
+  monkeypatch.setattr(corpus, "_tokenize_chunk_in_worker", _die_reading)
   with pytest.raises(RuntimeError, match="tokenizing the input died"):
     _ours([toy], [str(tmp_path / "w0.tfrecord")], num_workers=2, dupe_factor=5)
   assert not [name for name in os.listdir(tmp_path) if "w0" in name]
   # And one that dies while copying its share of the records out.
   monkeypatch.undo()
-  monkeypatch.setattr(pretraining, "_WRITE_BLOCK", 10)
-  monkeypatch.setattr(pretraining, "_copy_spooled", functools.partial(_copy_or_die, os.getpid()))
+  monkeypatch.setattr(pretraining_records, "WRITE_BLOCK", 10)
+  monkeypatch.setattr(pretraining_records, "_copy_spooled", functools.partial(_copy_or_die, os.getpid()))
   with pytest.raises(RuntimeError, match="copying records out died"):
     _ours([toy], [str(tmp_path / "w0.tfrecord"), str(tmp_path / "w1.tfrecord")], num_workers=2, dupe_factor=5)
   assert not [name for name in os.listdir(tmp_path) if "w0" in name or "w1" in name]
@@ -363,7 +365,7 @@ def _die_reading(chunk):
   os._exit(1)  # a worker killed while tokenizing
 
 
-_COPY_SPOOLED = pretraining._copy_spooled
+_COPY_SPOOLED = pretraining_records._copy_spooled
 
 
 def _copy_or_die(main_process_id, *args):

@@ -1,0 +1,217 @@
+"""Reading and tokenizing create_pretraining_data's corpus: the original's reading loop (a line at a
+time, a blank line ends a document), run over blocks of lines in worker processes, giving token ids
+in one numpy array with sentence and document offsets."""
+import collections
+import contextlib
+import re
+import time
+from array import array
+
+import numpy as np
+from absl import logging
+
+from bert_tf import fileio
+from bert_tf import workers
+from bert_tf.errors import BertTfError
+
+# Characters that str.split() treats as whitespace but the original tokenizer deletes as control
+# characters (so the text around them joins up). A line holding one is tokenized whole.
+_JOINING_CONTROLS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x1f\x85]")
+
+# Read input files in blocks of about this size; one block of whole lines is one unit of parallel work.
+_CHUNK_BYTES = 1 << 20
+# Distinct words whose ids are cached (a few hundred MB at most); past it, words are tokenized each time.
+_MAX_CACHED_WORDS = 2_000_000
+
+
+class Progress:
+  """An absl log line every `seconds` seconds during a long phase."""
+
+  def __init__(self, phase, seconds):
+    self.phase = phase
+    self.seconds = seconds
+    self.start = self.last = time.time()
+
+  def maybe_log(self, message_fn):
+    now = time.time()
+    if self.seconds is not None and now - self.last >= self.seconds:
+      self.last = now
+      logging.info("%s: %s (%.0f s)", self.phase, message_fn(now - self.start), now - self.start)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Reading and tokenizing.
+
+_line_tokenizer_for_workers = None  # set before the pool forks, so workers inherit it
+
+
+def _line_chunks(path):
+  """Blocks of whole lines of a file, as bytes (the last may lack a final newline)."""
+  with fileio.open_file(path, "rb") as reader:
+    rest = b""
+    while True:
+      block = reader.read(_CHUNK_BYTES)
+      if not block:
+        break
+      block = rest + block
+      cut = block.rfind(b"\n") + 1
+      if cut == 0:  # no newline yet: a line longer than a block
+        rest = block
+        continue
+      rest = block[cut:]
+      yield block[:cut]
+    if rest:
+      yield rest
+
+
+def _decode(chunk):
+  """Text of a chunk, and how many of its lines had invalid UTF-8 (dropped bytes, as the original).
+  Every "\r" is dropped, as the original's tf.gfile line reader drops them."""
+  if b"\r" in chunk:
+    chunk = chunk.replace(b"\r", b"")
+  try:
+    return chunk.decode("utf-8"), 0
+  except UnicodeDecodeError:
+    lines = chunk.split(b"\n")
+    bad = 0
+    for i, line in enumerate(lines):
+      try:
+        lines[i] = line.decode("utf-8")
+      except UnicodeDecodeError:
+        lines[i] = line.decode("utf-8", "ignore")
+        bad += 1
+    return "\n".join(lines), bad
+
+
+class LineTokenizer:
+  """The original's reading loop on a block of lines, giving token ids, with a cache of each word's ids."""
+
+  def __init__(self, tokenizer):
+    self.tokenizer = tokenizer
+    self.vocab = tokenizer.vocab
+    self.word_ids = {}
+
+  def tokenize_chunk(self, chunk):
+    """Returns (ids, events, bad_lines, num_bytes): `events` holds, per line in order, the number of
+    tokens of a line that has any, and -1 for a blank line (which starts a new document)."""
+    text, bad_lines = _decode(chunk)
+    lines = text.split("\n")
+    if lines and not lines[-1]:
+      lines.pop()  # the newline ending the chunk's last line
+    ids = array("i")
+    events = array("i")
+    for line in lines:
+      line = line.strip()
+      if not line:
+        events.append(-1)
+        continue
+      line_ids = self._ids(line) if _JOINING_CONTROLS.search(line) else self._line_ids(line)
+      if line_ids:
+        ids.extend(line_ids)
+        events.append(len(line_ids))
+    return (np.frombuffer(ids, dtype=np.int32), np.frombuffer(events, dtype=np.int32), bad_lines,
+            len(chunk))
+
+  def _line_ids(self, line):
+    # A word's tokens do not depend on its neighbours, so each distinct word is tokenized once.
+    cache = self.word_ids
+    line_ids = []
+    for word in line.split():
+      word_ids = cache.get(word)
+      if word_ids is None:
+        word_ids = self._ids(word)
+        if len(cache) < _MAX_CACHED_WORDS:
+          cache[word] = word_ids
+      line_ids.extend(word_ids)
+    return line_ids
+
+  def _ids(self, text):
+    try:
+      return tuple(self.vocab[token] for token in self.tokenizer.tokenize(text))
+    except KeyError as e:
+      raise BertTfError(f"--vocab_file: the tokenizer produced {e.args[0]!r}, which is not in the vocab "
+                        f"(a vocab needs [UNK] for words it cannot spell)") from None
+
+
+def _tokenize_chunk_in_worker(chunk):
+  return _line_tokenizer_for_workers.tokenize_chunk(chunk)
+
+
+class Corpus:
+  """Every document's sentences as token ids: the original's `all_documents`, before its shuffle.
+
+  tokens: all token ids, sentence after sentence. sentence_starts[s] .. sentence_starts[s + 1]: the
+  tokens of sentence s. document_starts[d] .. document_starts[d + 1]: the sentences of document d.
+  """
+
+  def __init__(self, tokens, sentence_starts, document_starts, stats):
+    self.tokens = tokens
+    self.sentence_starts = sentence_starts
+    self.document_starts = document_starts
+    self.stats = stats
+
+  @property
+  def num_documents(self):
+    return len(self.document_starts) - 1
+
+
+def read_corpus(input_files, tokenizer, num_workers=1, progress_seconds=30):
+  """Reads one-sentence-per-line files (blank lines between documents) into a Corpus of token ids."""
+  global _line_tokenizer_for_workers
+  id_dtype = np.uint16 if len(tokenizer.vocab) <= (1 << 16) else np.int32
+  id_parts, event_parts = [], []
+  stats = collections.Counter()
+  progress = Progress("reading", progress_seconds)
+
+  def chunks():
+    for path in input_files:
+      if not fileio.exists(path):
+        raise BertTfError(f"--input_file: {path} does not exist")
+      yield from _line_chunks(path)
+
+  def take(result):
+    ids, events, bad_lines, num_bytes = result
+    id_parts.append(ids.astype(id_dtype))
+    event_parts.append(events)
+    stats["bytes"] += num_bytes
+    stats["invalid_utf8_lines"] += bad_lines
+    stats["tokens"] += len(ids)
+    stats["blank_lines"] += int(np.sum(events < 0))
+    progress.maybe_log(lambda s: f"{stats['bytes'] / 1e6:.1f} MB, {stats['blank_lines']} blank lines, "
+                       f"{stats['tokens']} tokens, {stats['bytes'] / 1e6 / max(s, 1e-9):.2f} MB/s")
+
+  line_tokenizer = LineTokenizer(tokenizer)
+  # The tokenizer builds its character tables on first use (~2 s): once here, not once per worker.
+  tokenizer.tokenize("warm-up")
+  if num_workers > 1:
+    _line_tokenizer_for_workers = line_tokenizer
+    try:
+      with contextlib.closing(workers.in_order_in_workers(_tokenize_chunk_in_worker, chunks(), num_workers,
+                                                   "tokenizing the input")) as results:
+        for result in results:
+          take(result)
+    finally:
+      _line_tokenizer_for_workers = None
+  else:
+    for chunk in chunks():
+      take(line_tokenizer.tokenize_chunk(chunk))
+
+  tokens = np.concatenate(id_parts) if id_parts else np.zeros([0], id_dtype)
+  events = np.concatenate(event_parts) if event_parts else np.zeros([0], np.int32)
+  is_break = events < 0
+  lengths = events[~is_break]
+  sentence_starts = np.zeros([len(lengths) + 1], np.int64)
+  np.cumsum(lengths, out=sentence_starts[1:])
+  # A blank line starts a new document at the number of sentences read so far; empty ones are dropped.
+  sentences_before = np.cumsum(~is_break)[is_break]
+  bounds = np.concatenate([[0], sentences_before, [len(lengths)]]).astype(np.int64)
+  starts, ends = bounds[:-1], bounds[1:]
+  keep = ends > starts
+  document_starts = np.concatenate([starts[keep], ends[keep][-1:]]) if keep.any() else np.zeros([1], np.int64)
+  stats["sentences"] = len(lengths)
+  stats["documents"] = len(document_starts) - 1
+  if stats["invalid_utf8_lines"]:
+    logging.warning("%d input lines had invalid UTF-8; their bad bytes were dropped (as the original's "
+                    "convert_to_unicode does)",
+                    stats["invalid_utf8_lines"])
+  return Corpus(tokens, sentence_starts, document_starts, stats)
