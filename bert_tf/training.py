@@ -57,9 +57,7 @@ API (stable; later changes only add keyword arguments):
       a model built for input_fn's features, with the latest checkpoint of output_dir or else
       init_checkpoint loaded (for --do_eval / --do_predict without --do_train).
 """
-import json
 import os
-import re
 import time
 
 from absl import logging
@@ -68,6 +66,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf import optimization
+from bert_tf import run_dir
 from bert_tf.errors import BertTfError
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
@@ -295,7 +294,7 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
       optimizer_type=optimizer_type, weight_decay_rate=weight_decay_rate,
       adam_bias_correction=adam_bias_correction))
   if _is_chief(strategy):
-    _check_same_run(output_dir, state.model, dict(
+    run_dir.check_same_run(output_dir, state.model, dict(
         learning_rate=learning_rate, num_warmup_steps=num_warmup_steps,
         train_batch_size=train_batch_size, optimizer_type=optimizer_type,
         gradient_accumulation_steps=gradient_accumulation_steps))
@@ -327,36 +326,6 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
       _save(strategy, manager, step)
   state.model.global_step = step
   return state.model
-
-
-RUN_FILE = "train_run.json"
-
-
-def _check_same_run(output_dir, model, settings):
-  """Records the model's config and the training settings in output_dir/train_run.json; when
-  output_dir already holds a checkpoint, resuming needs the same config (a BertTfError if not)
-  and warns about each setting that changed."""
-  from bert_tf.fileio import write_text_atomically  # pylint: disable=g-import-not-at-top
-  config = getattr(model, "config", None) or getattr(getattr(model, "encoder", None), "config",
-                                                     None)
-  run = {"bert_config": config.to_dict() if config is not None else None, **settings}
-  path = os.path.join(output_dir, RUN_FILE)
-  if tf.train.latest_checkpoint(output_dir) and tf.io.gfile.exists(path):
-    with tf.io.gfile.GFile(path) as f:
-      before = json.load(f)
-    if before.get("bert_config") != run["bert_config"]:
-      changed = sorted(k for k in set(before.get("bert_config") or {}) | set(run["bert_config"] or {})
-                       if (before.get("bert_config") or {}).get(k) !=
-                       (run["bert_config"] or {}).get(k))
-      raise BertTfError(f"--bert_config_file: {output_dir} holds checkpoints of a model with "
-                        f"another config (differs in {', '.join(changed)}): give a new "
-                        f"--output_dir, or the config the run started with")
-    for key, value in settings.items():
-      if key in before and before[key] != value:
-        logging.warning("Resuming %s with %s=%s; the run started with %s", output_dir, key,
-                        value, before[key])
-    return
-  write_text_atomically(path, json.dumps(run, indent=2, sort_keys=True) + "\n")
 
 
 def _check_train_arguments(gradient_accumulation_steps, save_checkpoints_steps):
@@ -415,7 +384,7 @@ def _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoi
   manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir,
                                        max_to_keep=keep_checkpoint_max)
   if _is_chief(strategy):
-    _remove_unfinished_saves(output_dir)
+    run_dir.remove_unfinished_saves(output_dir)
   latest = tf.train.latest_checkpoint(output_dir)
   if latest:
     logging.info("Resuming from %s%s", latest,
@@ -431,17 +400,6 @@ def _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoi
   elif init_checkpoint:
     _load_init_checkpoint(state.model, init_checkpoint)
   return manager
-
-
-def _remove_unfinished_saves(output_dir):
-  """Removes the ckpt-N_temp directories a save killed half-way leaves (TensorFlow writes each
-  checkpoint there first); finished checkpoints are never in them."""
-  for name in tf.io.gfile.listdir(output_dir):
-    name = name.rstrip("/")
-    if re.fullmatch(r"ckpt-\d+_temp", name):
-      path = os.path.join(output_dir, name)
-      logging.info("Removing %s, left by a checkpoint save that was killed", path)
-      tf.io.gfile.rmtree(path)
 
 
 def _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumulation, use_xla):
