@@ -7,6 +7,10 @@ import contextlib
 import glob as _glob
 import io
 import os
+import re
+import shutil
+
+from bert_tf.errors import BertTfError
 
 
 def is_url(path):
@@ -59,7 +63,6 @@ def read_lines(path):
   split after each "\n" only, never on the other characters str.splitlines() takes for line
   ends (U+2028, U+0085, \x0b, \x1c ...), with every "\r" dropped, as TensorFlow's line reader
   drops them. A byte order mark at the start is dropped too."""
-  from bert_tf.errors import BertTfError  # pylint: disable=g-import-not-at-top
   if not exists(path):
     raise BertTfError(f"{path}: file not found")
   with open_file(path, "rb") as f:
@@ -103,8 +106,6 @@ def remove_stale_temporaries(path):
   """Removes what earlier runs writing `path` left behind when killed: `path`.tmp-<pid> files and
   `.<name>.spool-<pid>-*` directories beside it, of processes that no longer run. Returns the
   paths removed. (Local paths only; nothing else is touched.)"""
-  import re  # pylint: disable=g-import-not-at-top
-  import shutil  # pylint: disable=g-import-not-at-top
   if is_url(path):
     return []
   directory, name = os.path.split(os.path.abspath(path))

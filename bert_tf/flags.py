@@ -16,6 +16,8 @@ import types
 
 from absl import flags
 
+from bert_tf.errors import BertTfError
+
 FLAGS = flags.FLAGS
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
@@ -62,7 +64,6 @@ def values():
   A value outside its flag's range (a batch size of 0, a negative learning rate, ...) raises
   BertTfError naming the flag.
   """
-  from bert_tf.errors import BertTfError  # pylint: disable=g-import-not-at-top
   parsed = FLAGS.flag_values_dict()
   for name, (test, expected) in _RANGES.items():
     value = parsed.get(name)

@@ -8,6 +8,7 @@ from absl import logging
 import tensorflow as tf
 
 from bert_tf.errors import BertTfError
+from bert_tf.fileio import write_text_atomically
 
 RUN_FILE = "train_run.json"
 
@@ -16,18 +17,16 @@ def check_same_run(output_dir, model, settings):
   """Records the model's config and the training settings in output_dir/train_run.json; when
   output_dir already holds a checkpoint, resuming needs the same config (a BertTfError if not)
   and warns about each setting that changed."""
-  from bert_tf.fileio import write_text_atomically  # pylint: disable=g-import-not-at-top
   config = getattr(model, "config", None) or getattr(getattr(model, "encoder", None), "config",
                                                      None)
-  run = {"bert_config": config.to_dict() if config is not None else None, **settings}
+  config = config.to_dict() if config is not None else {}
   path = os.path.join(output_dir, RUN_FILE)
   if tf.train.latest_checkpoint(output_dir) and tf.io.gfile.exists(path):
     with tf.io.gfile.GFile(path) as f:
       before = json.load(f)
-    if before.get("bert_config") != run["bert_config"]:
-      changed = sorted(k for k in set(before.get("bert_config") or {}) | set(run["bert_config"] or {})
-                       if (before.get("bert_config") or {}).get(k) !=
-                       (run["bert_config"] or {}).get(k))
+    old_config = before.get("bert_config") or {}
+    changed = sorted(k for k in set(old_config) | set(config) if old_config.get(k) != config.get(k))
+    if changed:
       raise BertTfError(f"--bert_config_file: {output_dir} holds checkpoints of a model with "
                         f"another config (differs in {', '.join(changed)}): give a new "
                         f"--output_dir, or the config the run started with")
@@ -36,7 +35,8 @@ def check_same_run(output_dir, model, settings):
         logging.warning("Resuming %s with %s=%s; the run started with %s", output_dir, key,
                         value, before[key])
     return
-  write_text_atomically(path, json.dumps(run, indent=2, sort_keys=True) + "\n")
+  write_text_atomically(path, json.dumps({"bert_config": config, **settings}, indent=2,
+                                         sort_keys=True) + "\n")
 
 
 def remove_unfinished_saves(output_dir):

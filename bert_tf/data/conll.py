@@ -26,7 +26,7 @@ from bert_tf.fileio import write_text_atomically
 DOCSTART = "-DOCSTART-"
 # Columns are separated by spaces or tabs: only those, never the other characters Python counts as
 # whitespace (U+00A0, U+2028, U+0085, \x1c ...), which a word may hold.
-_COLUMN_SPACE = " \t\n\x0b\x0c"
+_COLUMN_SPACE = " \t\n"
 _COLUMNS = re.compile(r"[^ \t\n]+")
 _TAG = re.compile(r"^(O|[BIES]-\S+)$")
 
