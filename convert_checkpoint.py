@@ -28,6 +28,9 @@ def define_flags():
                     "not given). --bert_config_file is optional for a Hugging Face input that has "
                     "its config.json.")
   flags.DEFINE_enum("output_format", None, checkpoints.FORMATS, "Format of --output.")
+  bert_flags.define_vocab_file_flag("The vocabulary to write beside --output as vocab.txt (a "
+                                    "complete model directory); default: the vocab.txt beside "
+                                    "--input, if there is one.")
   flags.adopt_module_key_flags(bert_flags)
 
 
@@ -35,7 +38,8 @@ def main(_):
   logging.set_verbosity(logging.INFO)
   values = bert_flags.values()
   written = checkpoints.convert_checkpoint(values.input, values.output, values.bert_config_file,
-                                           values.input_format, values.output_format)
+                                           values.input_format, values.output_format,
+                                           values.vocab_file)
   print(f"wrote {written}")
 
 

@@ -21,6 +21,7 @@ from absl import flags  # noqa: E402
 from absl import logging  # noqa: E402
 
 from bert_tf import cli  # noqa: E402
+from bert_tf import flags as bert_flags  # noqa: E402
 from bert_tf import records  # noqa: E402
 from bert_tf import tokenization  # noqa: E402
 from bert_tf.data import pretraining  # noqa: E402
@@ -95,7 +96,5 @@ def main(_):
 
 
 if __name__ == "__main__":
-  flags.mark_flag_as_required("input_file")
-  flags.mark_flag_as_required("output_file")
-  flags.mark_flag_as_required("vocab_file")
+  bert_flags.mark_required("input_file", "output_file", "vocab_file")
   cli.run(main)

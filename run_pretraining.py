@@ -31,9 +31,10 @@ def define_flags():
   flags.DEFINE_bool("left_to_right", False, "Ablation: a left-to-right LM (causal attention, "
                     "every next token predicted from the unmasked text, no next sentence "
                     "prediction).")
-  flags.DEFINE_bool("export_tf1_checkpoint", False, "After training, also write the final weights "
-                    "as an original-layout TF1 checkpoint, <output_dir>/bert_model.ckpt, with "
-                    "bert_config.json beside it.")
+  bert_flags.define_export_tf1_checkpoint_flag()
+  bert_flags.define_vocab_file_flag("Optional: the vocabulary of the records (create_pretraining_"
+                                    "data.py's --vocab_file), copied into --output_dir as vocab.txt "
+                                    "so that it is a complete model directory.")
   bert_flags.define_runtime_flags()
   flags.adopt_module_key_flags(bert_flags)  # --helpshort lists the shared flags too
 

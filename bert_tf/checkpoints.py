@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
+from bert_tf import model_dir
 from bert_tf import modeling
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
@@ -305,10 +306,14 @@ def load_task_model(model, path, task):
 
 # --- TF1 name-based checkpoints -------------------------------------------------------------------
 
-def save_tf1_checkpoint(model, path, names=None):
+def save_tf1_checkpoint(model, path, names=None, with_head=False):
   """Writes the model's checkpoint variables (or those in `names`) as an original-layout TF1
-  checkpoint at prefix `path` (`path.index`, `path.data-00000-of-00001`). Returns `path`."""
+  checkpoint at prefix `path` (`path.index`, `path.data-00000-of-00001`); with_head, a task
+  model's head too, under the original's names (as its run_classifier/run_squad wrote them).
+  Returns `path`."""
   named = checkpoint_variables(model)
+  if with_head:
+    named.update(task_head_variables(model))
   if names is not None:
     named = collections.OrderedDict((n, v) for n, v in named.items() if n in set(names))
   write_tf1_tensors(path, collections.OrderedDict(
@@ -548,8 +553,10 @@ def _config_for(input_path, bert_config_file):
 
 
 def convert_checkpoint(input_path, output, bert_config_file=None, input_format=None,
-                       output_format=None):
-  """Reads any supported checkpoint and writes what it held in `output_format`.
+                       output_format=None, vocab_file=None):
+  """Reads any supported checkpoint and writes what it held in `output_format`, with
+  bert_config.json (tf1, tf2) and vocab.txt beside it: vocab_file, or the vocab.txt beside the
+  input (a complete model directory, as Google's releases).
 
   Only the variables the input had are written (no randomly initialised heads). Returns the path
   written.
@@ -557,19 +564,19 @@ def convert_checkpoint(input_path, output, bert_config_file=None, input_format=N
   output_format = _output_format(output, output_format)
   source = open_checkpoint(input_path, input_format)
   config = _config_for(input_path, bert_config_file)
+  vocab_file = vocab_file or model_dir.vocab_beside(input_path)
+  if vocab_file and not tf.io.gfile.exists(vocab_file):
+    raise BertTfError(f"--vocab_file: {vocab_file} not found")
   model = modeling.BertPretrainer(config)
   loaded = load_source(model, source).loaded
-  if output_format in ("tf1", "tf2"):
-    # Google's releases keep bert_config.json beside bert_model.ckpt; scripts then need no HF file.
-    directory = os.path.dirname(output) or "."
-    config_file = os.path.join(directory, "bert_config.json")
-    if not tf.io.gfile.exists(config_file):
-      tf.io.gfile.makedirs(directory)
-      config.to_json_file(config_file)
+  if output_format == "hf":
+    directory = (os.path.dirname(output) if output.endswith(".safetensors") else output) or "."
+    written = save_hf_safetensors(model, directory, names=loaded)
+    model_dir.write_model_files(directory, None, vocab_file)  # config.json is the HF config
+    return written
+  # Google's releases keep bert_config.json beside bert_model.ckpt; scripts then need no HF file.
+  model_dir.write_model_files(os.path.dirname(output) or ".", config, vocab_file)
   if output_format == "tf1":
     return save_tf1_checkpoint(model, output, names=loaded)
-  if output_format == "tf2":
-    with_heads = all(name in loaded for name in checkpoint_variables(model))
-    return save_tf2_checkpoint(model, output, with_heads=with_heads)
-  directory = os.path.dirname(output) if output.endswith(".safetensors") else output
-  return save_hf_safetensors(model, directory or ".", names=loaded)
+  with_heads = all(name in loaded for name in checkpoint_variables(model))
+  return save_tf2_checkpoint(model, output, with_heads=with_heads)

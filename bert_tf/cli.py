@@ -5,6 +5,7 @@ import sys
 from absl import app
 from absl import logging
 
+from bert_tf import flags as bert_flags
 from bert_tf.errors import BertTfError
 
 # TensorFlow errors that come from the user's files and directories, not from a bug: one line each.
@@ -58,4 +59,5 @@ def run(main):
       print(line, file=sys.stderr)
       sys.exit(1)
 
+  bert_flags.use_grouped_help()
   app.run(guarded_main)

@@ -31,7 +31,9 @@ from absl import logging
 import tensorflow as tf
 
 from bert_tf import export
+from bert_tf import model_dir
 from bert_tf import records
+from bert_tf import run_dir
 from bert_tf import tokenization
 from bert_tf import training
 from bert_tf.config import BertConfig
@@ -67,7 +69,7 @@ def finetuning_steps(values, num_examples, what):
   return num_train_steps, int(num_train_steps * values.warmup_proportion)
 
 
-def finetune(values, strategy, task, model_fn):
+def finetune(values, strategy, config, task, model_fn):
   """Writes the task's training records and trains on them; returns the model.
 
   The records are shuffled over a buffer as large as the training set (up to
@@ -78,6 +80,8 @@ def finetune(values, strategy, task, model_fn):
   if not values.init_checkpoint:
     logging.warning("No --init_checkpoint: fine-tuning starts from a randomly initialized "
                     "encoder.")
+  if strategy.extended.should_checkpoint:
+    model_dir.write_model_files(values.output_dir, config, values.vocab_file)
   train_file = os.path.join(values.output_dir, RECORD_FILES["train"])
   num_examples, num_records, what = task.write_train_records(train_file)
   num_train_steps, num_warmup_steps = finetuning_steps(values, num_examples, what)
@@ -89,11 +93,14 @@ def finetune(values, strategy, task, model_fn):
       [train_file], task.schema(True), values.train_batch_size, is_training=True,
       seed=values.seed, gradient_accumulation_steps=values.gradient_accumulation_steps,
       shuffle_buffer_size=max(1, min(num_records, MAX_FINETUNE_SHUFFLE_BUFFER)))
-  return training.train(
+  model = training.train(
       strategy, model_fn, task.loss_fn, train_input_fn, num_train_steps, values.learning_rate,
       num_warmup_steps, values.output_dir, init_checkpoint=values.init_checkpoint,
       metric_fn=task.train_metric_fn, train_batch_size=values.train_batch_size,
       **training.train_options(values))
+  if values.export_tf1_checkpoint and strategy.extended.should_checkpoint:
+    run_dir.export_weights(model, values.output_dir)
+  return model
 
 
 def run(task_class, values):
@@ -115,7 +122,7 @@ def run(task_class, values):
   for split, batch_size in _splits(values):
     path = os.path.join(values.output_dir, getattr(task, "record_files", RECORD_FILES)[split])
     splits[split] = (path, batch_size, task.write_split_records(split, path))
-  model = finetune(values, strategy, task, model_fn) if values.do_train else None
+  model = finetune(values, strategy, config, task, model_fn) if values.do_train else None
 
   results = {}
   for split, (path, batch_size, state) in splits.items():

@@ -12,6 +12,7 @@ values to the library as one plain object:
 The names, defaults and help texts of the original's flags are the original's. Defining a flag
 that is already defined is a no-op, so several scripts can be imported by one test process.
 """
+import sys
 import types
 
 from absl import flags
@@ -73,8 +74,57 @@ def values():
 
 
 def mark_required(*names):
+  """Marks the flags required: absl refuses to start without them, and --help says so."""
   for name in names:
     flags.mark_flag_as_required(name)
+    flag = FLAGS[name]
+    if not flag.help.startswith(_REQUIRED_MARK):
+      flag.help = _REQUIRED_MARK + flag.help
+
+
+# ------------------------------------------------------------------------------------------ help
+
+_REQUIRED_MARK = "[required] "
+# --help lists a script's flags in these groups, in this order; a flag not named here is the
+# script's own data/task flag.
+_DATA = "data and task"
+_GROUPS = {
+    "model": ("bert_config_file init_checkpoint vocab_file do_lower_case no_nsp left_to_right "
+              "feature_based feature_layers lstm_units layers"),
+    "training": ("do_train do_eval do_predict train_batch_size eval_batch_size predict_batch_size "
+                 "batch_size learning_rate num_train_epochs warmup_proportion num_train_steps "
+                 "num_warmup_steps max_eval_steps optimizer adam_bias_correction "
+                 "gradient_accumulation_steps seed"),
+    "output": ("output_dir output_file output output_format export_dir export_tf1_checkpoint "
+               "save_checkpoints_steps keep_checkpoint_max log_steps verbose_logging "
+               "progress_seconds"),
+    "runtime": ("distribution_strategy num_gpus dtype use_xla deterministic iterations_per_loop "
+                "num_workers beam_runner beam_pipeline_options use_one_hot_embeddings"),
+    "TPU": "use_tpu tpu_name tpu_zone gcp_project master num_tpu_cores",
+}
+_GROUP_OF = {name: group for group, names in _GROUPS.items() for name in names.split()}
+
+
+def grouped_help():
+  """The main module's flags as --help shows them: grouped (data and task, model, training,
+  output, runtime, TPU), alphabetical within a group, required ones marked."""
+  by_group = {}
+  for flag in FLAGS.get_key_flags_for_module(sys.argv[0]):
+    by_group.setdefault(_GROUP_OF.get(flag.name, _DATA), []).append(flag)
+  lines = []
+  for group in (_DATA, *_GROUPS):
+    if group in by_group:
+      lines.append(f"\n{group} flags:")
+      FLAGS._render_flag_list(by_group[group], lines)  # pylint: disable=protected-access
+  return "\n".join(lines).lstrip("\n")
+
+
+def use_grouped_help():
+  """Makes --help (and --helpshort) print grouped_help(): absl's own lists the flags in one
+  alphabetical run, TPU flags between the hyperparameters. (absl asks FLAGS.main_module_help for
+  the text; the instance attribute takes the method's place, bypassing FlagValues.__setattr__,
+  which would take it for a flag.)"""
+  FLAGS.__dict__["main_module_help"] = grouped_help
 
 
 # ---------------------------------------------------------------------------------------- model
@@ -93,8 +143,12 @@ def define_init_checkpoint_flag():
           "fine-tuned model.")
 
 
+def define_vocab_file_flag(help_text="The vocabulary file that the BERT model was trained on."):
+  _define("string", "vocab_file", None, help_text)
+
+
 def define_vocab_flags():
-  _define("string", "vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+  define_vocab_file_flag()
   _define("bool", "do_lower_case", True, "Whether to lower case the input text. Should be True "
           "for uncased models and False for cased models.")
 
@@ -155,6 +209,15 @@ def define_finetuning_flags(max_seq_length=128, with_eval=True,
   _define("float", "num_train_epochs", 3.0, "Total number of training epochs to perform.")
   _define("float", "warmup_proportion", 0.1, "Proportion of training to perform linear learning "
           "rate warmup for. E.g., 0.1 = 10% of training.")
+  define_export_tf1_checkpoint_flag()
+
+
+def define_export_tf1_checkpoint_flag():
+  _define("bool", "export_tf1_checkpoint", False, "After training, also write the final weights "
+          "alone (heads included, no optimizer state) as an original-layout TF1 checkpoint, "
+          "<output_dir>/bert_model.ckpt, beside bert_config.json and vocab.txt: what to keep when "
+          "the model is all you want (the model.ckpt-N checkpoints also hold what resuming "
+          "needs).")
 
 
 def define_export_flags(with_dtype=False):

@@ -11,10 +11,11 @@ import os
 from absl import logging
 import tensorflow as tf
 
-from bert_tf import checkpoints
 from bert_tf import heads
 from bert_tf import modeling
+from bert_tf import model_dir
 from bert_tf import records
+from bert_tf import run_dir
 from bert_tf import training
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
@@ -186,6 +187,8 @@ def run(values):
 
 
 def _train(values, strategy, config, model_fn, train_input_fn, use_nsp):
+  if strategy.extended.should_checkpoint:
+    model_dir.write_model_files(values.output_dir, config, values.vocab_file)
   logging.info("***** Running training *****")
   logging.info("  Batch size = %d", values.train_batch_size)
   model = training.train(
@@ -194,8 +197,5 @@ def _train(values, strategy, config, model_fn, train_input_fn, use_nsp):
       init_checkpoint=values.init_checkpoint, metric_fn=metric_fn(use_nsp),
       train_batch_size=values.train_batch_size, **training.train_options(values))
   if values.export_tf1_checkpoint and strategy.extended.should_checkpoint:
-    path = checkpoints.save_tf1_checkpoint(model, os.path.join(values.output_dir,
-                                                               "bert_model.ckpt"))
-    config.to_json_file(os.path.join(values.output_dir, "bert_config.json"))
-    logging.info("Wrote the TF1 checkpoint %s", path)
+    run_dir.export_weights(model, values.output_dir)
   return model

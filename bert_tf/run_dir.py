@@ -1,5 +1,7 @@
 """What a training run keeps in its --output_dir besides checkpoints: the settings it started with
-(train_run.json, checked when it resumes) and the cleanup of checkpoint saves a kill cut short."""
+(train_run.json, checked when it resumes), the checkpoints' name (model.ckpt-N, as the
+original's), the final weights alone (bert_model.ckpt) and the cleanup of checkpoint saves a kill
+cut short. The files that make it a complete model directory are bert_tf.model_dir's."""
 import json
 import os
 import re
@@ -7,10 +9,13 @@ import re
 from absl import logging
 import tensorflow as tf
 
+from bert_tf import checkpoints
+from bert_tf import model_dir
 from bert_tf.errors import BertTfError
 from bert_tf.fileio import write_text_atomically
 
 RUN_FILE = "train_run.json"
+CHECKPOINT_NAME = "model.ckpt"  # checkpoints are model.ckpt-<step>, as the original's Estimator
 
 
 def check_same_run(output_dir, model, settings):
@@ -40,11 +45,21 @@ def check_same_run(output_dir, model, settings):
 
 
 def remove_unfinished_saves(output_dir):
-  """Removes the ckpt-N_temp directories a save killed half-way leaves (TensorFlow writes each
-  checkpoint there first); finished checkpoints are never in them."""
+  """Removes the model.ckpt-N_temp directories a save killed half-way leaves (TensorFlow writes
+  each checkpoint there first; ckpt-N_temp before checkpoints were named as the original's);
+  finished checkpoints are never in them."""
   for name in tf.io.gfile.listdir(output_dir):
     name = name.rstrip("/")
-    if re.fullmatch(r"ckpt-\d+_temp", name):
+    if re.fullmatch(r"(model\.)?ckpt-\d+_temp", name):
       path = os.path.join(output_dir, name)
       logging.info("Removing %s, left by a checkpoint save that was killed", path)
       tf.io.gfile.rmtree(path)
+
+
+def export_weights(model, output_dir):
+  """Writes the trained weights alone (no optimizer state), heads included, as the original-layout
+  TF1 checkpoint output_dir/bert_model.ckpt; returns its prefix."""
+  path = checkpoints.save_tf1_checkpoint(model, os.path.join(output_dir, model_dir.WEIGHTS_CHECKPOINT),
+                                         with_head=True)
+  logging.info("Wrote the final weights as %s (TF1 layout, no optimizer state)", path)
+  return path

@@ -35,7 +35,8 @@ API (stable; later changes only add keyword arguments):
                                          gradient accumulation; evaluate() uses the same
                                          function).
       Checkpoints (tf.train.Checkpoint(model=, optimizer=, train_iterators=, rngs=)) go to
-      output_dir every save_checkpoints_steps and at the end; an existing checkpoint there is
+      output_dir/model.ckpt-N every save_checkpoints_steps and at the end (keep_checkpoint_max
+      of them, 0 for all); an existing checkpoint there is
       resumed (global step, optimizer slots, input position, dropout RNG), and init_checkpoint is
       then ignored. Otherwise init_checkpoint (an original TF1 checkpoint, one of ours, or a Hugging
       Face directory) is loaded with bert_tf.checkpoints.init_from_checkpoint. A NaN/Inf loss raises
@@ -381,8 +382,11 @@ def _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoi
                                    rngs=_dropout_generators(state.model))
   checkpoint_dir = output_dir if _is_chief(strategy) else os.path.join(
       output_dir, f".worker_{_worker_index(strategy)}_tmp")
+  # model.ckpt-N, as the original's Estimator names them (its users glob model.ckpt-*);
+  # --keep_checkpoint_max=0 keeps all, as the Estimator's RunConfig.
   manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir,
-                                       max_to_keep=keep_checkpoint_max)
+                                       max_to_keep=keep_checkpoint_max or None,
+                                       checkpoint_name=run_dir.CHECKPOINT_NAME)
   if _is_chief(strategy):
     run_dir.remove_unfinished_saves(output_dir)
   latest = tf.train.latest_checkpoint(output_dir)

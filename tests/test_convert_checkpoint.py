@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import checkpoints
+from bert_tf import model_dir
 from bert_tf import modeling
 from bert_tf.config import BertConfig
 from test_checkpoints import randomize
@@ -32,7 +33,7 @@ def test_tf1_to_hf_to_tf2_is_bit_exact(tmp_path):
   hf_dir = str(tmp_path / "hf") + "/"
   run = convert(f"--input={tf1}", f"--output={hf_dir}", f"--bert_config_file={config_file}")
   assert run.returncode == 0, run.stderr
-  assert sorted(os.listdir(hf_dir)) == ["config.json", "model.safetensors"]
+  assert sorted(os.listdir(hf_dir)) == ["config.json", "model.safetensors"]  # no vocabulary known
 
   # No --bert_config_file: the Hugging Face config.json serves.
   tf2 = str(tmp_path / "tf2" / "ckpt")
@@ -42,6 +43,15 @@ def test_tf1_to_hf_to_tf2_is_bit_exact(tmp_path):
   # The HF config becomes bert_config.json beside the checkpoint, as in Google's releases.
   written = BertConfig.from_json_file(os.path.join(os.path.dirname(tf2), "bert_config.json"))
   assert written == BertConfig.from_dict(json.load(open(os.path.join(hf_dir, "config.json"))))
+
+  # The vocab.txt beside the input goes with the weights: a complete model directory.
+  (tmp_path / "hf" / "vocab.txt").write_text("[PAD]\n[UNK]\n")
+  back = tmp_path / "back"
+  run = convert(f"--input={hf_dir}", f"--output={back}/bert_model.ckpt", "--output_format=tf1")
+  assert run.returncode == 0, run.stderr
+  assert sorted(os.listdir(back)) == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
+                                      "bert_model.ckpt.index", "vocab.txt"]
+  assert (back / "vocab.txt").read_text() == "[PAD]\n[UNK]\n"
 
   restored = modeling.BertPretrainer(CONFIG)
   result = checkpoints.init_from_checkpoint(restored, tf2)
@@ -67,3 +77,24 @@ def test_bad_input_is_one_line_and_exit_1(tmp_path):
 
   run = convert(f"--input={tmp_path / 'missing'}", f"--output={output}", "--output_format=hf")
   assert run.returncode == 1 and run.stderr.rstrip().splitlines()[-1].startswith("error:")
+
+
+def test_model_files_never_replace_the_users(tmp_path, caplog):
+  (tmp_path / "vocab.txt").write_text("[PAD]\nmine\n")
+  (tmp_path / "bert_config.json").write_text(json.dumps(
+      dict(CONFIG.to_dict(), hidden_size=32), indent=4))
+  other_vocab = tmp_path / "other.txt"
+  other_vocab.write_text("[PAD]\ntheirs\n")
+  model_dir.write_model_files(str(tmp_path), CONFIG, str(other_vocab))
+  assert (tmp_path / "vocab.txt").read_text() == "[PAD]\nmine\n"
+  assert BertConfig.from_json_file(str(tmp_path / "bert_config.json")).hidden_size == 32
+  assert "describes another model" in caplog.text and "differs from --vocab_file" in caplog.text
+  # The same config written another way and the same vocabulary: nothing to say.
+  caplog.clear()
+  CONFIG.to_json_file(str(tmp_path / "bert_config.json"))
+  model_dir.write_model_files(str(tmp_path), CONFIG, str(tmp_path / "vocab.txt"))
+  assert not caplog.text
+  fresh = tmp_path / "fresh"
+  model_dir.write_model_files(str(fresh), CONFIG, str(other_vocab))
+  assert BertConfig.from_json_file(str(fresh / "bert_config.json")) == CONFIG
+  assert (fresh / "vocab.txt").read_bytes() == other_vocab.read_bytes()

@@ -236,9 +236,9 @@ CASES = {
         r"--bert_config_file: .* holds checkpoints of a model with another config \(differs in "
         r"intermediate_size\)", None),
     "cls_resume_from_truncated_checkpoint": ("run_classifier.py", lambda w, d: (
-        shutil.copytree(w["cls"], d), [_truncate(p) for p in (d).glob("ckpt-4.data-*")],
+        shutil.copytree(w["cls"], d), [_truncate(p) for p in (d).glob("model.ckpt-4.data-*")],
         classifier_flags(w) + ["--do_train", f"--output_dir={d}", "--num_train_epochs=3"])[-1],
-        r"ckpt-4: cannot be read .* move its files aside", None),
+        r"model.ckpt-4: cannot be read .* move its files aside", None),
     "cls_export_dir_is_a_file": ("run_classifier.py", lambda w, d: (
         d.mkdir(), (d / "f").write_text("mine"),
         classifier_flags(w) + ["--do_eval", f"--output_dir={w['cls']}", f"--export_dir={d}/f"])[-1],
@@ -442,7 +442,7 @@ def test_sigterm_during_training_keeps_checkpoints_and_resumes(world, tmp_path):
   process = subprocess.Popen(args, cwd=REPO, env=ENV, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
   deadline = time.time() + 240
-  while time.time() < deadline and not list(output_dir.glob("ckpt-10.index")):
+  while time.time() < deadline and not list(output_dir.glob("model.ckpt-10.index")):
     assert process.poll() is None, process.stderr.read()[-3000:]
     time.sleep(0.2)
   process.send_signal(signal.SIGTERM)
@@ -451,9 +451,10 @@ def test_sigterm_during_training_keeps_checkpoints_and_resumes(world, tmp_path):
   assert not [pid for pid in _children_of(process.pid) if _alive(pid)]
   names = os.listdir(output_dir)
   assert not [n for n in names if ".tmp-" in n or n.endswith("_temp")]
-  steps = sorted(int(m.group(1)) for m in map(re.compile(r"ckpt-(\d+)\.index").match, names) if m)
+  index = re.compile(r"model\.ckpt-(\d+)\.index")
+  steps = sorted(int(m.group(1)) for m in map(index.match, names) if m)
   assert steps and steps[-1] >= 10
   done = run("run_pretraining.py", *pretraining_flags(world, world["records"], output_dir),
              "--do_train", f"--num_train_steps={steps[-1] + 2}", "--save_checkpoints_steps=5")
   assert done.returncode == 0, done.stderr[-3000:]
-  assert f"Resuming from {output_dir}/ckpt-{steps[-1]}" in done.stderr
+  assert f"Resuming from {output_dir}/model.ckpt-{steps[-1]}" in done.stderr

@@ -109,13 +109,27 @@ def test_synthetic_task_is_learned(tmp_path):
       "run_classifier.py", *common_args(tmp_path / "data", vocab, config, output_dir),
       "--task_name=SST-2", "--do_train", "--do_eval", "--do_predict", "--train_batch_size=16",
       "--num_train_epochs=4", "--learning_rate=2e-3", "--warmup_proportion=0.1",
-      "--eval_batch_size=32")
+      "--eval_batch_size=32", "--save_checkpoints_steps=20", "--keep_checkpoint_max=0",
+      "--export_tf1_checkpoint")
   assert result.returncode == 0, result.stderr[-3000:]
   assert "No --init_checkpoint" in result.stderr
   results = read_results(output_dir)
   assert results["eval_accuracy"] >= 0.9, results
   submission = (output_dir / "SST-2.tsv").read_text().splitlines()
   assert len(submission) == 17
+  # The original's layout: model.ckpt-N (all kept with --keep_checkpoint_max=0), and a complete
+  # model directory: the final weights alone, bert_config.json and vocab.txt side by side.
+  names = set(os.listdir(output_dir))
+  assert {f"model.ckpt-{step}.index" for step in (20, 40, 60, 64)} <= names, sorted(names)
+  assert {"bert_model.ckpt.index", "bert_config.json", "vocab.txt"} <= names
+  assert (output_dir / "vocab.txt").read_text() == open(vocab).read()
+  weights_only = run_script(
+      "run_classifier.py", *common_args(tmp_path / "data", output_dir / "vocab.txt",
+                                        output_dir / "bert_config.json", tmp_path / "again"),
+      "--task_name=SST-2", "--do_predict", f"--init_checkpoint={output_dir}/bert_model.ckpt")
+  assert weights_only.returncode == 0, weights_only.stderr[-3000:]
+  np.testing.assert_allclose(np.loadtxt(tmp_path / "again" / "test_results.tsv"),
+                             np.loadtxt(output_dir / "test_results.tsv"), atol=1e-6)
 
 
 def test_regression_task_writes_pearson_and_spearman(tmp_path):

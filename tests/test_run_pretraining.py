@@ -82,8 +82,8 @@ def test_killed_twice_and_restarted_ends_with_the_same_weights(tmp_path):
   code, log = run(command(tmp_path, killed_dir, *flags))
   assert code == 0, log[-3000:]
   assert "Resuming from" in log
-  straight = checkpoint_values(os.path.join(straight_dir, f"ckpt-{steps}"))
-  resumed = checkpoint_values(os.path.join(killed_dir, f"ckpt-{steps}"))
+  straight = checkpoint_values(os.path.join(straight_dir, f"model.ckpt-{steps}"))
+  resumed = checkpoint_values(os.path.join(killed_dir, f"model.ckpt-{steps}"))
   assert set(straight) == set(resumed)
   for name, value in straight.items():
     np.testing.assert_array_equal(resumed[name], value,

@@ -128,9 +128,10 @@ def test_cli_bad_input(tmp_path):
                      doc_stride=48, max_query_length=16, tune_null_threshold=False,
                      version_2_with_negative=False, vocab_file=str(vocab),
                      bert_config_file=str(config))
-  with pytest.raises(BertTfError, match="--doc_stride .48. must be positive and less than"):
+  flag_values.update(max_query_length=64)
+  with pytest.raises(BertTfError, match="--max_seq_length .64. must be greater than"):
     finetuning.run(squad.SquadTask, types.SimpleNamespace(**flag_values))
-  flag_values.update(doc_stride=16, max_seq_length=128)
+  flag_values.update(doc_stride=16, max_seq_length=128, max_query_length=16)
   with pytest.raises(BertTfError, match="--max_seq_length: cannot use sequence length 128"):
     finetuning.run(squad.SquadTask, types.SimpleNamespace(**flag_values))
   flag_values.update(max_seq_length=64, tune_null_threshold=True)

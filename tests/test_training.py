@@ -86,7 +86,8 @@ def test_resume_gives_the_same_weights_as_an_uninterrupted_run(tmp_path, record_
   # As if preempted just after step 4's checkpoint: the next run resumes at step 4 (dropout RNG
   # and input position included) and must land on the same weights, bit for bit.
   resumed_dir = str(tmp_path / "resumed")
-  tf.compat.v1.train.update_checkpoint_state(resumed_dir, os.path.join(resumed_dir, "ckpt-4"))
+  tf.compat.v1.train.update_checkpoint_state(resumed_dir,
+                                             os.path.join(resumed_dir, "model.ckpt-4"))
   resumed = run_train(tmp_path / "resumed", record_file, num_train_steps=8)
   assert training.global_step(resumed) == 8
   resumed_weights = weights(resumed)
@@ -131,16 +132,16 @@ def test_nan_loss_stops_without_overwriting_the_last_checkpoint(tmp_path, traine
                                                                 record_file):
   tmp_path = tmp_path / "nan"
   shutil.copytree(trained_dir, tmp_path)
-  before = tf.train.load_checkpoint(str(tmp_path / "ckpt-4")).get_tensor(
+  before = tf.train.load_checkpoint(str(tmp_path / "model.ckpt-4")).get_tensor(
       "model/encoder/pooler/kernel/.ATTRIBUTES/VARIABLE_VALUE")
 
   def nan_loss(features, outputs):
     return pretraining.loss_fn()(features, outputs) * float("nan")
 
-  with pytest.raises(BertTfError, match="NaN.*ckpt-4"):
+  with pytest.raises(BertTfError, match="NaN.*model.ckpt-4"):
     run_train(tmp_path, record_file, num_train_steps=8, loss_fn=nan_loss)
-  assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-4")
-  after = tf.train.load_checkpoint(str(tmp_path / "ckpt-4")).get_tensor(
+  assert tf.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-4")
+  after = tf.train.load_checkpoint(str(tmp_path / "model.ckpt-4")).get_tensor(
       "model/encoder/pooler/kernel/.ATTRIBUTES/VARIABLE_VALUE")
   np.testing.assert_array_equal(before, after)
 
@@ -290,7 +291,7 @@ def test_multi_worker_mirrored_trains_and_checkpoints(tmp_path, record_file):
     assert "REPLICAS 2" in log
   # Both workers hold the same weights; only the chief's checkpoints remain.
   assert logs[0].split("WEIGHTS")[1] == logs[1].split("WEIGHTS")[1]
-  assert tf.train.latest_checkpoint(str(tmp_path / "mw")).endswith("ckpt-6")
+  assert tf.train.latest_checkpoint(str(tmp_path / "mw")).endswith("model.ckpt-6")
   assert not tf.io.gfile.glob(str(tmp_path / "mw" / ".worker_*"))
 
 

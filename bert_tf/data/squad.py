@@ -207,15 +207,18 @@ def doc_windows(num_tokens, max_tokens_for_doc, doc_stride):
 
 
 def check_lengths(max_seq_length, doc_stride, max_query_length):
-  """Raises BertTfError for flag values that cannot make features."""
+  """Raises BertTfError for flag values that cannot make features (a question of
+  --max_query_length pieces would leave no room for the context: the original loops forever on
+  it); warns where the original's windows do not overlap."""
   if max_seq_length <= max_query_length + 3:
     raise BertTfError(f"--max_seq_length ({max_seq_length}) must be greater than "
                       f"--max_query_length ({max_query_length}) + 3")
   max_tokens_for_doc = max_seq_length - max_query_length - 3
-  if doc_stride <= 0 or doc_stride >= max_tokens_for_doc:
-    raise BertTfError(f"--doc_stride ({doc_stride}) must be positive and less than "
-                      f"max_seq_length - max_query_length - 3 = {max_tokens_for_doc}, the room "
-                      "left for the context, so that windows overlap")
+  if doc_stride >= max_tokens_for_doc:
+    logging.warning("--doc_stride (%d) is not less than max_seq_length - max_query_length - 3 = "
+                    "%d, the room left for the context: windows will not overlap (as in the "
+                    "original), so an answer across a window boundary cannot be found; a "
+                    "--doc_stride of about half of that is usual", doc_stride, max_tokens_for_doc)
 
 
 def _wordpieces(doc_tokens, tokenizer):

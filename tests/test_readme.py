@@ -1,0 +1,133 @@
+"""The README's commands, run as written (in order, in one shell, as a user pastes them), on the
+shared data: only the sizes shrink (fewer steps, slices of the data), through the substitutions
+below, each of which must still find its text, so that the README cannot drift from what runs.
+
+Blocks not run: the opening `make demo` / `make test` (the suite is `make test`; the demo is
+measured by hand, its time in the README), and blocks that need what a test machine lacks
+(Google Cloud, several GPUs or workers, a TPU: their commands hold `gs://` or `...`).
+"""
+import glob
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, shared_data
+
+README = os.path.join(REPO, "README.md")
+
+# (a text in the command's logical line, [(as written, as run)]): smaller runs of the same commands.
+SMALLER = [
+    ("create_pretraining_data.py", [("--dupe_factor=5", "--dupe_factor=1")]),
+    ("run_pretraining.py", [("--train_batch_size=32", "--train_batch_size=4"),
+                            ("--num_train_steps=200", "--num_train_steps=2 --max_eval_steps=2"),
+                            ("--num_warmup_steps=20", "--num_warmup_steps=1")]),
+    ("run_classifier.py", [("--data_dir=../shared/data/glue/MRPC", "--data_dir=small/MRPC"),
+                           ("--max_seq_length=128", "--max_seq_length=64"),
+                           ("--train_batch_size=32", "--train_batch_size=8"),
+                           ("--num_train_epochs=3", "--num_train_epochs=1")]),
+    ("run_squad.py", [("--max_seq_length=384 --doc_stride=128",
+                       "--max_seq_length=160 --doc_stride=64"),
+                      ("--num_train_epochs=2", "--num_train_epochs=1")]),
+    ("run_ner.py", [("--data_dir=../shared/data/conll2003", "--data_dir=small/conll2003"),
+                    ("--max_seq_length=128", "--max_seq_length=64"),
+                    ("--num_train_epochs=3", "--num_train_epochs=1 --train_batch_size=8")]),
+    ("> out/sentences.txt", [("grep -m 200", "grep -m 6")]),
+    ("extract_features.py", [("--max_seq_length=128", "--max_seq_length=64")]),
+]
+
+
+def readme_blocks():
+  """[(language, code)] of the README's fenced blocks, in order."""
+  with open(README, encoding="utf-8") as f:
+    return re.findall(r"^```(\w+)\n(.*?)^```", f.read(), flags=re.M | re.S)
+
+
+def runnable(language, code):
+  if language == "bash":
+    return "make demo" not in code and "gs://" not in code and "..." not in code
+  return language == "python"
+
+
+def logical_lines(code):
+  return code.replace("\\\n", " ").splitlines()
+
+
+def smaller(code, used):
+  lines = []
+  for line in logical_lines(code):
+    for marker, substitutions in SMALLER:
+      if marker in line:
+        for written, run in substitutions:
+          if written in line:
+            line = line.replace(written, run)
+            used.add((marker, written))
+    lines.append(line)
+  return "\n".join(lines)
+
+
+def small_data(root):
+  """Slices of the shared MRPC and CoNLL-2003 files, as the substitutions name them."""
+  mrpc = shared_data("glue", "MRPC")
+  conll = shared_data("conll2003")
+  os.makedirs(root / "small" / "MRPC")
+  os.makedirs(root / "small" / "conll2003")
+  for split in ("train", "dev", "test"):
+    with open(os.path.join(mrpc, f"{split}.tsv"), encoding="utf-8") as f:
+      lines = f.readlines()[:17]
+    (root / "small" / "MRPC" / f"{split}.tsv").write_text("".join(lines), encoding="utf-8")
+  for split in ("train", "valid", "test"):
+    with open(os.path.join(conll, f"{split}.txt"), encoding="utf-8") as f:
+      text = f.read()
+    sentences = text.split("\n\n")[:13]  # -DOCSTART- and 12 sentences
+    (root / "small" / "conll2003" / f"{split}.txt").write_text("\n\n".join(sentences) + "\n\n",
+                                                               encoding="utf-8")
+
+
+def sandbox(tmp_path):
+  """A directory laid out as the repository beside ../shared, where out/ starts empty."""
+  root = tmp_path / "repo"
+  root.mkdir()
+  for name in os.listdir(REPO):
+    if name not in ("out", "demo_out", ".git", ".pytest_cache"):
+      os.symlink(os.path.join(REPO, name), root / name)
+  os.symlink(os.path.dirname(shared_data()), tmp_path / "shared")
+  small_data(root)
+  return root
+
+
+def test_readme_commands_run_as_written(tmp_path):
+  shared_data("squad", "dev-v2.0.subset.json")
+  root = sandbox(tmp_path)
+  blocks = [(language, code) for language, code in readme_blocks() if runnable(language, code)]
+  used = set()
+  shell = "set -euo pipefail\nPY=" + sys.executable + "\n"
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+  for language, code in blocks:
+    code = smaller(code, used)
+    if language == "bash":
+      # PY=.venv/bin/python as the README sets it is this interpreter here (CI's .venv).
+      shell += code.replace("PY=.venv/bin/python", f"PY={sys.executable}") + "\n"
+      continue
+    done = subprocess.run(["bash", "-c", shell], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=1200)
+    assert done.returncode == 0, f"{shell}\n{done.stderr[-4000:]}"
+    shell = "set -euo pipefail\n" + "\n".join(
+        line for line in shell.splitlines() if re.match(r"^\w+=", line)) + "\n"
+    versions = sorted(glob.glob(str(root / "out" / "*_export" / "[0-9]*")))
+    code = code.replace("out/mrpc_export/<number>", os.path.relpath(versions[-1], root))
+    ran = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert ran.returncode == 0, f"{code}\n{ran.stderr[-4000:]}"
+  done = subprocess.run(["bash", "-c", shell], cwd=root, env=env, capture_output=True, text=True,
+                        timeout=1200)
+  assert done.returncode == 0, f"{shell}\n{done.stderr[-4000:]}"
+  unused = {(m, w) for m, subs in SMALLER for w, _ in subs} - used
+  assert not unused, f"the README no longer has these texts the test shrinks: {sorted(unused)}"
+  out = root / "out"
+  for path in ("minilm/vocab.txt", "pretrain/eval_results.txt", "mrpc/eval_results.txt",
+               "mrpc/test_results.tsv", "swag/eval_results.txt", "squad/predictions.json",
+               "ner/eval_results.txt", "features.jsonl"):
+    assert (out / path).exists(), path
