@@ -61,7 +61,8 @@ class TrainLog:
 
   def chunk_size(self, step, limit):
     """Steps for the next chunk: at most `limit`, up to the next summary and log step; one step
-    first (it traces and compiles the model), then about chunk_seconds' worth."""
+    first (it traces and compiles the model), then (timed) one to measure, then about
+    chunk_seconds' worth."""
     n = min(limit, self.summary_steps - step % self.summary_steps)
     if self.log_steps:
       n = min(n, self.log_steps - step % self.log_steps)
@@ -69,8 +70,9 @@ class TrainLog:
       logging.info("Building and compiling the training step (the first step can take a "
                    "while)...")
       n = 1
-    elif self.timed and self.step_seconds:
-      n = min(n, max(1, int(self.chunk_seconds / self.step_seconds)))
+    elif self.timed:  # one step to measure the step time, then chunk_seconds' worth
+      n = 1 if self.step_seconds is None else min(n, max(1, int(self.chunk_seconds /
+                                                                 self.step_seconds)))
     self.chunk_start = self.clock()
     return n
 
@@ -88,7 +90,8 @@ class TrainLog:
     self.last_step = step
     final = step >= self.num_train_steps
     line_due = final or (self.log_steps and step % self.log_steps == 0) or (
-        self.timed and not self.bar.tty and now - self.line_time >= LOG_SECONDS)
+        self.timed and not self.bar.tty and now - max(self.line_time, self.origin_time) >=
+        LOG_SECONDS)
     if (line_due or step % self.summary_steps == 0 or
         (self.timed and now - self.summary_time >= SUMMARY_SECONDS)):
       self._summary(step, now)

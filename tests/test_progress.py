@@ -2,11 +2,13 @@
 summary; bert_tf.scalars: eval scalars, curves.png."""
 import io
 import os
+import types
 
 from absl import logging
 import pytest
 
 from bert_tf import progress
+from bert_tf import scalars
 
 
 class Clock:
@@ -109,3 +111,79 @@ def test_new_files_lists_what_a_run_wrote(tmp_path):
   (tmp_path / "train").mkdir()
   assert new.exists()
   assert progress.new_files(str(tmp_path), 2000, skip=("*.index",)) == ["eval_results.txt"]
+
+
+class _Value:
+
+  def __init__(self, value):
+    self.value = value
+
+  def numpy(self):
+    return self.value
+
+
+class _FakeTrainState:
+  """What scalars.TrainLog reads of bert_tf.training's _TrainState."""
+
+  def __init__(self):
+    self.optimizer = types.SimpleNamespace(iterations=_Value(0))
+    self.inner_optimizer = types.SimpleNamespace(learning_rate=_Value(1e-4))
+    self.model = types.SimpleNamespace()
+
+  def read_and_reset_metrics(self):
+    return {"loss": 2.0, "accuracy": 0.5}
+
+
+def _train(log, clock, chunks, step_seconds=0.5, first_seconds=60):
+  """Runs `chunks` chunks as the training loop does; returns the chunk sizes."""
+  sizes, step = [], 0
+  for _ in range(chunks):
+    n = log.chunk_size(step, 10**9)
+    clock.now += first_seconds if step == 0 else n * step_seconds
+    step += n
+    log.after_chunk(step)
+    sizes.append(n)
+  return sizes
+
+
+def test_train_log_sizes_chunks_and_logs_by_time(tmp_path, info_lines):
+  clock = Clock()
+  log = scalars.TrainLog(_FakeTrainState(), str(tmp_path), num_train_steps=100_000,
+                         log_steps=100_000, clock=clock)
+  log.bar.tty = False
+  sizes = _train(log, clock, 12)
+  log.close()
+  # One step to trace, one to measure, then 10 s worth (20 steps at 0.5 s) per chunk.
+  assert sizes == [1, 1] + [20] * 10
+  lines = [line for line in info_lines if line.startswith("step ")]
+  # 100.5 s after the first step: a line (and a TensorBoard point) every 30 s, not per chunk.
+  assert len(lines) == 3, info_lines
+  assert lines[0].startswith("step 62/100000 loss 2, learning_rate 0.0001, steps_per_second")
+  assert "accuracy 0.5" in lines[0] and "ETA 13:52:49" in lines[0]  # 99,938 steps at 2/s
+  points = scalars.read_scalars(str(tmp_path / "train"))
+  # ... the first point after the first step (which took 60 s to trace), then every 30 s.
+  assert [step for step, _ in points["loss"]] == [1, 62, 122, 182]
+  assert "tensorboard --logdir=" in info_lines[0]
+
+
+def test_train_log_without_time_for_multi_worker_runs(tmp_path, info_lines):
+  clock = Clock()
+  log = scalars.TrainLog(_FakeTrainState(), str(tmp_path), num_train_steps=500, log_steps=100,
+                         clock=clock, timed=False)
+  sizes = _train(log, clock, 5, step_seconds=100)
+  log.close()
+  # Every worker runs the same chunks: up to the next summary step (500 // CURVE_POINTS), never
+  # sized by time; lines at log_steps only, however long the steps take.
+  assert sizes == [1, 4, 5, 5, 5]
+  assert not [line for line in info_lines if line.startswith("step ")]
+
+
+def test_eval_scalars_and_curves_png(tmp_path):
+  scalars.write_eval_scalars(str(tmp_path), {"eval_accuracy": 0.75, "global_step": 3,
+                                             "eval_loss": float("nan"), "name": "x"}, 3)
+  assert scalars.read_scalars(str(tmp_path / "eval")) == {"eval_accuracy": [(3, 0.75)]}
+  path = scalars.plot_curves(str(tmp_path))
+  assert path == str(tmp_path / "curves.png")
+  assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+  assert not [name for name in os.listdir(tmp_path) if ".tmp-" in name]
+  assert scalars.plot_curves(str(tmp_path / "empty")) is None
