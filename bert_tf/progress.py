@@ -1,7 +1,8 @@
 """Progress a person can read while long work runs, and the summary that ends every run.
 
   progress = Progress("training", total=1000, unit="steps")
-  progress.update(250, "loss 2.31")   # training: 250/1000 steps (25%), 3.1 steps/s, ETA 0:04:02, loss 2.31
+  progress.update(250, "loss 2.31")
+  # training: 250/1000 steps (25%), 3.1 steps/s, ETA 0:04:02, 0:01:20 elapsed, loss 2.31
   progress.close()
 
 On a terminal (stderr is a TTY) the line is a live bar redrawn in place (at most every

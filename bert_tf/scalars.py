@@ -97,7 +97,8 @@ class TrainLog:
       self._summary(step, now)
     if line_due:
       self._line(step, now)
-    self.bar.update(step, f"loss {self.last_scalars['loss']:.4g}" if self.last_scalars else None)
+    if self.bar.tty:  # into a file, the step lines are the progress
+      self.bar.update(step, f"loss {self.last_scalars['loss']:.4g}" if self.last_scalars else None)
 
   def _summary(self, step, now):
     steps = step - self.summary_step
@@ -214,8 +215,9 @@ def plot_curves(output_dir, train=None):
   if not panels:
     return None
   try:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg  # pylint: disable=g-import-not-at-top
-    from matplotlib.figure import Figure  # pylint: disable=g-import-not-at-top
+    # pylint: disable=g-import-not-at-top
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # Agg: no display needed
+    from matplotlib.figure import Figure
   except ImportError:
     logging.warning("matplotlib is not installed: no %s", path)
     return None

@@ -156,6 +156,7 @@ def test_train_log_sizes_chunks_and_logs_by_time(tmp_path, info_lines):
   # One step to trace, one to measure, then 10 s worth (20 steps at 0.5 s) per chunk.
   assert sizes == [1, 1] + [20] * 10
   lines = [line for line in info_lines if line.startswith("step ")]
+  assert not [line for line in info_lines if line.startswith("training:")]  # no second kind
   # 100.5 s after the first step: a line (and a TensorBoard point) every 30 s, not per chunk.
   assert len(lines) == 3, info_lines
   assert lines[0].startswith("step 62/100000 loss 2, learning_rate 0.0001, steps_per_second")
