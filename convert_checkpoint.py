@@ -11,11 +11,11 @@ import os
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
 from absl import flags  # noqa: E402
-from absl import logging  # noqa: E402
 
 from bert_tf import checkpoints  # noqa: E402
 from bert_tf import cli  # noqa: E402
 from bert_tf import flags as bert_flags  # noqa: E402
+from bert_tf import progress  # noqa: E402
 
 
 def define_flags():
@@ -35,11 +35,11 @@ def define_flags():
 
 
 def main(_):
-  logging.set_verbosity(logging.INFO)
   values = bert_flags.values()
   written = checkpoints.convert_checkpoint(values.input, values.output, values.bert_config_file,
                                            values.input_format, values.output_format,
                                            values.vocab_file)
+  progress.summary("Finished", [("converted", values.input), ("checkpoint", written)])
   print(f"wrote {written}")
 
 

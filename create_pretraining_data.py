@@ -18,10 +18,10 @@ import shlex
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
 from absl import flags  # noqa: E402
-from absl import logging  # noqa: E402
 
 from bert_tf import cli  # noqa: E402
 from bert_tf import flags as bert_flags  # noqa: E402
+from bert_tf import progress  # noqa: E402
 from bert_tf import records  # noqa: E402
 from bert_tf import tokenization  # noqa: E402
 from bert_tf.data import pretraining  # noqa: E402
@@ -67,7 +67,6 @@ FLAGS = flags.FLAGS
 
 
 def main(_):
-  logging.set_verbosity(logging.INFO)
   options = pretraining.Options(
       max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
       random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor, masked_lm_prob=FLAGS.masked_lm_prob,
@@ -88,7 +87,9 @@ def main(_):
     written = pretraining_beam.run(
         input_files, output_files, FLAGS.vocab_file, FLAGS.do_lower_case, options, FLAGS.num_shards,
         FLAGS.beam_runner, shlex.split(FLAGS.beam_pipeline_options), progress_seconds=FLAGS.progress_seconds)
-    logging.info("Beam wrote shards %s (the others were there already)", written)
+    progress.summary("Finished", [("records", f"{FLAGS.output_file} (shards -NNNNN-of-"
+                                              f"{FLAGS.num_shards:05d})")],
+                     {"shards written": len(written)})
     return
   tokenizer = tokenization.FullTokenizer(vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
   pretraining.run_shards(input_files, output_files, tokenizer, options, FLAGS.num_shards, FLAGS.shard_index,

@@ -13,6 +13,7 @@ from absl import flags  # noqa: E402
 from bert_tf import cli  # noqa: E402
 from bert_tf import export  # noqa: E402
 from bert_tf import flags as bert_flags  # noqa: E402
+from bert_tf import progress  # noqa: E402
 
 
 def define_flags():
@@ -29,7 +30,8 @@ def define_flags():
 
 
 def main(_):
-  export.run(bert_flags.values())
+  path = export.run(bert_flags.values())
+  progress.summary("Finished", [("SavedModel", path)])
 
 
 if __name__ == "__main__":

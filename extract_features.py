@@ -8,7 +8,6 @@ import os
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
 from absl import flags  # noqa: E402
-from absl import logging  # noqa: E402
 
 from bert_tf import cli  # noqa: E402
 from bert_tf import feature_extraction  # noqa: E402
@@ -33,7 +32,6 @@ def define_flags():
 
 
 def main(_):
-  logging.set_verbosity(logging.INFO)
   feature_extraction.run(bert_flags.values())
 
 

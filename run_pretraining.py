@@ -4,7 +4,6 @@ import os
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
 from absl import flags  # noqa: E402
-from absl import logging  # noqa: E402
 
 from bert_tf import cli  # noqa: E402
 from bert_tf import flags as bert_flags  # noqa: E402
@@ -40,7 +39,6 @@ def define_flags():
 
 
 def main(_):
-  logging.set_verbosity(logging.INFO)
   pretraining.run(bert_flags.values())
 
 

@@ -4,6 +4,7 @@ layers of a frozen encoder into a two-layer BiLSTM and a linear classifier."""
 import collections
 import json
 import re
+import time
 
 import tensorflow as tf
 import tf_keras
@@ -12,6 +13,7 @@ from absl import logging
 from bert_tf import checkpoints
 from bert_tf import heads
 from bert_tf import modeling
+from bert_tf import progress
 from bert_tf import tokenization
 from bert_tf import training
 from bert_tf.config import BertConfig
@@ -141,14 +143,17 @@ def feature_json(feature, layer_values, layer_indexes):
 
 
 def write_features(output_file, extractor, features, batch_size):
-  with atomic_output(output_file) as tmp:
+  with atomic_output(output_file) as tmp, progress.Progress(
+      "extracting features", total=len(features), unit="lines") as shown:
     with tf.io.gfile.GFile(tmp, "w") as writer:
-      for feature, layer_values in extract(extractor, features, batch_size):
+      for i, (feature, layer_values) in enumerate(extract(extractor, features, batch_size)):
         writer.write(feature_json(feature, layer_values, extractor.layer_indexes) + "\n")
+        shown.update(i + 1)
 
 
 def run(values):
   """The whole of extract_features.py for its flag values."""
+  start = time.time()
   bert_config = BertConfig.from_json_file(values.bert_config_file)
   bert_config.check_sequence_length(values.max_seq_length)
   layer_indexes = parse_layers(values.layers, bert_config.num_hidden_layers)
@@ -163,7 +168,9 @@ def run(values):
     extractor = FeatureExtractor(bert_config, layer_indexes, values.use_one_hot_embeddings)
     checkpoints.init_from_checkpoint(extractor, values.init_checkpoint)
   write_features(values.output_file, extractor, features, values.batch_size)
-  logging.info("Wrote features of %d lines to %s", len(features), values.output_file)
+  progress.summary(f"Finished in {progress.format_duration(time.time() - start)}",
+                   [("features", values.output_file)],
+                   {"lines": len(features), "layers": values.layers})
 
 
 def select_layers(outputs, feature_layers):

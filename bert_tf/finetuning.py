@@ -26,14 +26,17 @@ Training with no --init_checkpoint is allowed (a tiny model on synthetic data ne
 but logs a warning: fine-tuning an untrained encoder is rarely what was meant.
 """
 import os
+import time
 
 from absl import logging
 import tensorflow as tf
 
 from bert_tf import export
 from bert_tf import model_dir
+from bert_tf import progress
 from bert_tf import records
 from bert_tf import run_dir
+from bert_tf import scalars
 from bert_tf import tokenization
 from bert_tf import training
 from bert_tf.config import BertConfig
@@ -42,6 +45,10 @@ from bert_tf.errors import BertTfError
 # Records held by the fine-tuning shuffle buffer at most (~1 KB each at seq 128).
 MAX_FINETUNE_SHUFFLE_BUFFER = 100_000
 RECORD_FILES = {"train": "train.tf_record", "dev": "eval.tf_record", "test": "predict.tf_record"}
+# What the closing summary leaves out of the files a run wrote in output_dir.
+NOT_RESULTS = ("*.tf_record", "checkpoint", "*.index", "*.data-*-of-*", "train_run.json",
+               model_dir.CONFIG_FILE, model_dir.VOCAB_FILE, scalars.CURVES_FILE,
+               "task_config.json")
 
 
 def config_and_tokenizer(values):
@@ -108,6 +115,7 @@ def run(task_class, values):
 
   Returns {split: what the task's finish_split returned}.
   """
+  start = time.time()
   phases = [phase for phase in ("do_train", "do_eval", "do_predict") if hasattr(values, phase)]
   if not any(getattr(values, phase) for phase in phases):
     raise BertTfError(f"{'/'.join('--' + phase for phase in phases)}: at least one must be True")
@@ -131,11 +139,35 @@ def run(task_class, values):
     if model is None:
       model, _ = training.restore_model(strategy, model_fn, input_fn, values.output_dir,
                                         values.init_checkpoint)
-    batches = training.predict(strategy, model, input_fn)
+    batches = training.predict(strategy, model, input_fn,
+                               total=_count_batches(path, batch_size))
     results[split] = task.finish_split(split, state, batches, training.global_step(model))
+  chief = strategy.extended.should_checkpoint
+  if results.get("dev") and chief:
+    scalars.write_eval_scalars(values.output_dir, results["dev"], training.global_step(model))
+  export_path = None
   if getattr(values, "export_dir", None):
-    export.export_from_values(task.export_kind, values, values.output_dir)
+    export_path = export.export_from_values(task.export_kind, values, values.output_dir)
+  if chief:
+    _summary(values, start, model, results.get("dev"), export_path)
   return results
+
+
+def _count_batches(path, batch_size):
+  """The batches of a split's record file (for the progress line)."""
+  count = sum(1 for _ in tf.data.TFRecordDataset(path))
+  return -(-count // batch_size)
+
+
+def _summary(values, start, model, dev_results, export_path):
+  output_dir = values.output_dir
+  results = progress.new_files(output_dir, start, skip=NOT_RESULTS)
+  scalars.run_summary(output_dir, start, [
+      ("results", ", ".join(os.path.join(output_dir, name) for name in results)),
+      ("weights", os.path.join(output_dir, model_dir.WEIGHTS_CHECKPOINT)
+       if values.do_train and values.export_tf1_checkpoint else None),
+      ("SavedModel", export_path)], training.global_step(model),
+      model if values.do_train else None, dev_results)
 
 
 def _splits(values):

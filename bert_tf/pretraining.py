@@ -7,6 +7,7 @@ left_to_right rebuilds the unmasked text and predicts every next token (--left_t
 causal BertPretrainer).
 """
 import os
+import time
 
 from absl import logging
 import tensorflow as tf
@@ -16,6 +17,7 @@ from bert_tf import modeling
 from bert_tf import model_dir
 from bert_tf import records
 from bert_tf import run_dir
+from bert_tf import scalars
 from bert_tf import training
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
@@ -133,6 +135,7 @@ def input_fn(input_files, max_seq_length, max_predictions_per_seq, batch_size, i
 def run(values):
   """Trains (--do_train) and evaluates (--do_eval) as the flag values say; returns the eval
   results (or None)."""
+  start = time.time()
   strategy = training.setup_runtime(values)
   if not values.do_train and not values.do_eval:
     raise BertTfError("--do_train/--do_eval: at least one of them must be True")
@@ -169,8 +172,16 @@ def run(values):
   if values.do_train:
     model = _train(values, strategy, config, model_fn, make_input_fn(values.train_batch_size, True),
                    use_nsp)
-  if not values.do_eval:
-    return None
+  result = _evaluate(values, strategy, model_fn, make_input_fn, use_nsp, model) if (
+      values.do_eval) else None
+  if strategy.extended.should_checkpoint:
+    _summary(values, start, model, result)
+  return result
+
+
+def _evaluate(values, strategy, model_fn, make_input_fn, use_nsp, model):
+  """--do_eval: the metrics over --max_eval_steps batches, in eval_results.txt and output_dir/eval
+  (TensorBoard)."""
   logging.info("***** Running evaluation *****")
   logging.info("  Batch size = %d", values.eval_batch_size)
   eval_input_fn = make_input_fn(values.eval_batch_size, False)
@@ -183,7 +194,18 @@ def run(values):
   if strategy.extended.should_checkpoint:
     logging.info("***** Eval results *****")
     training.write_eval_results(os.path.join(values.output_dir, "eval_results.txt"), result)
+    scalars.write_eval_scalars(values.output_dir, result, result["global_step"])
   return result
+
+
+def _summary(values, start, model, result):
+  output_dir = values.output_dir
+  tf1 = os.path.join(output_dir, model_dir.WEIGHTS_CHECKPOINT)
+  step = training.global_step(model) if model is not None else result["global_step"]
+  scalars.run_summary(output_dir, start, [
+      ("weights", tf1 if values.do_train and values.export_tf1_checkpoint else None),
+      ("eval results", os.path.join(output_dir, "eval_results.txt") if result else None)],
+      step, model if values.do_train else None, result)
 
 
 def _train(values, strategy, config, model_fn, train_input_fn, use_nsp):

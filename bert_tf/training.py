@@ -41,8 +41,9 @@ API (stable; later changes only add keyword arguments):
       then ignored. Otherwise init_checkpoint (an original TF1 checkpoint, one of ours, or a Hugging
       Face directory) is loaded with bert_tf.checkpoints.init_from_checkpoint. A NaN/Inf loss raises
       BertTfError without saving. TensorBoard summaries go to output_dir/train; a progress line
-      (steps/s, examples/s, ETA) is logged every log_steps. Returns the trained model;
-      global_step(model) gives its step, model.train_summary the last logged scalars.
+      (steps/s, examples/s, ETA) is logged every log_steps, and a live bar drawn on a terminal
+      (bert_tf.scalars.TrainLog). Returns the trained model; global_step(model) gives its step,
+      model.train_summary the scalars of the last line.
 
   results = evaluate(strategy, model, eval_input_fn, metric_fn, loss_fn=None, steps=None,
                      global_step=None)
@@ -50,7 +51,7 @@ API (stable; later changes only add keyword arguments):
       Returns {metric names..., "loss" if loss_fn, "global_step" if given}: plain Python floats.
   write_eval_results(path, results)    writes sorted "key = value" lines, as the original.
 
-  for batch in predict(strategy, model, predict_input_fn): ...
+  for batch in predict(strategy, model, predict_input_fn, total=None): ...
       yields one dict per batch: the features and the model outputs, as NumPy arrays (nested
       outputs such as encoder_outputs keep their structure).
 
@@ -59,7 +60,6 @@ API (stable; later changes only add keyword arguments):
       init_checkpoint loaded (for --do_eval / --do_predict without --do_train).
 """
 import os
-import time
 
 from absl import logging
 import numpy as np
@@ -67,7 +67,9 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf import optimization
+from bert_tf import progress
 from bert_tf import run_dir
+from bert_tf import scalars
 from bert_tf.errors import BertTfError
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
@@ -303,28 +305,31 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
                                    keep_checkpoint_max)
   train_loop = _train_loop_function(strategy, state, iterators, loss_fn, metric_fn,
                                     gradient_accumulation_steps, use_xla)
-  progress = _ProgressLog(strategy, state, output_dir, num_train_steps, train_batch_size)
+  log = scalars.TrainLog(state, output_dir, num_train_steps, train_batch_size, log_steps,
+                         chief=_is_chief(strategy), timed=not isinstance(
+                             strategy, tf.distribute.MultiWorkerMirroredStrategy))
   step = int(state.optimizer.iterations.numpy())
   if step >= num_train_steps:
     logging.warning("%s already holds a checkpoint at step %d, and --num_train_steps is %d: "
                     "nothing to train (give a new --output_dir to train again, or a larger "
                     "--num_train_steps to train on)", output_dir, step, num_train_steps)
   logging.info("***** Running training from step %d to %d *****", step, num_train_steps)
-  while step < num_train_steps:
-    until_save = save_checkpoints_steps - step % save_checkpoints_steps
-    until_log = log_steps - step % log_steps if log_steps else num_train_steps
-    n = min(steps_per_loop, until_save, until_log, num_train_steps - step)
-    loss, all_finite = train_loop(tf.constant(n, tf.int32))
-    step = int(state.optimizer.iterations.numpy())
-    if not bool(all_finite):
-      raise BertTfError(
-          f"loss became {float(loss)} (NaN or Inf) by step {step}: training stopped, last good "
-          f"checkpoint kept: {tf.train.latest_checkpoint(output_dir)} (try a lower "
-          "--learning_rate or --dtype=float32)")
-    if step == num_train_steps or (log_steps and step % log_steps == 0):
-      progress.log(step)
-    if step % save_checkpoints_steps == 0 or step == num_train_steps:
-      _save(strategy, manager, step)
+  try:
+    while step < num_train_steps:
+      until_save = save_checkpoints_steps - step % save_checkpoints_steps
+      n = log.chunk_size(step, min(steps_per_loop, until_save, num_train_steps - step))
+      loss, all_finite = train_loop(tf.constant(n, tf.int32))
+      step = int(state.optimizer.iterations.numpy())
+      if not bool(all_finite):
+        raise BertTfError(
+            f"loss became {float(loss)} (NaN or Inf) by step {step}: training stopped, last "
+            f"good checkpoint kept: {tf.train.latest_checkpoint(output_dir)} (try a lower "
+            "--learning_rate or --dtype=float32)")
+      log.after_chunk(step)
+      if step % save_checkpoints_steps == 0 or step == num_train_steps:
+        _save(strategy, manager, step)
+  finally:
+    log.close()
   state.model.global_step = step
   return state.model
 
@@ -365,12 +370,12 @@ class _TrainState:
       self.train_metrics[name].update_state(tf.cast(values, tf.float32), sample_weight=weights)
 
   def read_and_reset_metrics(self):
-    scalars = {"loss": float(self.train_loss.result())}
-    scalars.update({name: float(m.result()) for name, m in self.train_metrics.items()})
+    values = {"loss": float(self.train_loss.result())}
+    values.update({name: float(m.result()) for name, m in self.train_metrics.items()})
     self.train_loss.reset_state()
     for m in self.train_metrics.values():
       m.reset_state()
-    return scalars
+    return values
 
 
 def _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoint,
@@ -463,42 +468,6 @@ def _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumul
   return train_loop
 
 
-class _ProgressLog:
-  """The progress line (loss, metrics, learning rate, rate, ETA) and its TensorBoard summaries
-  in output_dir/train."""
-
-  def __init__(self, strategy, state, output_dir, num_train_steps, train_batch_size):
-    self.state = state
-    self.num_train_steps = num_train_steps
-    self.train_batch_size = train_batch_size
-    self.writer = (tf.summary.create_file_writer(os.path.join(output_dir, "train"))
-                   if _is_chief(strategy) else tf.summary.create_noop_writer())
-    self.start_step = self.last_step = int(state.optimizer.iterations.numpy())
-    self.start_time = self.last_time = time.time()
-
-  def log(self, step):
-    now = time.time()
-    steps_per_s = (step - self.last_step) / max(now - self.last_time, 1e-9)
-    eta = (self.num_train_steps - step) * (now - self.start_time) / max(
-        step - self.start_step, 1)
-    metrics = self.state.read_and_reset_metrics()
-    scalars = {"loss": metrics.pop("loss"),
-               "learning_rate": float(self.state.inner_optimizer.learning_rate.numpy()),
-               "steps_per_second": steps_per_s}
-    if self.train_batch_size:
-      scalars["examples_per_second"] = steps_per_s * self.train_batch_size
-    scalars.update(metrics)
-    logging.info("step %d/%d %s, ETA %s", step, self.num_train_steps,
-                 ", ".join(f"{k} {v:.4g}" for k, v in scalars.items()),
-                 time.strftime("%H:%M:%S", time.gmtime(eta)))
-    with self.writer.as_default():
-      for name, value in scalars.items():
-        tf.summary.scalar(name, value, step=step)
-    self.writer.flush()
-    self.state.model.train_summary = scalars
-    self.last_step, self.last_time = step, now
-
-
 def _save(strategy, manager, step):
   path = manager.save(checkpoint_number=step)
   if _is_chief(strategy):
@@ -536,12 +505,14 @@ def evaluate(strategy, model, eval_input_fn, metric_fn, loss_fn=None, steps=None
     return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
   totals = {}
-  for i, features in enumerate(dataset):
-    if steps is not None and i >= steps:
-      break
-    for name, (total, weight) in eval_step(features).items():
-      t, w = totals.get(name, (0.0, 0.0))
-      totals[name] = (t + float(total), w + float(weight))
+  with progress.Progress("evaluating", total=steps, unit="batches") as shown:
+    for i, features in enumerate(dataset):
+      if steps is not None and i >= steps:
+        break
+      for name, (total, weight) in eval_step(features).items():
+        t, w = totals.get(name, (0.0, 0.0))
+        totals[name] = (t + float(total), w + float(weight))
+      shown.update(i + 1)
   if not totals:
     raise BertTfError("the evaluation data hold no record: nothing to evaluate")
   results = {name: t / w if w else float("nan") for name, (t, w) in totals.items()}
@@ -560,8 +531,9 @@ def write_eval_results(path, results):
   write_text_atomically(path, "".join(lines))
 
 
-def predict(strategy, model, predict_input_fn):
-  """Yields {feature and output name: NumPy array} per batch, replicas concatenated in order."""
+def predict(strategy, model, predict_input_fn, total=None):
+  """Yields {feature and output name: NumPy array} per batch, replicas concatenated in order.
+  total: the number of batches expected, for the progress line."""
   dataset = strategy.distribute_datasets_from_function(predict_input_fn)
 
   @tf.function
@@ -575,8 +547,10 @@ def predict(strategy, model, predict_input_fn):
 
     return strategy.run(replica_fn, args=(features,))
 
-  for features in dataset:
-    local_results = strategy.experimental_local_results(predict_step(features))
-    yield tf.nest.map_structure(lambda *t: np.concatenate([np.asarray(x) for x in t]),
-                                *local_results)
+  with progress.Progress("predicting", total=total, unit="batches") as shown:
+    for i, features in enumerate(dataset):
+      local_results = strategy.experimental_local_results(predict_step(features))
+      yield tf.nest.map_structure(lambda *t: np.concatenate([np.asarray(x) for x in t]),
+                                  *local_results)
+      shown.update(i + 1)
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from bert_tf import finetuning
+from bert_tf import scalars
 from bert_tf.data import glue
 from bert_tf.errors import BertTfError
 from conftest import REPO, shared_data
@@ -117,6 +118,21 @@ def test_synthetic_task_is_learned(tmp_path):
   assert results["eval_accuracy"] >= 0.9, results
   submission = (output_dir / "SST-2.tsv").read_text().splitlines()
   assert len(submission) == 17
+  # What a user reads: no example dumps by default, where the TensorBoard logs are, and a closing
+  # summary naming what was written and the headline figures.
+  assert "*** Example ***" not in result.stderr
+  assert f"tensorboard --logdir={output_dir}" in result.stderr
+  summary = result.stderr[result.stderr.index("***** Finished in"):]
+  for written in ("model.ckpt-64", "eval_results.txt", "test_results.tsv", "SST-2.tsv", "curves.png"):
+    assert f"{output_dir}{os.sep}{written}" in summary, summary
+  assert f"eval_accuracy = {results['eval_accuracy']:.4g}" in summary
+  assert "train.tf_record" not in summary
+  # A curve of 64 points (one a step: fewer than CURVE_POINTS steps), the dev metrics beside it,
+  # and the picture.
+  assert len(scalars.read_scalars(str(output_dir / "train"))["loss"]) == 64
+  evaluation = scalars.read_scalars(str(output_dir / "eval"))
+  assert evaluation["eval_accuracy"] == [(64, pytest.approx(results["eval_accuracy"]))]
+  assert (output_dir / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   # The original's layout: model.ckpt-N (all kept with --keep_checkpoint_max=0), and a complete
   # model directory: the final weights alone, bert_config.json and vocab.txt side by side.
   names = set(os.listdir(output_dir))

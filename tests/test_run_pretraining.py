@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf import scalars
 from test_training import write_pretraining_records
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -82,6 +83,10 @@ def test_killed_twice_and_restarted_ends_with_the_same_weights(tmp_path):
   code, log = run(command(tmp_path, killed_dir, *flags))
   assert code == 0, log[-3000:]
   assert "Resuming from" in log
+  # The curve covers the whole run, the steps the kills cut off and the resume redid included.
+  assert [step for step, _ in scalars.read_scalars(os.path.join(killed_dir, "train"))["loss"]] == (
+      list(range(1, steps + 1)))
+  assert os.path.exists(os.path.join(killed_dir, "curves.png"))
   straight = checkpoint_values(os.path.join(straight_dir, f"model.ckpt-{steps}"))
   resumed = checkpoint_values(os.path.join(killed_dir, f"model.ckpt-{steps}"))
   assert set(straight) == set(resumed)
@@ -108,6 +113,13 @@ def test_eval_results_and_tf1_export(phase1):
   assert results["global_step"] == "4"
   assert float(results["loss"]) > 0
   assert tf.io.gfile.glob(os.path.join(phase1, "train", "events.*"))
+  # The eval metrics beside the training curves, at the step they were measured; the picture.
+  evaluation = scalars.read_scalars(os.path.join(phase1, "eval"))
+  assert sorted(evaluation) == ["loss", "masked_lm_accuracy", "masked_lm_loss",
+                                "next_sentence_accuracy", "next_sentence_loss"]
+  assert evaluation["loss"] == [(4, pytest.approx(float(results["loss"])))]
+  with open(os.path.join(phase1, "curves.png"), "rb") as f:
+    assert f.read(8) == b"\x89PNG\r\n\x1a\n"
   # The exported TF1 checkpoint has the original's names.
   names = dict(tf.train.list_variables(os.path.join(phase1, "bert_model.ckpt")))
   assert names["bert/encoder/layer_1/attention/self/query/kernel"] == [32, 32]

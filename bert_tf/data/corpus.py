@@ -4,7 +4,6 @@ in one numpy array with sentence and document offsets."""
 import collections
 import contextlib
 import re
-import time
 from array import array
 
 import numpy as np
@@ -12,6 +11,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf import workers
+from bert_tf.progress import Progress
 from bert_tf.errors import BertTfError
 
 # Characters that str.split() treats as whitespace but the original tokenizer deletes as control
@@ -22,21 +22,6 @@ _JOINING_CONTROLS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x1f\x85]")
 _CHUNK_BYTES = 1 << 20
 # Distinct words whose ids are cached (a few hundred MB at most); past it, words are tokenized each time.
 _MAX_CACHED_WORDS = 2_000_000
-
-
-class Progress:
-  """An absl log line every `seconds` seconds during a long phase."""
-
-  def __init__(self, phase, seconds):
-    self.phase = phase
-    self.seconds = seconds
-    self.start = self.last = time.time()
-
-  def maybe_log(self, message_fn):
-    now = time.time()
-    if self.seconds is not None and now - self.last >= self.seconds:
-      self.last = now
-      logging.info("%s: %s (%.0f s)", self.phase, message_fn(now - self.start), now - self.start)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -161,7 +146,7 @@ def read_corpus(input_files, tokenizer, num_workers=1, progress_seconds=30):
   id_dtype = np.uint16 if len(tokenizer.vocab) <= (1 << 16) else np.int32
   id_parts, event_parts = [], []
   stats = collections.Counter()
-  progress = Progress("reading", progress_seconds)
+  progress = Progress("reading", seconds=progress_seconds)
 
   def chunks():
     for path in input_files:
@@ -195,6 +180,7 @@ def read_corpus(input_files, tokenizer, num_workers=1, progress_seconds=30):
   else:
     for chunk in chunks():
       take(line_tokenizer.tokenize_chunk(chunk))
+  progress.close()
 
   tokens = np.concatenate(id_parts) if id_parts else np.zeros([0], id_dtype)
   events = np.concatenate(event_parts) if event_parts else np.zeros([0], np.int32)

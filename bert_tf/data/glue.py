@@ -293,12 +293,12 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
     label_id = float(example.label)
   else:
     label_id = label_list.index(example.label)
-  if ex_index < 5:
-    logging.info("*** Example ***")
-    logging.info("guid: %s", example.guid)
-    logging.info("tokens: %s", " ".join(tokens))
-    logging.info("input_ids: %s", " ".join(str(x) for x in input_ids))
-    logging.info("label: %s (id = %s)", example.label, label_id)
+  if ex_index < 5:  # the original's dumps, shown with --verbosity=1
+    logging.vlog(1, "*** Example ***")
+    logging.vlog(1, "guid: %s", example.guid)
+    logging.vlog(1, "tokens: %s", " ".join(tokens))
+    logging.vlog(1, "input_ids: %s", " ".join(str(x) for x in input_ids))
+    logging.vlog(1, "label: %s (id = %s)", example.label, label_id)
   return InputFeatures(input_ids, input_mask, segment_ids, label_id)
 
 

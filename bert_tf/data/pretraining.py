@@ -36,7 +36,9 @@ import numpy as np
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.data.corpus import Progress
+from bert_tf.progress import Progress
+from bert_tf.progress import format_duration
+from bert_tf.progress import summary
 from bert_tf.data.corpus import read_corpus
 from bert_tf.data import pretraining_records
 from bert_tf.data.pretraining_records import RecordEncoder
@@ -229,7 +231,8 @@ class InstanceMaker:
     order = list(range(num_documents))
     _shuffle(order, rng)
     self.order = order
-    progress = Progress("making instances", progress_seconds)
+    progress = Progress("making instances", total=options.dupe_factor * num_documents,
+                        unit="documents", seconds=progress_seconds)
     make_document = self._no_nsp_instances if options.no_nsp else self._document_instances
     instances = self.instances
 
@@ -247,8 +250,10 @@ class InstanceMaker:
         if len(instances.pending_counts) >= block:
           hand_out(last=False)
         if document_index % 256 == 0:
-          progress.maybe_log(lambda s: f"pass {dupe + 1}/{options.dupe_factor}, document "
-                             f"{document_index}/{num_documents}, {len(instances)} instances")
+          progress.update(dupe * num_documents + document_index,
+                          f"pass {dupe + 1}/{options.dupe_factor}, {len(instances)} instances")
+    progress.update(options.dupe_factor * num_documents, f"{len(instances)} instances")
+    progress.close()
     hand_out(last=True)
     instances.freeze()
     self._count_masking(instances)
@@ -507,7 +512,8 @@ def run_shards(input_files, output_files, tokenizer, options, num_shards=1, shar
   if shard_index is not None and not 0 <= shard_index < num_shards:
     raise BertTfError(f"--shard_index: must be in [0, {num_shards}), got {shard_index}")
   check_shards(input_files, output_files, options, num_shards)
-  written = []
+  start = time.time()
+  written, paths, totals = [], [], collections.Counter()
   for shard in range(num_shards) if shard_index is None else [shard_index]:
     shard_outputs = shard_output_files(output_files, shard, num_shards)
     if num_shards > 1 and all(fileio.exists(path) for path in shard_outputs):
@@ -521,7 +527,18 @@ def run_shards(input_files, output_files, tokenizer, options, num_shards=1, shar
     for path in shard_outputs:
       logging.info("  %s", path)
     shard_options = dataclasses.replace(options, random_seed=shard_seed(options.random_seed, shard, num_shards))
-    create_pretraining_data(shard_inputs, shard_outputs, tokenizer, shard_options, num_workers,
-                            progress_seconds)
+    totals.update(create_pretraining_data(shard_inputs, shard_outputs, tokenizer, shard_options,
+                                          num_workers, progress_seconds))
     written.append(shard)
+    paths.extend(shard_outputs)
+  _summary(start, paths, totals, written if num_shards > 1 else None)
   return written
+
+
+def _summary(start, paths, totals, shards):
+  figures = {"instances written": totals["written"], "documents": totals["corpus_documents"],
+             "tokens": totals["corpus_tokens"], "MB read": totals["corpus_bytes"] / 1e6}
+  if shards is not None:
+    figures["shards written"] = len(shards)
+  summary(f"Finished in {format_duration(time.time() - start)}",
+          [("records", ", ".join(paths) or "none (every shard was there already)")], figures)

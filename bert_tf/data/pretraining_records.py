@@ -14,7 +14,7 @@ import numpy as np
 from bert_tf import fileio
 from bert_tf import records
 from bert_tf import workers
-from bert_tf.data.corpus import Progress
+from bert_tf.progress import Progress
 
 # Instances per unit of parallel serialization.
 WRITE_BLOCK = 5000
@@ -221,7 +221,7 @@ def _serialize_block(bounds):
 def _write_blocks(output_files, file_bytes_blocks, total, progress_seconds):
   """Writes blocks of records, each given as TFRecord bytes per output file (see _serialize_block);
   record k of the run goes to file k % len(output_files). Each file appears whole or not at all."""
-  progress = Progress("writing", progress_seconds)
+  progress = Progress("writing", total=total, unit="instances", seconds=progress_seconds)
   written = 0
   with contextlib.ExitStack() as stack:
     writers = []
@@ -232,9 +232,10 @@ def _write_blocks(output_files, file_bytes_blocks, total, progress_seconds):
       for j, data in enumerate(file_bytes):
         writers[(lo + j) % len(writers)].write(data)
       written += hi - lo
-      progress.maybe_log(lambda s: f"{written}/{total} instances, {written / max(s, 1e-9):.0f}/s")
+      progress.update(written)
     for writer in writers:
       writer.close()
+  progress.close()
   return written
 
 
@@ -364,7 +365,7 @@ def _copy_spooled(spool_dir, num_blocks, frames, first, paths, offsets, progress
   files `paths` (record k into paths[k % len(paths)]), from byte offsets[f] of each; returns how many."""
   num_files, count = len(paths), len(frames[0])
   offsets = list(offsets)
-  progress = Progress("writing", progress_seconds)
+  progress = Progress("writing", seconds=progress_seconds)
   fds = [os.open(path, os.O_WRONLY) for path in paths]
   try:
     with _mapped_blocks(spool_dir, num_blocks) as spooled:

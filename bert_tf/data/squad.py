@@ -259,13 +259,13 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
       feature = _window_feature(
           unique_id, example_index, example, query_tokens, doc_spans, doc_span_index,
           tok_to_orig_index, all_doc_tokens, tokenizer, max_seq_length, answer_span)
-      if example_index < 3:
-        logging.info("*** Example *** unique_id %d example_index %d doc_span_index %d",
+      if example_index < 3:  # the original's dumps, shown with --verbosity=1
+        logging.vlog(1, "*** Example *** unique_id %d example_index %d doc_span_index %d",
                      unique_id, example_index, doc_span_index)
-        logging.info("tokens: %s", " ".join(tokenization.printable_text(t)
-                                            for t in feature.tokens))
+        logging.vlog(1, "tokens: %s", " ".join(tokenization.printable_text(t)
+                                               for t in feature.tokens))
         if is_training:
-          logging.info("start_position %d end_position %d answer: %s", feature.start_position,
+          logging.vlog(1, "start_position %d end_position %d answer: %s", feature.start_position,
                        feature.end_position, " ".join(
                            feature.tokens[feature.start_position:feature.end_position + 1]))
       output_fn(feature)
