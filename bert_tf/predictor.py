@@ -92,11 +92,10 @@ def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None,
   else:
     raise BertTfError(f"{path}: neither an export (saved_model.pb, or numbered versions of one) "
                       f"nor a fine-tuning output_dir ({TASK_CONFIG_FILE})")
-  predictor = Predictor(serve, batch_size=batch_size, **_describe(module, serve))
-  predictor.module = module  # keeps the loaded SavedModel (its variables) alive
-  if task is not None and task != predictor.task:
-    raise BertTfError(f"task: {path} holds a {predictor.task} model, not {task}")
-  return predictor
+  loaded = Predictor(serve, batch_size=batch_size, module=module, **_describe(module, serve))
+  if task is not None and task != loaded.task:
+    raise BertTfError(f"task: {path} holds a {loaded.task} model, not {task}")
+  return loaded
 
 
 def _read_task_config(path):
@@ -157,8 +156,10 @@ class Predictor:
   A single string stands for a list of one; the result is always a list, one item per input.
   """
 
-  def __init__(self, serve, task, label_list=None, pair=False, regression=False, batch_size=32):
+  def __init__(self, serve, task, label_list=None, pair=False, regression=False, batch_size=32,
+               module=None):
     self.serve = serve
+    self.module = module  # the loaded SavedModel or the in-memory server, kept alive
     self.task = task
     self.label_list = label_list
     self.pair = pair

@@ -41,9 +41,9 @@ def _files(tmp):
   return str(tmp / "bert_config.json"), str(tmp / "vocab.txt")
 
 
-def _serve_directly(export_dir, **inputs):
-  """The newest version's serving_default on all inputs at once, as Python lists."""
-  serve = export.load(export_dir).signatures["serving_default"]
+def _serve_directly(loaded, **inputs):
+  """A predictor's SavedModel's serving_default on all inputs at once, as Python lists."""
+  serve = loaded.module.signatures["serving_default"]
   outputs = serve(**{name: tf.constant(values, tf.string) for name, values in inputs.items()})
   return {name: value.numpy().tolist() for name, value in outputs.items()}
 
@@ -70,6 +70,13 @@ def _fake_output_dir(directory, model, task, values):
   predictor.write_task_config(task, values)
   _files(directory)
   return str(directory)
+
+
+def _both(made, task=None):
+  """Predictors of an output_dir (two inputs per batch) and of its export (one batch): each is
+  compared with the export's signature called on all inputs at once."""
+  return (predictor.load(made.output_dir, task=task, batch_size=2),
+          predictor.load(made.export_dir, task=task))
 
 
 # ---------------------------------------------------------------------------- classifier
@@ -120,7 +127,7 @@ def test_classifier_pairs_from_run_and_export(mrpc_run):
   np.testing.assert_allclose([list(r["scores"].values()) for r in results], probabilities,
                              atol=1e-6)
   assert np.ptp(probabilities[:, 1]) > 1e-3  # the inputs' results differ: the order matters
-  served = _serve_directly(mrpc_run.export_dir, text_a=[a for a, _ in pairs],
+  served = _serve_directly(from_export, text_a=[a for a, _ in pairs],
                            text_b=[b for _, b in pairs])
   expected = [{"label": label.decode(), "score": max(p), "scores": {"0": p[0], "1": p[1]}}
               for label, p in zip(served["labels"], served["probabilities"])]
@@ -129,7 +136,7 @@ def test_classifier_pairs_from_run_and_export(mrpc_run):
   _assert_same(from_export(pairs), expected)  # two at a time
   _assert_same(from_export([a for a, _ in pairs], text_b=[b for _, b in pairs]), expected)
   # No text_b: single texts, as run_classifier packs a pair with an empty text_b.
-  single = _serve_directly(mrpc_run.export_dir, text_a=SENTENCES, text_b=[""] * len(SENTENCES))
+  single = _serve_directly(from_export, text_a=SENTENCES, text_b=[""] * len(SENTENCES))
   assert [r["scores"]["1"] for r in from_export(SENTENCES)] == pytest.approx(
       [p[1] for p in single["probabilities"]], abs=1e-6)
   assert from_export("the movie was good") == from_export(["the movie was good"])
@@ -150,13 +157,29 @@ def sst2(tmp_path_factory):
 
 
 def test_single_text_classifier_and_batching(sst2):
-  served = _serve_directly(sst2.export_dir, text_a=SENTENCES)
+  from_run, from_export = _both(sst2)
+  served = _serve_directly(from_export, text_a=SENTENCES)
   expected = [{"label": label.decode(), "score": max(p), "scores": {"0": p[0], "1": p[1]}}
               for label, p in zip(served["labels"], served["probabilities"])]
-  for path in (sst2.output_dir, sst2.export_dir):
-    assert predictor.load(path).pair is False
-    _assert_same(predictor.load(path)(SENTENCES), expected)
-    _assert_same(predictor.load(path, batch_size=2)(SENTENCES), expected)
+  for loaded in (from_run, from_export):
+    assert loaded.pair is False
+    _assert_same(loaded(SENTENCES), expected)
+
+
+def test_export_without_info_is_read_from_its_signature(sst2, tmp_path):
+  """An export written before servers had info(): the task, pair and regression from the
+  signature; the label names of "scores" are then the label indexes."""
+  server = export.build_server("classifier", BertConfig(**TINY),
+                               os.path.join(sst2.output_dir, "vocab.txt"), True, sst2.output_dir,
+                               SEQ, label_list=["neg", "pos"], pair=False)
+  del server.info
+  old = predictor.load(export.save(server, str(tmp_path / "old")))
+  assert (old.task, old.pair, old.regression, old.label_list) == ("classifier", False, False, None)
+  new = predictor.load(sst2.output_dir)(SENTENCES)
+  results = old(SENTENCES)
+  assert [r["label"] for r in results] == [{"0": "neg", "1": "pos"}[r["label"]] for r in new]
+  assert [r["scores"]["1"] for r in results] == pytest.approx([r["scores"]["1"] for r in new],
+                                                              abs=1e-6)
 
 
 # ---------------------------------------------------------------------------- NER and SQuAD
@@ -176,25 +199,25 @@ def ner(tmp_path_factory):
 
 
 def test_ner_words_and_tags(ner):
-  served = _serve_directly(ner.export_dir, text=NER_SENTENCES)
+  from_run, from_export = _both(ner, task="ner")
+  served = _serve_directly(from_export, text=NER_SENTENCES)
   expected = [[(w.decode(), t.decode()) for w, t in zip(words[:n], tags[:n])]
               for words, tags, n in zip(served["words"], served["tags"], served["num_words"])]
   assert [[w for w, _ in sentence] for sentence in expected] == [s.split() for s in NER_SENTENCES]
   assert {t for sentence in expected for _, t in sentence} <= set(ner.labels)
-  for path in (ner.output_dir, ner.export_dir):
-    for batch_size in (32, 2):
-      assert predictor.load(path, task="ner", batch_size=batch_size)(NER_SENTENCES) == expected
-  assert predictor.load(ner.export_dir)(NER_SENTENCES[0]) == expected[:1]
+  assert from_run(NER_SENTENCES) == from_export(NER_SENTENCES) == expected
+  assert from_export(NER_SENTENCES[0]) == expected[:1]
 
 
 @pytest.fixture(scope="module")
 def squad2(tmp_path_factory):
-  """A SQuAD 2.0 model (null_score_diff_threshold 0) with small windows."""
+  """A SQuAD 2.0 model with small windows that answers wherever a span is valid (every span is
+  searched, the null score threshold is high): an empty context is its one null answer."""
   tmp = tmp_path_factory.mktemp("squad")
   tf.random.set_seed(4)
   model = export.build_model("squad", BertConfig(**TINY))
-  options = dict(max_query_length=8, max_answer_length=5, n_best_size=4,
-                 null_score_diff_threshold=0.0)
+  options = dict(max_query_length=8, max_answer_length=5, n_best_size=0,
+                 null_score_diff_threshold=1e3)
   values = dict(options, version_2_with_negative=True)
   output_dir = _fake_output_dir(tmp / "out", model, types.SimpleNamespace(export_kind="squad"),
                                 values)
@@ -204,27 +227,33 @@ def squad2(tmp_path_factory):
 
 
 def test_squad_answers(squad2):
-  served = _serve_directly(squad2.export_dir, question=QUESTIONS, context=CONTEXTS)
+  from_run, from_export = _both(squad2, task="squad")
+  served = _serve_directly(from_export, question=QUESTIONS, context=CONTEXTS)
   expected = [{"answer": a.decode(), "score": s, "has_answer": h, "null_score_diff": d}
               for a, s, h, d in zip(served["answer"], served["score"], served["has_answer"],
                                     served["null_score_diff"])]
   assert expected[2] == {"answer": "", "score": 0.0, "has_answer": False,
                          "null_score_diff": pytest.approx(expected[2]["null_score_diff"])}
-  assert any(r["answer"] for r in expected) or not any(r["has_answer"] for r in expected)
-  for path in (squad2.output_dir, squad2.export_dir):
-    for batch_size in (32, 2):
-      _assert_same(predictor.load(path, batch_size=batch_size)(question=QUESTIONS,
-                                                               context=CONTEXTS), expected)
-  one = predictor.load(squad2.export_dir)(question=QUESTIONS[0], context=CONTEXTS[0])
-  _assert_same(one, expected[:1])
+  for result, context in zip(expected, CONTEXTS):
+    assert result["has_answer"] == bool(context) and result["answer"] in context
+    assert bool(result["answer"]) == bool(context)
+  for loaded in (from_run, from_export):
+    _assert_same(loaded(question=QUESTIONS, context=CONTEXTS), expected)
+  _assert_same(from_export(question=QUESTIONS[0], context=CONTEXTS[0]), expected[:1])
 
 
 # ---------------------------------------------------------------------------- bad input
 
 
-def test_bad_calls(sst2, ner, squad2):
-  classify, tag = predictor.load(sst2.export_dir), predictor.load(ner.output_dir)
-  answer = predictor.load(squad2.export_dir)
+def _never(**inputs):
+  raise AssertionError(f"bad input reached the model: {inputs}")
+
+
+def test_bad_calls():
+  """Checked before any model call (a stand-in model that must not be called)."""
+  classify = predictor.Predictor(_never, "classifier", ["0", "1"], pair=False)
+  tag = predictor.Predictor(_never, "ner", ["O"])
+  answer = predictor.Predictor(_never, "squad")
   bad = [(classify, dict(texts=[]), "texts: an empty list"),
          (classify, dict(texts=["ok", 3]), r"texts\[1\]: expected a string, got int"),
          (classify, dict(texts=None), "texts: expected a string or a list of strings"),
@@ -242,8 +271,8 @@ def test_bad_calls(sst2, ner, squad2):
       call(texts, **kwargs)
 
 
-def test_pair_inputs_must_match(mrpc_run):
-  pairs = predictor.load(mrpc_run.export_dir)
+def test_pair_inputs_must_match():
+  pairs = predictor.Predictor(_never, "classifier", ["0", "1"], pair=True)
   with pytest.raises(BertTfError, match="got 2 text_a, 1 text_b"):
     pairs(["a", "b"], text_b=["c"])
   with pytest.raises(BertTfError, match="give \\(text_a, text_b\\) pairs, or texts and text_b="):
