@@ -15,9 +15,12 @@ graph, so a client needs nothing of bert_tf:
   ner         serving_default(text) -> words [B, W] string, tags [B, W] string, num_words [B].
   every task  tokenize(same inputs) -> input_ids, input_mask, segment_ids [B, max_seq_length]: the
               model's inputs, to check the in-graph tokenization against FullTokenizer.
+  info()      (a function saved with the module, not a signature) -> task, label_list, pair,
+              regression: what bert_tf.predictor reads to call an export.
 
 Export with export_savedmodel.py (or --export_dir on run_classifier.py / run_squad.py /
-run_ner.py), or export() here; the checkpoint must hold the fine-tuned head. A
+run_ner.py), or export() here (build_server() makes the same server in memory); the checkpoint
+must hold the fine-tuned head. A
 client runs `import tensorflow_text` (it registers the tokenizer ops; TF Serving needs them linked
 in), then `tf.saved_model.load(version_dir).signatures["serving_default"](text_a=..., ...)`.
 Each export is a new version directory, export_dir/<number> (TF Serving's layout: a server
@@ -99,6 +102,15 @@ def _piece_char_lengths(vocab):
   return tf.constant(lengths, tf.int32)
 
 
+def _info_function(task, label_list=None, pair=False, regression=False):
+  """The server's `info` function (saved with it, not a signature): what bert_tf.predictor needs
+  to know of an export, i.e. its task, label names, whether it takes pairs, regression."""
+  return tf.function(lambda: {"task": tf.constant(task), "pair": tf.constant(pair),
+                              "regression": tf.constant(regression),
+                              "label_list": tf.constant(list(label_list or []), tf.string)},
+                     input_signature=[])
+
+
 class ClassifierServer(tf.Module):
   """Raw text(s) -> class probabilities and label names (or regression scores)."""
 
@@ -111,6 +123,7 @@ class ClassifierServer(tf.Module):
     self.label_names = tf.constant(label_list or ["score"], tf.string)
     vocab = tokenizer.vocab
     self.cls_id, self.sep_id = vocab["[CLS]"], vocab["[SEP]"]
+    self.info = _info_function("classifier", label_list, pair, regression)
     specs = [_string_spec("text_a")] + ([_string_spec("text_b")] if pair else [])
     self.serve = tf.function(self._serve, input_signature=specs)
     self.tokenize = tf.function(self._pack, input_signature=specs)
@@ -153,6 +166,7 @@ class SquadServer(tf.Module):
     vocab = tokenizer.vocab
     self.cls_id, self.sep_id, self.unk_id = vocab["[CLS]"], vocab["[SEP]"], vocab["[UNK]"]
     self.piece_lengths = _piece_char_lengths(vocab)
+    self.info = _info_function("squad")
     specs = [_string_spec("question"), _string_spec("context")]
     self.serve = tf.function(self._serve, input_signature=specs)
     self.tokenize = tf.function(lambda q, c: self._features(q, c)[0], input_signature=specs)
@@ -292,6 +306,7 @@ class NerServer(tf.Module):
     self.label_names = tf.constant(label_list, tf.string)
     vocab = tokenizer.vocab
     self.cls_id, self.sep_id, self.unk_id = vocab["[CLS]"], vocab["[SEP]"], vocab["[UNK]"]
+    self.info = _info_function("ner", label_list)
     specs = [_string_spec("text")]
     self.serve = tf.function(self._serve, input_signature=specs)
     self.tokenize = tf.function(lambda text: self._features(text)[0], input_signature=specs)
@@ -408,9 +423,10 @@ def resolve(path):
   return os.path.join(path, str(found[-1]))
 
 
-def export(task, config, vocab_file, do_lower_case, init_checkpoint, export_dir, max_seq_length,
-           label_list=None, pair=True, regression=False, dtype="float32", **squad_options):
-  """Builds the task model in `dtype`, loads the fine-tuned checkpoint and exports it.
+def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_seq_length,
+                 label_list=None, pair=True, regression=False, dtype="float32", **squad_options):
+  """The task model in `dtype` with the fine-tuned checkpoint loaded, in its server (in memory:
+  export() saves it, bert_tf.predictor calls it).
 
   dtype float32, bfloat16 or float16: bfloat16 gives the outputs of a mixed_bfloat16 model.
 
@@ -439,9 +455,16 @@ def export(task, config, vocab_file, do_lower_case, init_checkpoint, export_dir,
   finally:
     tf_keras.mixed_precision.set_global_policy(previous)
   checkpoints.load_task_model(model, init_checkpoint, task)
-  server = make_server(task, tokenizer, model, max_seq_length, label_list, pair, regression,
-                       **squad_options)
-  return save(server, export_dir)
+  return make_server(task, tokenizer, model, max_seq_length, label_list, pair, regression,
+                     **squad_options)
+
+
+def export(task, config, vocab_file, do_lower_case, init_checkpoint, export_dir, max_seq_length,
+           **options):
+  """Builds the task's server (build_server: the same arguments and options) and saves it as a
+  new version under export_dir; returns that version's directory."""
+  return save(build_server(task, config, vocab_file, do_lower_case, init_checkpoint,
+                           max_seq_length, **options), export_dir)
 
 
 def load(export_dir):
@@ -459,7 +482,7 @@ def classifier_labels(task_name):
   return (None if processor.regression else processor.get_labels()), pair
 
 
-def _squad_options(values):
+def squad_options_from(values):
   return dict(max_query_length=values.max_query_length,
               max_answer_length=values.max_answer_length, n_best_size=values.n_best_size,
               null_score_diff_threshold=(values.null_score_diff_threshold
@@ -492,7 +515,7 @@ def export_from_values(task, values, init_checkpoint):
     raise BertTfError(f"--bert_config_file: {values.bert_config_file} not found")
   config = BertConfig.from_json_file(values.bert_config_file)
   label_list, pair, regression = _labels_for(task, values, init_checkpoint)
-  squad_options = _squad_options(values) if task == "squad" else {}
+  squad_options = squad_options_from(values) if task == "squad" else {}
   return export(task, config, values.vocab_file, values.do_lower_case, init_checkpoint,
                 values.export_dir, values.max_seq_length, label_list=label_list, pair=pair,
                 regression=regression, dtype=values.dtype, **squad_options)

@@ -33,6 +33,7 @@ import tensorflow as tf
 
 from bert_tf import export
 from bert_tf import model_dir
+from bert_tf import predictor
 from bert_tf import progress
 from bert_tf import records
 from bert_tf import run_dir
@@ -124,6 +125,8 @@ def run(task_class, values):
   # Python-only work above; the strategy must come before the first TensorFlow op.
   strategy = training.setup_runtime(values)
   tf.io.gfile.makedirs(values.output_dir)
+  if getattr(values, "do_train", False) and strategy.extended.should_checkpoint:  # the chief
+    predictor.write_task_config(task, values)  # what predictor.load(output_dir) builds
   model_fn = task.model_fn(config, training.trim_padding(values))
   # Every split's data are read (and a bad row reported) before training starts.
   splits = {}

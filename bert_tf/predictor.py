@@ -1,0 +1,265 @@
+"""Prediction from Python in one line: a fine-tuned model called on strings.
+
+  from bert_tf import predictor
+  classify = predictor.load("mrpc_out")                  # run_classifier's output_dir, or
+  classify = predictor.load("export_dir")                # an export (SavedModel / its versions)
+  classify([("He said so.", "So he said.")])             # -> [{"label": "1", "score": 0.94,
+                                                         #      "scores": {"0": 0.06, "1": 0.94}}]
+  predictor.load("squad_out")(question="Who?", context="Anna met Tom.")
+                                                         # -> [{"answer": "Anna", "score": 7.1,
+                                                         #      "has_answer": True, ...}]
+  predictor.load("ner_out")("EU rejects German call")    # -> [[("EU", "B-ORG"), ...]]
+
+The predictor calls the very server an export holds (bert_tf.export: the tokenization, the model
+and the post-processing in one graph), batch_size inputs at a time, and turns its outputs into
+Python values. From an export it calls the SavedModel's serving_default signature; from a
+fine-tuning output_dir it builds the same server in memory (export.build_server, nothing written)
+from the run's latest checkpoint and the files the run left there: task_config.json (written by
+finetuning.run when training starts: write_task_config), bert_config.json and vocab.txt (or the
+bert_config_file= / vocab_file= arguments of load()).
+
+Results, one per input: a classifier gives {"label", "score" (its probability), "scores" (every
+label's)}, a regression task (STS-B) {"score"}; SQuAD {"answer", "score", "has_answer",
+"null_score_diff"} (the answer is "" where the model predicts none, see export.SquadServer); NER a
+list of (word, tag) pairs, the sentence split on whitespace.
+"""
+import json
+import os
+
+import tensorflow as tf
+
+from bert_tf import export
+from bert_tf.config import BertConfig
+from bert_tf.errors import BertTfError
+from bert_tf.fileio import write_text_atomically
+
+TASK_CONFIG_FILE = "task_config.json"
+CONFIG_FILE = "bert_config.json"
+VOCAB_FILE = "vocab.txt"
+_SQUAD_OPTIONS = ("max_query_length", "max_answer_length", "n_best_size",
+                  "null_score_diff_threshold")
+
+
+# ---------------------------------------------------------------------------- task_config.json
+
+
+def task_config(task, values):
+  """What an output_dir's task_config.json says: the finetuning task object's export kind and
+  labels, and the flag values the server needs."""
+  kind = task.export_kind
+  config = {"export_kind": kind, "task_name": getattr(values, "task_name", None),
+            "do_lower_case": bool(values.do_lower_case),
+            "max_seq_length": int(values.max_seq_length)}
+  if kind == "classifier":
+    label_list, pair = export.classifier_labels(values.task_name)
+    config.update(label_list=label_list, pair=pair, regression=label_list is None)
+  elif kind == "ner":
+    config.update(label_list=list(task.label_list),
+                  feature_based=bool(getattr(values, "feature_based", False)))
+  elif kind == "squad":
+    config.update(export.squad_options_from(values))
+  return config
+
+
+def write_task_config(task, values):
+  """Writes output_dir/task_config.json (atomically), which load() reads."""
+  write_text_atomically(os.path.join(values.output_dir, TASK_CONFIG_FILE),
+                        json.dumps(task_config(task, values), indent=2, sort_keys=True) + "\n")
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None,
+         dtype="float32"):
+  """A Predictor for an export directory (a SavedModel, or numbered versions of one: the newest)
+  or a fine-tuning output_dir (with task_config.json; its latest checkpoint).
+
+  task: "classifier", "squad" or "ner" to check that path holds that task (None: any).
+  bert_config_file, vocab_file: for an output_dir without bert_config.json / vocab.txt copies.
+  dtype: the output_dir's model's (float32, bfloat16 or float16; an export keeps its own).
+  """
+  if not isinstance(batch_size, int) or batch_size < 1:
+    raise BertTfError(f"batch_size: expected a positive integer, got {batch_size!r}")
+  if task is not None and task not in export.TASKS:
+    raise BertTfError(f"task: {task!r} is not one of {', '.join(export.TASKS)}")
+  if tf.io.gfile.exists(os.path.join(path, TASK_CONFIG_FILE)):
+    module = _server_from_output_dir(path, bert_config_file, vocab_file, dtype)
+    serve = module.serve
+  elif tf.io.gfile.exists(os.path.join(path, "saved_model.pb")) or export.versions(path):
+    module = export.load(path)
+    serve = module.signatures["serving_default"]
+  else:
+    raise BertTfError(f"{path}: neither an export (saved_model.pb, or numbered versions of one) "
+                      f"nor a fine-tuning output_dir ({TASK_CONFIG_FILE})")
+  loaded = Predictor(serve, batch_size=batch_size, module=module, **_describe(module, serve))
+  if task is not None and task != loaded.task:
+    raise BertTfError(f"task: {path} holds a {loaded.task} model, not {task}")
+  return loaded
+
+
+def _read_task_config(path):
+  config_path = os.path.join(path, TASK_CONFIG_FILE)
+  with tf.io.gfile.GFile(config_path) as f:
+    try:
+      config = json.load(f)
+    except json.JSONDecodeError as e:
+      raise BertTfError(f"{config_path}: not valid JSON ({e})") from None
+  if config.get("export_kind") not in export.TASKS or config.get("feature_based"):
+    what = "feature-based NER" if config.get("feature_based") else config.get("task_name")
+    raise BertTfError(f"{config_path}: a {what or config.get('export_kind')} run; a predictor "
+                      f"serves fine-tuned {', '.join(export.TASKS)} models only")
+  return config
+
+
+def _server_from_output_dir(path, bert_config_file, vocab_file, dtype):
+  """export.build_server for an output_dir's task_config.json and latest checkpoint."""
+  config = _read_task_config(path)
+  files = {"bert_config_file": bert_config_file or os.path.join(path, CONFIG_FILE),
+           "vocab_file": vocab_file or os.path.join(path, VOCAB_FILE)}
+  missing = [f"{name}= ({files[name]} not found)" for name in files
+             if not tf.io.gfile.exists(files[name])]
+  if missing:
+    raise BertTfError(f"{path}: give predictor.load {' and '.join(missing)}")
+  kind = config["export_kind"]
+  squad_options = {key: config[key] for key in _SQUAD_OPTIONS} if kind == "squad" else {}
+  return export.build_server(
+      kind, BertConfig.from_json_file(files["bert_config_file"]), files["vocab_file"],
+      config["do_lower_case"], path, config["max_seq_length"],
+      label_list=config.get("label_list"), pair=config.get("pair", True),
+      regression=config.get("regression", False), dtype=dtype, **squad_options)
+
+
+def _describe(module, serve):
+  """{task, label_list, pair, regression} from the server's info(), or for an export written
+  before info() existed, from its signature (the label names are then unknown)."""
+  if hasattr(module, "info"):
+    info = {key: value.numpy() for key, value in module.info().items()}
+    return dict(task=info["task"].decode(), pair=bool(info["pair"]),
+                regression=bool(info["regression"]),
+                label_list=[label.decode() for label in info["label_list"]] or None)
+  inputs = set(serve.structured_input_signature[1])
+  task = "squad" if "question" in inputs else "ner" if inputs == {"text"} else "classifier"
+  return dict(task=task, pair="text_b" in inputs, label_list=None,
+              regression="scores" in serve.structured_outputs)
+
+
+# ---------------------------------------------------------------------------- calling
+
+
+class Predictor:
+  """Calls a task server on Python strings; see the module docstring for what each task gives.
+
+    classifier  p(texts) / p(texts, text_b=[...]) / p([(text_a, text_b), ...])
+    squad       p(question=..., context=...): a string each, or lists of the same length
+    ner         p(sentences)
+  A single string stands for a list of one; the result is always a list, one item per input.
+  """
+
+  def __init__(self, serve, task, label_list=None, pair=False, regression=False, batch_size=32,
+               module=None):
+    self.serve = serve
+    self.module = module  # the loaded SavedModel or the in-memory server, kept alive
+    self.task = task
+    self.label_list = label_list
+    self.pair = pair
+    self.regression = regression
+    self.batch_size = batch_size
+
+  def __repr__(self):
+    labels = f", labels {self.label_list}" if self.label_list else ""
+    return f"<bert_tf Predictor: {self.task}{labels}, batch_size {self.batch_size}>"
+
+  def __call__(self, texts=None, text_b=None, *, question=None, context=None):
+    if self.task == "squad":
+      if texts is not None or text_b is not None:
+        raise BertTfError("squad predictor: call it as p(question=..., context=...)")
+      inputs = {"question": _strings(question, "question"),
+                "context": _strings(context, "context")}
+    else:
+      if question is not None or context is not None:
+        raise BertTfError(f"{self.task} predictor: question=/context= are SQuAD's; call it on "
+                          f"texts")
+      inputs = self._text_inputs(texts, text_b)
+    lengths = {name: len(values) for name, values in inputs.items()}
+    if len(set(lengths.values())) > 1:
+      raise BertTfError(f"{self.task} predictor: as many of each input are needed, got "
+                        f"{', '.join(f'{n} {name}' for name, n in lengths.items())}")
+    result = getattr(self, f"_{self.task}_result")
+    return [result(row) for row in self._run(inputs)]
+
+  def _text_inputs(self, texts, text_b):
+    """{text_a[, text_b]} for a classifier, {text} for NER."""
+    texts = _as_list(texts, "texts")
+    if self.task == "classifier" and all(isinstance(t, (tuple, list)) for t in texts):
+      if text_b is not None or any(len(t) != 2 for t in texts):
+        raise BertTfError("texts: give (text_a, text_b) pairs, or texts and text_b=, not both")
+      texts, text_b = [t[0] for t in texts], [t[1] for t in texts]
+    texts = _strings(texts, "texts")
+    if self.task == "ner":
+      if text_b is not None:
+        raise BertTfError("text_b: an NER predictor takes one sentence per input")
+      return {"text": texts}
+    if text_b is not None and not self.pair:
+      raise BertTfError("text_b: this classifier's task takes one text per input, not pairs")
+    inputs = {"text_a": texts}
+    if self.pair:  # an empty text_b is packed as one text, as run_classifier does
+      inputs["text_b"] = [""] * len(texts) if text_b is None else _strings(text_b, "text_b")
+    return inputs
+
+  def _run(self, inputs):
+    """The server's outputs per input ({name: numpy value}), batch_size inputs per call."""
+    rows = []
+    count = len(next(iter(inputs.values())))
+    for start in range(0, count, self.batch_size):
+      batch = {name: tf.constant(values[start:start + self.batch_size], tf.string)
+               for name, values in inputs.items()}
+      outputs = {name: value.numpy() for name, value in self.serve(**batch).items()}
+      rows += [{name: value[i] for name, value in outputs.items()}
+               for i in range(min(self.batch_size, count - start))]
+    return rows
+
+  def _classifier_result(self, row):
+    if self.regression:
+      return {"score": float(row["scores"])}
+    probabilities = [float(p) for p in row["probabilities"]]
+    names = self.label_list or [str(i) for i in range(len(probabilities))]
+    return {"label": _text(row["labels"]), "score": probabilities[int(row["label_ids"])],
+            "scores": dict(zip(names, probabilities))}
+
+  @staticmethod
+  def _squad_result(row):
+    return {"answer": _text(row["answer"]), "score": float(row["score"]),
+            "has_answer": bool(row["has_answer"]),
+            "null_score_diff": float(row["null_score_diff"])}
+
+  @staticmethod
+  def _ner_result(row):
+    count = int(row["num_words"])
+    return [(_text(word), _text(tag)) for word, tag in zip(row["words"][:count],
+                                                           row["tags"][:count])]
+
+
+def _as_list(values, what):
+  """A string as a list of one; a list or tuple as a list; anything else an error."""
+  if isinstance(values, str):
+    return [values]
+  if not isinstance(values, (list, tuple)):
+    raise BertTfError(f"{what}: expected a string or a list of strings, got "
+                      f"{type(values).__name__}")
+  if not values:
+    raise BertTfError(f"{what}: an empty list; give at least one string")
+  return list(values)
+
+
+def _strings(values, what):
+  values = _as_list(values, what)
+  for i, value in enumerate(values):
+    if not isinstance(value, str):
+      raise BertTfError(f"{what}[{i}]: expected a string, got {type(value).__name__} "
+                        f"{str(value)[:40]!r}")
+  return values
+
+
+def _text(value):
+  return value.decode("utf-8", "replace")
