@@ -49,7 +49,7 @@ RECORD_FILES = {"train": "train.tf_record", "dev": "eval.tf_record", "test": "pr
 # What the closing summary leaves out of the files a run wrote in output_dir.
 NOT_RESULTS = ("*.tf_record", "checkpoint", "*.index", "*.data-*-of-*", "train_run.json",
                model_dir.CONFIG_FILE, model_dir.VOCAB_FILE, scalars.CURVES_FILE,
-               "task_config.json")
+               predictor.TASK_CONFIG_FILE)
 
 
 def config_and_tokenizer(values):

@@ -29,13 +29,12 @@ import os
 import tensorflow as tf
 
 from bert_tf import export
+from bert_tf import model_dir
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
 from bert_tf.fileio import write_text_atomically
 
 TASK_CONFIG_FILE = "task_config.json"
-CONFIG_FILE = "bert_config.json"
-VOCAB_FILE = "vocab.txt"
 _SQUAD_OPTIONS = ("max_query_length", "max_answer_length", "n_best_size",
                   "null_score_diff_threshold")
 
@@ -115,8 +114,8 @@ def _read_task_config(path):
 def _server_from_output_dir(path, bert_config_file, vocab_file, dtype):
   """export.build_server for an output_dir's task_config.json and latest checkpoint."""
   config = _read_task_config(path)
-  files = {"bert_config_file": bert_config_file or os.path.join(path, CONFIG_FILE),
-           "vocab_file": vocab_file or os.path.join(path, VOCAB_FILE)}
+  files = {"bert_config_file": bert_config_file or os.path.join(path, model_dir.CONFIG_FILE),
+           "vocab_file": vocab_file or os.path.join(path, model_dir.VOCAB_FILE)}
   missing = [f"{name}= ({files[name]} not found)" for name in files
              if not tf.io.gfile.exists(files[name])]
   if missing:
