@@ -1,5 +1,6 @@
-"""run_classifier.py end to end (subprocess): a slice of real MRPC, a learnable synthetic task,
-STS-B-style regression, re-evaluation from the saved checkpoint, and bad input."""
+"""run_classifier.py end to end (subprocess): a learnable synthetic task (its output_dir, the
+original's layout, what a run shows), STS-B-style regression, and bad input. A slice of real
+MRPC runs through the README's command (tests/test_readme.py)."""
 import json
 import os
 import random
@@ -14,7 +15,7 @@ from bert_tf import finetuning
 from bert_tf import scalars
 from bert_tf.data import glue
 from bert_tf.errors import BertTfError
-from conftest import REPO, shared_data
+from conftest import REPO
 
 TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
         "intermediate_size": 37, "max_position_embeddings": 64, "type_vocab_size": 2}
@@ -51,38 +52,6 @@ def read_results(output_dir):
 def common_args(data_dir, vocab, config, output_dir):
   return [f"--data_dir={data_dir}", f"--vocab_file={vocab}", f"--bert_config_file={config}",
           f"--output_dir={output_dir}", "--max_seq_length=32", "--seed=7"]
-
-
-def test_real_mrpc_slice_train_eval_predict_and_reevaluate(tmp_path):
-  glue_mrpc = shared_data("glue", "MRPC")
-  vocab = os.path.join(shared_data("vocab"), "bert-base-uncased-vocab.txt")
-  data_dir = tmp_path / "mrpc"
-  data_dir.mkdir()
-  for split in ("train", "dev", "test"):
-    with open(os.path.join(glue_mrpc, f"{split}.tsv"), encoding="utf-8") as f:
-      lines = f.readlines()[:25]  # the header (with MRPC's BOM) and 24 examples
-    (data_dir / f"{split}.tsv").write_text("".join(lines), encoding="utf-8")
-  config = write_config(tmp_path / "bert_config.json", 30522)
-  output_dir = tmp_path / "out"
-  args = common_args(data_dir, vocab, config, output_dir) + ["--task_name=MRPC", "--dtype=bfloat16"]
-  result = run_script("run_classifier.py", *args, "--do_train", "--do_eval", "--do_predict",
-                      "--train_batch_size=8", "--num_train_epochs=1")
-  assert result.returncode == 0, result.stderr[-3000:]
-  results = read_results(output_dir)
-  assert set(results) == {"eval_accuracy", "eval_f1", "eval_loss", "global_step"}
-  assert results["global_step"] == 3  # int(24 / 8 * 1)
-  probabilities = np.loadtxt(output_dir / "test_results.tsv", delimiter="\t")
-  assert probabilities.shape == (24, 2)
-  np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-6)
-  submission = (output_dir / "MRPC.tsv").read_text().splitlines()
-  assert submission[0] == "index\tprediction" and len(submission) == 25
-  assert submission[1].split("\t")[0] == "0" and submission[1].split("\t")[1] in ("0", "1")
-  assert {"train.tf_record", "eval.tf_record", "predict.tf_record", "checkpoint"} <= set(
-      os.listdir(output_dir))
-  # --do_eval alone restores the checkpoint that training left in output_dir.
-  again = run_script("run_classifier.py", *args, "--do_eval")
-  assert again.returncode == 0, again.stderr[-3000:]
-  assert read_results(output_dir) == pytest.approx(results)
 
 
 def _synthetic_sst2(data_dir, seed, n):
