@@ -262,8 +262,13 @@ def load_source(model, source, complete=False):
                " (the task head included)" if head_found else "")
   for name in not_found:
     logging.warning("  not found in checkpoint (left as initialised): %s", name)
-  for name in unused:
-    logging.info("  in checkpoint but unused: %s", name)
+  if unused:  # e.g. the pretraining heads under a task model: one line, the names behind -v 1
+    groups = sorted({name.split("/")[0] + ("/" + name.split("/")[1] if name.startswith("cls/")
+                                           else "") for name in unused})
+    logging.info("  %d variables of the checkpoint are not used by this model (%s)", len(unused),
+                 ", ".join(groups))
+    for name in unused:
+      logging.vlog(1, "  in checkpoint but unused: %s", name)
   return LoadResult(found, not_found, unused, head_found)
 
 
