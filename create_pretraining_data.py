@@ -13,7 +13,6 @@ input file, seeds itself from --random_seed and i, and writes <output_file>-0000
 as an Apache Beam pipeline (pip install apache-beam), one shard per worker at a time.
 """
 import os
-import shlex
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
@@ -21,11 +20,7 @@ from absl import flags  # noqa: E402
 
 from bert_tf import cli  # noqa: E402
 from bert_tf import flags as bert_flags  # noqa: E402
-from bert_tf import progress  # noqa: E402
-from bert_tf import records  # noqa: E402
-from bert_tf import tokenization  # noqa: E402
-from bert_tf.data import pretraining  # noqa: E402
-from bert_tf.errors import BertTfError  # noqa: E402
+from bert_tf.data import pretraining_run  # noqa: E402
 
 flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of files).")
 flags.DEFINE_string("output_file", None, "Output TF example file (or comma-separated list of files).")
@@ -63,37 +58,9 @@ flags.DEFINE_string("beam_pipeline_options", "", "Beam pipeline options for --be
                     "--setup_file=./pyproject.toml\" for Dataflow.")
 flags.DEFINE_integer("progress_seconds", 30, "Log progress (documents, instances, MB/s) this often.")
 
-FLAGS = flags.FLAGS
-
 
 def main(_):
-  options = pretraining.Options(
-      max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-      random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor, masked_lm_prob=FLAGS.masked_lm_prob,
-      short_seq_prob=FLAGS.short_seq_prob, do_whole_word_mask=FLAGS.do_whole_word_mask,
-      mask_prob_mask=FLAGS.mask_prob_mask, mask_prob_keep=FLAGS.mask_prob_keep,
-      mask_prob_random=FLAGS.mask_prob_random, no_nsp=FLAGS.no_nsp)
-  options.validate()
-  input_files = records.input_files(FLAGS.input_file)
-  output_files = [path for path in FLAGS.output_file.split(",") if path.strip()]
-  if FLAGS.beam_runner:
-    # The runner runs every shard, on as many workers as it has.
-    if FLAGS.shard_index is not None:
-      raise BertTfError("--shard_index: not used with --beam_runner, which makes every shard of --num_shards")
-    if FLAGS.num_workers != 1:
-      raise BertTfError("--num_workers: must be 1 with --beam_runner; the runner's workers run shards in "
-                        "parallel")
-    from bert_tf.data import pretraining_beam  # only here: apache-beam is optional
-    written = pretraining_beam.run(
-        input_files, output_files, FLAGS.vocab_file, FLAGS.do_lower_case, options, FLAGS.num_shards,
-        FLAGS.beam_runner, shlex.split(FLAGS.beam_pipeline_options), progress_seconds=FLAGS.progress_seconds)
-    progress.summary("Finished", [("records", f"{FLAGS.output_file} (shards -NNNNN-of-"
-                                              f"{FLAGS.num_shards:05d})")],
-                     {"shards written": len(written)})
-    return
-  tokenizer = tokenization.FullTokenizer(vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
-  pretraining.run_shards(input_files, output_files, tokenizer, options, FLAGS.num_shards, FLAGS.shard_index,
-                         num_workers=FLAGS.num_workers, progress_seconds=FLAGS.progress_seconds)
+  pretraining_run.main(bert_flags.values())
 
 
 if __name__ == "__main__":

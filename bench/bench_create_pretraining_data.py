@@ -32,6 +32,7 @@ from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
 from bert_tf import tokenization  # noqa: E402
+from bert_tf.data import corpus as corpus_reader  # noqa: E402
 from bert_tf.data import pretraining  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -158,10 +159,10 @@ def main(_):
   # Statistics of the whole-corpus records, and the draws behind them.
   tokenizer = tokenization.FullTokenizer(VOCAB)
   lengths, masked, expected, kinds, labels = record_statistics(runs[-1][4], tokenizer.vocab["[MASK]"])
-  corpus = pretraining.read_corpus(full, tokenizer, num_workers=2, progress_seconds=None)
+  corpus = corpus_reader.read_corpus(full, tokenizer, num_workers=2, progress_seconds=None)
   maker = pretraining.InstanceMaker(corpus, pretraining.Vocab(tokenizer.vocab), pretraining.Options(dupe_factor=5),
                                     random.Random(12345))
-  maker.make(progress_seconds=None)
+  maker.create_training_instances(progress_seconds=None)
   draws = maker.stats
 
   def within(observed, n, p):

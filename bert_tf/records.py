@@ -7,15 +7,12 @@ pipelines, or by record when there are fewer files, repeats, shuffles the files 
 them, shuffles records (seeded), batches per replica and prefetches).
 """
 import collections
-import itertools
-
-import numpy as np
 
 from bert_tf import fileio
 from bert_tf.errors import BertTfError
 
 
-# create_pretraining_data frames its records without importing TensorFlow.
+# TensorFlow loads on first use: create_pretraining_data reads its input file list through here.
 tf = fileio.tf
 
 
@@ -231,72 +228,3 @@ def records_input_fn(input_files, name_to_features, batch_size, is_training, see
     return d.prefetch(tf.data.AUTOTUNE)
 
   return input_fn
-
-
-# TFRecord files without TensorFlow: each record is its length (uint64, little-endian), the masked
-# CRC-32C of those 8 bytes, the record, and the masked CRC-32C of the record.
-
-
-def _crc32c_tables():
-  table = np.arange(256, dtype=np.uint32)
-  for _ in range(8):  # reflected Castagnoli polynomial
-    table = np.where(table & 1, (table >> 1) ^ np.uint32(0x82F63B78), table >> 1).astype(np.uint32)
-
-  def four_bytes(state):
-    for _ in range(4):
-      state = table[state & 0xFF] ^ (state >> 8)
-    return state
-
-  # A state word after four zero bytes, from its low and its high 16 bits: one lookup each per 4 bytes.
-  halves = np.arange(1 << 16, dtype=np.uint32)
-  return table, four_bytes(halves), four_bytes(halves << 16)
-
-
-_CRC_TABLE, _CRC_LOW, _CRC_HIGH = _crc32c_tables()
-# [n]: the CRC register after n zero bytes from all ones, extended as longer records come.
-_crc_of_ones = np.array([0xFFFFFFFF], np.uint32)
-
-
-def _masked_crc32c(rows, lengths):
-  """TFRecord's masked CRC-32C of each row of `rows` (uint8 [N, width], width a multiple of 4), whose
-  data are its last `lengths` bytes after zeros, computed for all rows at once with numpy.
-
-  The CRC register update is linear: the CRC of data from the initial all-ones register is the CRC of
-  the data from zero, xor that of as many zero bytes from all ones; from zero, leading zero bytes
-  change nothing.
-  """
-  state = np.zeros([len(rows)], np.uint32)
-  for word in np.ascontiguousarray(rows.view("<u4").T):
-    state ^= word
-    state = _CRC_LOW[state & 0xFFFF] ^ _CRC_HIGH[state >> 16]
-  global _crc_of_ones
-  if len(_crc_of_ones) <= rows.shape[1]:
-    more = [_crc_of_ones[-1]]
-    for _ in range(rows.shape[1] + 1 - len(_crc_of_ones)):
-      more.append(_CRC_TABLE[more[-1] & 0xFF] ^ (more[-1] >> 8))
-    _crc_of_ones = np.concatenate([_crc_of_ones, np.array(more[1:], np.uint32)])
-  crc = state ^ _crc_of_ones[lengths] ^ np.uint32(0xFFFFFFFF)
-  return ((crc >> 15) | (crc << 17)) + np.uint32(0xA282EAD8)
-
-
-def tfrecord_bytes(serialized):
-  """The bytes of a TFRecord file holding these serialized records (what tf.io.TFRecordWriter writes).
-
-  Meant for blocks of records of similar lengths, such as pretraining records: each takes a row of
-  memory as wide as the longest.
-  """
-  if not serialized:
-    return b""
-  lengths = np.fromiter(map(len, serialized), np.int64, len(serialized))
-  width = (int(lengths.max()) + 3) // 4 * 4
-  # Every record right-aligned in a row of `width` bytes, made by one join.
-  pads = [bytes(pad) for pad in (width - lengths).tolist()]
-  rows = np.frombuffer(b"".join(itertools.chain.from_iterable(zip(pads, serialized))), np.uint8)
-  rows = rows.reshape([len(serialized), width])
-  length_rows = lengths.astype("<u8").view(np.uint8).reshape([-1, 8])
-  length_crcs = _masked_crc32c(length_rows, np.full_like(lengths, 8)).astype("<u4")
-  headers = np.concatenate([length_rows, length_crcs.view(np.uint8).reshape([-1, 4])], axis=1).tobytes()
-  footers = _masked_crc32c(rows, lengths).astype("<u4").tobytes()
-  return b"".join(itertools.chain.from_iterable(zip(
-      [headers[i:i + 12] for i in range(0, len(headers), 12)], serialized,
-      [footers[i:i + 4] for i in range(0, len(footers), 4)])))

@@ -26,8 +26,9 @@ _LOWER_MODELS = ("uncased_L-24_H-1024_A-16", "uncased_L-12_H-768_A-12",
 _CASED_MODELS = ("cased_L-12_H-768_A-12", "cased_L-24_H-1024_A-16",
                  "multi_cased_L-12_H-768_A-12")
 
-# A word cache this big holds every distinct word of a large corpus shard; past it we stop caching.
-_MAX_CACHED_WORDS = 1_000_000
+# A word cache this big (a few hundred MB at most) holds every distinct word of a large corpus
+# shard; past it, words are tokenized each time.
+_MAX_CACHED_WORDS = 2_000_000
 
 # CJK Unified Ideographs blocks: the original's "Chinese character" (not Hangul or kana).
 CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
@@ -287,20 +288,40 @@ class FullTokenizer(object):
     self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case, vocab=self.vocab,
                                           preserve_unused_tokens=preserve_unused_tokens)
     self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
+    self.vocab_file = vocab_file
+    # The one word cache: a word of cleaned text -> (its pieces, their ids, or None when a piece is
+    # not in the vocab, as [UNK] is not in a vocab without it).
     self._word_cache = {}
 
   def tokenize(self, text):
-    text = _clean_and_space_cjk(convert_to_unicode(text))
     cache = self._word_cache
     output = []
-    for word in text.split():
-      pieces = cache.get(word)
-      if pieces is None:
-        pieces = self._tokenize_word(word)
-        if len(cache) < _MAX_CACHED_WORDS:
-          cache[word] = pieces
-      output.extend(pieces)
+    for word in _clean_and_space_cjk(convert_to_unicode(text)).split():
+      output.extend((cache.get(word) or self._cache_word(word))[0])
     return output
+
+  def tokenize_to_ids(self, text):
+    """convert_tokens_to_ids(tokenize(text)), from the same word cache (what create_pretraining_data's
+    reading loop needs)."""
+    cache = self._word_cache
+    output = []
+    try:
+      for word in _clean_and_space_cjk(convert_to_unicode(text)).split():
+        output.extend((cache.get(word) or self._cache_word(word))[1])
+    except TypeError:  # the ids of a word were None
+      missing = next(piece for piece in self.tokenize(text) if piece not in self.vocab)
+      raise BertTfError(f"{self.vocab_file}: the tokenizer produced {missing!r}, which is not in "
+                        f"the vocab (a vocab needs [UNK] for words it cannot spell)") from None
+    return output
+
+  def _cache_word(self, word):
+    pieces = tuple(self._tokenize_word(word))
+    vocab = self.vocab
+    ids = tuple(vocab[piece] for piece in pieces) if all(p in vocab for p in pieces) else None
+    entry = (pieces, ids)
+    if len(self._word_cache) < _MAX_CACHED_WORDS:
+      self._word_cache[word] = entry
+    return entry
 
   def _tokenize_word(self, word):
     pieces = []

@@ -20,8 +20,10 @@ from conftest import REPO, shared_data
 
 from bert_tf import records
 from bert_tf import tokenization
-from bert_tf.data import corpus
+from bert_tf.data import corpus as corpus_module
 from bert_tf.data import pretraining
+from bert_tf.data import pretraining_run
+from bert_tf.data import record_bytes
 from bert_tf.data import pretraining_records
 from bert_tf.errors import BertTfError
 
@@ -98,7 +100,7 @@ def _read_records(path):
 
 def _ours(inputs, outputs, num_workers=1, **options):
   tokenizer = tokenization.FullTokenizer(_vocab_file(), do_lower_case=True)
-  return pretraining.create_pretraining_data(inputs, outputs, tokenizer, pretraining.Options(**options),
+  return pretraining_run.create_pretraining_data(inputs, outputs, tokenizer, pretraining.Options(**options),
                                              num_workers=num_workers, progress_seconds=None)
 
 
@@ -143,7 +145,7 @@ def oracle_cases(tmp_path_factory):
 def test_same_records_as_original(oracle_cases, tmp_path, name):
   inputs, oracle_outputs, options = oracle_cases[name]
   outputs = [str(tmp_path / f"ours.{i}.tfrecord") for i in range(len(oracle_outputs))]
-  stats = pretraining.create_pretraining_data(
+  stats = pretraining_run.create_pretraining_data(
       inputs, outputs, tokenization.FullTokenizer(_vocab_file()), options, progress_seconds=None)
   total = 0
   for ours, theirs in zip(outputs, oracle_outputs):
@@ -175,10 +177,10 @@ def test_encoder_gives_the_bytes_of_records_serialize(tmp_path):
                   pretraining.Options(dupe_factor=1, max_seq_length=300, max_predictions_per_seq=80,
                                       masked_lm_prob=0.3, do_whole_word_mask=True),
                   pretraining.Options(dupe_factor=1, max_seq_length=16, max_predictions_per_seq=20)]:
-    corpus = pretraining.read_corpus([sample], tokenizer)
+    corpus = corpus_module.read_corpus([sample], tokenizer)
     vocab = pretraining.Vocab(tokenizer.vocab)
-    instances, order = pretraining.InstanceMaker(corpus, vocab, options, random.Random(1)).make()
-    encoder = pretraining.RecordEncoder(vocab, options)
+    instances, order = pretraining.InstanceMaker(corpus, vocab, options, random.Random(1)).create_training_instances()
+    encoder = record_bytes.RecordEncoder(vocab, options)
     schema = records.pretraining_features(options.max_seq_length, options.max_predictions_per_seq)
     for index in range(len(instances)):
       features = pretraining_records.instance_features(corpus.tokens, instances, index, vocab, options)
@@ -191,10 +193,10 @@ def test_blocks_handed_out_while_making_are_whole_and_in_order(tmp_path, monkeyp
   # Spool.write finds instance i in block i // _WRITE_BLOCK: every block but the last must be whole.
   monkeypatch.setattr(pretraining_records, "WRITE_BLOCK", block)
   tokenizer = tokenization.FullTokenizer(_vocab_file())
-  corpus = pretraining.read_corpus([_toy_corpus(tmp_path, documents=60)], tokenizer)
+  corpus = corpus_module.read_corpus([_toy_corpus(tmp_path, documents=60)], tokenizer)
   vocab, options = pretraining.Vocab(tokenizer.vocab), pretraining.Options(dupe_factor=3)
   blocks = []
-  instances, _ = pretraining.InstanceMaker(corpus, vocab, options, random.Random(1)).make(on_block=blocks.append)
+  instances, _ = pretraining.InstanceMaker(corpus, vocab, options, random.Random(1)).create_training_instances(on_block=blocks.append)
   assert [len(b) for b in blocks[:-1]] == [block] * (len(blocks) - 1) and 0 < len(blocks[-1]) <= block
   assert np.array_equal(np.concatenate([b.spans for b in blocks]), instances.spans)
   assert np.array_equal(np.concatenate([b.positions for b in blocks]), instances.positions)
@@ -273,18 +275,18 @@ def test_shards_have_own_seeds_names_and_resume(tmp_path):
   options = pretraining.Options(dupe_factor=1)
   out = str(tmp_path / "out" / "pre.tfrecord")
   os.makedirs(os.path.dirname(out))
-  assert pretraining.run_shards(files, [out], tokenizer, options, num_shards=2, shard_index=1) == [1]
+  assert pretraining_run.run_shards(files, [out], tokenizer, options, num_shards=2, shard_index=1) == [1]
   assert os.listdir(tmp_path / "out") == ["pre.tfrecord-00001-of-00002"]
-  assert pretraining.run_shards(files, [out], tokenizer, options, num_shards=2) == [0]  # 1 is done
-  assert pretraining.run_shards(files, [out], tokenizer, options, num_shards=2) == []
+  assert pretraining_run.run_shards(files, [out], tokenizer, options, num_shards=2) == [0]  # 1 is done
+  assert pretraining_run.run_shards(files, [out], tokenizer, options, num_shards=2) == []
   # Shard 0 (files 0 and 2) is exactly a one-shard run over those files with the derived seed.
   single = str(tmp_path / "single.tfrecord")
-  seed = pretraining.shard_seed(12345, 0, 2)
-  assert seed == pretraining.shard_seed(12345, 0, 2) != pretraining.shard_seed(12345, 1, 2)
+  seed = pretraining_run.shard_seed(12345, 0, 2)
+  assert seed == pretraining_run.shard_seed(12345, 0, 2) != pretraining_run.shard_seed(12345, 1, 2)
   _ours([files[0], files[2]], [single], dupe_factor=1, random_seed=seed)
   assert open(single, "rb").read() == open(out + "-00000-of-00002", "rb").read()
   with pytest.raises(BertTfError, match="--shard_index"):
-    pretraining.run_shards(files, [out], tokenizer, options, num_shards=2, shard_index=2)
+    pretraining_run.run_shards(files, [out], tokenizer, options, num_shards=2, shard_index=2)
 
 
 def test_awkward_input_is_handled(tmp_path):
@@ -299,7 +301,7 @@ def test_awkward_input_is_handled(tmp_path):
   assert all(sum(r["input_mask"]) <= 32 for r in _read_records(out))
   # What the original tokenizer makes of the control characters: they join words, not split them.
   tokenizer = tokenization.FullTokenizer(_vocab_file())
-  corpus = pretraining.read_corpus([str(path)], tokenizer, num_workers=2)
+  corpus = corpus_module.read_corpus([str(path)], tokenizer, num_workers=2)
   third = corpus.sentence_starts[corpus.document_starts[2]]
   expected = tokenizer.convert_tokens_to_ids(tokenizer.tokenize("joined\x1ctext a\x85b."))
   assert corpus.tokens[third:third + len(expected)].tolist() == expected
@@ -316,10 +318,10 @@ def test_bad_input_fails_cleanly(tmp_path, monkeypatch):
   vocab = tmp_path / "vocab.txt"
   vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n")
   with pytest.raises(BertTfError, match=r"no \[MASK\]"):
-    pretraining.create_pretraining_data([toy], [str(tmp_path / "o.tfrecord")],
+    pretraining_run.create_pretraining_data([toy], [str(tmp_path / "o.tfrecord")],
                                         tokenization.FullTokenizer(str(vocab)), pretraining.Options())
   # A failure while writing leaves neither the output nor a temporary file behind.
-  original_encode_block = pretraining.RecordEncoder.encode_block
+  original_encode_block = record_bytes.RecordEncoder.encode_block
   calls = []
 
   def failing_encode_block(self, *args):
@@ -329,7 +331,7 @@ def test_bad_input_fails_cleanly(tmp_path, monkeypatch):
     return original_encode_block(self, *args)
 
   monkeypatch.setattr(pretraining_records, "WRITE_BLOCK", 10)
-  monkeypatch.setattr(pretraining.RecordEncoder, "encode_block", failing_encode_block)
+  monkeypatch.setattr(record_bytes.RecordEncoder, "encode_block", failing_encode_block)
   with pytest.raises(RuntimeError):
     _ours([toy], [str(tmp_path / "w0.tfrecord"), str(tmp_path / "w1.tfrecord")], dupe_factor=5)
   assert len(calls) == 4
@@ -344,7 +346,7 @@ def test_bad_input_fails_cleanly(tmp_path, monkeypatch):
     _ours([toy], [str(tmp_path / "w0.tfrecord")], num_workers=2, dupe_factor=5)
   assert not [name for name in os.listdir(tmp_path) if "w0" in name]
   # Or while tokenizing the input.
-  monkeypatch.setattr(corpus, "_tokenize_chunk_in_worker", _die_reading)
+  monkeypatch.setattr(corpus_module, "tokenize_chunk", _die_reading)
   with pytest.raises(RuntimeError, match="tokenizing the input died"):
     _ours([toy], [str(tmp_path / "w0.tfrecord")], num_workers=2, dupe_factor=5)
   assert not [name for name in os.listdir(tmp_path) if "w0" in name]
@@ -357,11 +359,11 @@ def test_bad_input_fails_cleanly(tmp_path, monkeypatch):
   assert not [name for name in os.listdir(tmp_path) if "w0" in name or "w1" in name]
 
 
-def _die(path, block):
+def _die(state, index, block):
   os._exit(1)  # a worker killed while serializing
 
 
-def _die_reading(chunk):
+def _die_reading(tokenizer, chunk):
   os._exit(1)  # a worker killed while tokenizing
 
 
@@ -399,8 +401,8 @@ def test_tfrecord_bytes_are_what_tensorflow_writes(tmp_path):
     for payload in payloads:
       writer.write(payload)
   with open(path, "rb") as f:
-    assert records.tfrecord_bytes(payloads) == f.read()
-  assert records.tfrecord_bytes([]) == b""
+    assert record_bytes.tfrecord_bytes(payloads) == f.read()
+  assert record_bytes.tfrecord_bytes([]) == b""
 
 
 def test_url_paths_go_through_tf_gfile(tmp_path):

@@ -15,6 +15,7 @@ from conftest import REPO, shared_data  # noqa: E402
 
 from bert_tf import tokenization  # noqa: E402
 from bert_tf.data import pretraining  # noqa: E402
+from bert_tf.data import pretraining_run  # noqa: E402
 from bert_tf.data import pretraining_beam  # noqa: E402
 
 # Tiny: 4 files of 8 documents, one copy each; the cost is Beam's start-up, not the data.
@@ -43,7 +44,7 @@ def _inputs(tmp_path, files=4, documents=8):
 
 def _local(inputs, outputs, num_shards, options=OPTIONS):
   tokenizer = tokenization.FullTokenizer(_vocab_file(), do_lower_case=True)
-  return pretraining.run_shards(inputs, outputs, tokenizer, options, num_shards, progress_seconds=None)
+  return pretraining_run.run_shards(inputs, outputs, tokenizer, options, num_shards, progress_seconds=None)
 
 
 def _beam(inputs, outputs, num_shards, *pipeline_args):

@@ -43,6 +43,21 @@ def test_full_tokenizer(tiny_vocab_file):
   assert tokenizer.tokenize(b"hello world") == ["hello", "world"]
 
 
+def test_tokenize_to_ids_shares_the_word_cache(tiny_vocab_file, tmp_path):
+  tokenizer = tokenization.FullTokenizer(tiny_vocab_file)
+  text = u"UNwant\u00E9d,running lowest\x1cwant zzz \u4e2d\u56fd"  # \x1c joins words, as the original
+  expected = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text))
+  assert tokenizer.tokenize_to_ids(text) == expected == tokenizer.tokenize_to_ids(text)
+  assert tokenizer.tokenize(text) == tokenizer.convert_ids_to_tokens(expected)
+  # A vocab without [UNK]: tokenize spells it, ids name the file and the missing piece.
+  no_unk = tmp_path / "no_unk.txt"
+  no_unk.write_text("".join(token + "\n" for token in TINY_VOCAB[1:]), encoding="utf-8")
+  tokenizer = tokenization.FullTokenizer(str(no_unk))
+  assert tokenizer.tokenize("hello zzz") == ["hello", "[UNK]"]
+  with pytest.raises(BertTfError, match=r"no_unk.txt: the tokenizer produced '\[UNK\]'"):
+    tokenizer.tokenize_to_ids("hello zzz")
+
+
 def test_chinese_characters_are_split():
   basic = tokenization.BasicTokenizer()
   assert basic.tokenize(u"ah\u535A\u63A8zz") == [u"ah", u"\u535A", u"\u63A8", u"zz"]

@@ -3,7 +3,6 @@ time, a blank line ends a document), run over blocks of lines in worker processe
 in one numpy array with sentence and document offsets."""
 import collections
 import contextlib
-import re
 from array import array
 
 import numpy as np
@@ -14,21 +13,12 @@ from bert_tf import workers
 from bert_tf.progress import Progress
 from bert_tf.errors import BertTfError
 
-# Characters that str.split() treats as whitespace but the original tokenizer deletes as control
-# characters (so the text around them joins up). A line holding one is tokenized whole.
-_JOINING_CONTROLS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x1f\x85]")
-
 # Read input files in blocks of about this size; one block of whole lines is one unit of parallel work.
 _CHUNK_BYTES = 1 << 20
-# Distinct words whose ids are cached (a few hundred MB at most); past it, words are tokenized each time.
-_MAX_CACHED_WORDS = 2_000_000
 
 
 # ----------------------------------------------------------------------------------------------------
 # Reading and tokenizing.
-
-_line_tokenizer_for_workers = None  # set before the pool forks, so workers inherit it
-
 
 def _line_chunks(path):
   """Blocks of whole lines of a file, as bytes (the last may lack a final newline)."""
@@ -68,58 +58,29 @@ def _decode(chunk):
     return "\n".join(lines), bad
 
 
-class LineTokenizer:
-  """The original's reading loop on a block of lines, giving token ids, with a cache of each word's ids."""
-
-  def __init__(self, tokenizer):
-    self.tokenizer = tokenizer
-    self.vocab = tokenizer.vocab
-    self.word_ids = {}
-
-  def tokenize_chunk(self, chunk):
-    """Returns (ids, events, bad_lines, num_bytes): `events` holds, per line in order, the number of
-    tokens of a line that has any, and -1 for a blank line (which starts a new document)."""
-    text, bad_lines = _decode(chunk)
-    lines = text.split("\n")
-    if lines and not lines[-1]:
-      lines.pop()  # the newline ending the chunk's last line
-    ids = array("i")
-    events = array("i")
-    for line in lines:
-      line = line.strip()
-      if not line:
-        events.append(-1)
-        continue
-      line_ids = self._ids(line) if _JOINING_CONTROLS.search(line) else self._line_ids(line)
-      if line_ids:
-        ids.extend(line_ids)
-        events.append(len(line_ids))
-    return (np.frombuffer(ids, dtype=np.int32), np.frombuffer(events, dtype=np.int32), bad_lines,
-            len(chunk))
-
-  def _line_ids(self, line):
-    # A word's tokens do not depend on its neighbours, so each distinct word is tokenized once.
-    cache = self.word_ids
-    line_ids = []
-    for word in line.split():
-      word_ids = cache.get(word)
-      if word_ids is None:
-        word_ids = self._ids(word)
-        if len(cache) < _MAX_CACHED_WORDS:
-          cache[word] = word_ids
-      line_ids.extend(word_ids)
-    return line_ids
-
-  def _ids(self, text):
-    try:
-      return tuple(self.vocab[token] for token in self.tokenizer.tokenize(text))
-    except KeyError as e:
-      raise BertTfError(f"--vocab_file: the tokenizer produced {e.args[0]!r}, which is not in the vocab "
-                        f"(a vocab needs [UNK] for words it cannot spell)") from None
-
-
-def _tokenize_chunk_in_worker(chunk):
-  return _line_tokenizer_for_workers.tokenize_chunk(chunk)
+def tokenize_chunk(tokenizer, chunk):
+  """The original's reading loop on a block of lines: each line stripped, a blank line ending a
+  document, a line's tokens kept when it has any. Returns (ids, events, bad_lines, num_bytes):
+  `events` holds, per line in order, the number of tokens of a line that has any, and -1 for a blank
+  line (which starts a new document)."""
+  text, bad_lines = _decode(chunk)
+  lines = text.split("\n")
+  if lines and not lines[-1]:
+    lines.pop()  # the newline ending the chunk's last line
+  ids = array("i")
+  events = array("i")
+  tokenize_to_ids = tokenizer.tokenize_to_ids
+  for line in lines:
+    line = line.strip()
+    if not line:
+      events.append(-1)
+      continue
+    line_ids = tokenize_to_ids(line)
+    if line_ids:
+      ids.extend(line_ids)
+      events.append(len(line_ids))
+  return (np.frombuffer(ids, dtype=np.int32), np.frombuffer(events, dtype=np.int32), bad_lines,
+          len(chunk))
 
 
 class Corpus:
@@ -142,7 +103,6 @@ class Corpus:
 
 def read_corpus(input_files, tokenizer, num_workers=1, progress_seconds=30):
   """Reads one-sentence-per-line files (blank lines between documents) into a Corpus of token ids."""
-  global _line_tokenizer_for_workers
   id_dtype = np.uint16 if len(tokenizer.vocab) <= (1 << 16) else np.int32
   id_parts, event_parts = [], []
   stats = collections.Counter()
@@ -165,21 +125,16 @@ def read_corpus(input_files, tokenizer, num_workers=1, progress_seconds=30):
     progress.maybe_log(lambda s: f"{stats['bytes'] / 1e6:.1f} MB, {stats['blank_lines']} blank lines, "
                        f"{stats['tokens']} tokens, {stats['bytes'] / 1e6 / max(s, 1e-9):.2f} MB/s")
 
-  line_tokenizer = LineTokenizer(tokenizer)
   # The tokenizer builds its character tables on first use (~2 s): once here, not once per worker.
   tokenizer.tokenize("warm-up")
   if num_workers > 1:
-    _line_tokenizer_for_workers = line_tokenizer
-    try:
-      with contextlib.closing(workers.in_order_in_workers(_tokenize_chunk_in_worker, chunks(), num_workers,
-                                                   "tokenizing the input")) as results:
-        for result in results:
-          take(result)
-    finally:
-      _line_tokenizer_for_workers = None
+    with contextlib.closing(workers.in_order_in_workers(
+        tokenize_chunk, chunks(), num_workers, "tokenizing the input", inherited=tokenizer)) as results:
+      for result in results:
+        take(result)
   else:
     for chunk in chunks():
-      take(line_tokenizer.tokenize_chunk(chunk))
+      take(tokenize_chunk(tokenizer, chunk))
   progress.close()
 
   tokens = np.concatenate(id_parts) if id_parts else np.zeros([0], id_dtype)

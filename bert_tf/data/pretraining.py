@@ -1,49 +1,35 @@
-"""Pretraining instances: the original create_pretraining_data.py's records, record for record, at corpus scale.
+"""The original create_pretraining_data.py's algorithm, record for record, at corpus scale.
 
-The original draws every choice from one `random.Random(random_seed)` in a fixed pattern, so the same
-flags give the same records in the same order. We keep that pattern call for call (which is why the
-choosing stays in one process), but everything around it is done differently:
+InstanceMaker holds the original's functions under their names, in its order:
+create_training_instances (the document shuffle, dupe_factor passes, the final shuffle),
+create_instances_from_document, create_masked_lm_predictions and truncate_seq_pair. They draw every
+choice from one `random.Random(random_seed)` call for call as the original does, so the same flags
+give the same records in the same order (which is why the choosing stays in one process). What
+differs is the representation:
 
-* Reading and tokenizing run in `num_workers` processes over chunks of lines, in order.
-* The corpus is held as token ids in one numpy array with sentence offsets, not lists of strings.
-* An instance is kept as four offsets into that array plus its masked positions and replacements; the
-  token ids are only put together when the record is serialized. With more than one worker, the
-  others serialize each block of instances while the next ones are made (pretraining_records.Spool).
+* The corpus is token ids in one numpy array with sentence offsets (bert_tf/data/corpus.py), not
+  lists of strings.
+* An instance is four offsets into that array plus its masked positions and replacements
+  (Instances); the token ids are put together only when the record is serialized
+  (bert_tf/data/record_bytes.py).
 * A shuffle consumes the random stream exactly as `random.Random.shuffle` does, without its
-  per-element Python call overhead.
-* TensorFlow is not imported (it takes seconds to load): files are read and written with Python's
-  I/O (tf.io.gfile only for gs:// and other URLs) and records are framed by records.tfrecord_bytes.
+  per-element Python call overhead (_shuffle, _randint).
 
 Memory is about 2 bytes a token (4 for vocabs over 65,536 ids) plus 48 bytes an instance and 6 bytes
 a masked token (~170 bytes an instance at 20 predictions), where the original holds every document and
-every instance as Python lists of strings. All instances are held until the final shuffle, as in the
-original; to bound memory on a very large corpus, split it into shards (run_shards).
-
-The work is split by concern: bert_tf/data/corpus.py reads and tokenizes, this module chooses the
-instances (the original's algorithm: InstanceMaker), bert_tf/data/pretraining_records.py serializes
-and writes them (RecordEncoder, Spool), bert_tf/workers.py runs the worker processes.
+every instance as Python lists of strings. The whole run (read, make, write, shards) is
+bert_tf/data/pretraining_run.py.
 """
 import bisect
 import collections
 import dataclasses
-import hashlib
-import os
 import random
-import time
 from array import array
 
 import numpy as np
-from absl import logging
 
-from bert_tf import fileio
 from bert_tf.progress import Progress
-from bert_tf.progress import format_duration
-from bert_tf.progress import summary
-from bert_tf.data.corpus import read_corpus
 from bert_tf.data import pretraining_records
-from bert_tf.data.pretraining_records import RecordEncoder
-from bert_tf.data.pretraining_records import Spool
-from bert_tf.data.pretraining_records import write_instances
 from bert_tf.errors import BertTfError
 
 
@@ -201,7 +187,9 @@ class Instances:
 
 
 class InstanceMaker:
-  """create_training_instances of the original, on a Corpus of ids, with the same random draws."""
+  """The original's create_training_instances, create_instances_from_document,
+  create_masked_lm_predictions and truncate_seq_pair, in that order, on a Corpus of ids, with the
+  same random draws."""
 
   def __init__(self, corpus, vocab, options, rng):
     self.corpus = corpus
@@ -220,10 +208,11 @@ class InstanceMaker:
     keep_or_random = options.mask_prob_keep + options.mask_prob_random
     self.keep_given_not_mask = options.mask_prob_keep / keep_or_random if keep_or_random > 0 else 1.0
 
-  def make(self, progress_seconds=30, on_block=None):
-    """All instances and their output order (the original's final shuffle). `on_block`, if given, is
-    called with each run of pretraining_records.WRITE_BLOCK instances (and the last, shorter run) as
-    soon as it is made."""
+  def create_training_instances(self, progress_seconds=30, on_block=None):
+    """The original's create_training_instances, from its document shuffle on: dupe_factor passes
+    over the documents, then the final shuffle. Returns the instances and their output order.
+    `on_block`, if given, is called with each run of pretraining_records.WRITE_BLOCK instances (and
+    the last, shorter run) as soon as it is made."""
     options, rng = self.options, self.rng
     block = pretraining_records.WRITE_BLOCK
     handed_out = 0
@@ -233,7 +222,7 @@ class InstanceMaker:
     self.order = order
     progress = Progress("making instances", total=options.dupe_factor * num_documents,
                         unit="documents", seconds=progress_seconds)
-    make_document = self._no_nsp_instances if options.no_nsp else self._document_instances
+    make_document = self._no_nsp_instances if options.no_nsp else self.create_instances_from_document
     instances = self.instances
 
     def hand_out(last):
@@ -263,29 +252,10 @@ class InstanceMaker:
     self.stats["instances"] = len(instances)
     return instances, np.asarray(output_order, np.int64)
 
-  def _count_masking(self, instances):
-    a0, a1, b0, b1, _ = instances.spans.T
-    num_tokens = (a1 - a0) + (b1 - b0) + np.where(b1 > b0, 3, 2)
-    # np.round, like Python's round, rounds halves to even.
-    num_to_predict = np.minimum(self.options.max_predictions_per_seq,
-                                np.maximum(1, np.round(num_tokens * self.options.masked_lm_prob)))
-    self.stats["tokens"] = int(num_tokens.sum())
-    self.stats["masked"] = len(instances.positions)
-    self.stats["expected_masked"] = int(num_to_predict.sum())
-
-  def _sentence_bounds(self, document_index):
-    document = self.order[document_index]
-    return self.sentence_starts[self.document_starts[document]:self.document_starts[document + 1] + 1]
-
-  def _target_length(self, max_num_tokens):
-    self.stats["documents"] += 1
-    if self.rng.random() < self.options.short_seq_prob:
-      self.stats["short_targets"] += 1
-      return _randint(self.rng, 2, max_num_tokens)
-    return max_num_tokens
-
-  def _document_instances(self, document_index):
-    """create_instances_from_document: sentence pairs, half with a random B (when there is a choice)."""
+  def create_instances_from_document(self, document_index):
+    """The original's create_instances_from_document: chunks of sentences up to a target length,
+    split into A and B, B the actual next sentences or, half the time (always for a one-sentence
+    chunk), sentences of a random other document."""
     rng = self.rng
     starts = self._sentence_bounds(document_index)
     num_sentences = len(starts) - 1
@@ -309,8 +279,8 @@ class InstanceMaker:
           is_random_next = 0
           self.stats["actual_next"] += 1
           b0, b1 = a1, starts[i + 1]
-        a0, a1, b0, b1 = self._truncate_pair(a0, a1, b0, b1, max_num_tokens)
-        self._add(a0, a1, b0, b1, is_random_next)
+        a0, a1, b0, b1 = self.truncate_seq_pair(a0, a1, b0, b1, max_num_tokens)
+        self.create_masked_lm_predictions(a0, a1, b0, b1, is_random_next)
         chunk_first = i + 1
         current_length = 0
       i += 1
@@ -332,20 +302,16 @@ class InstanceMaker:
     end = bisect.bisect_left(sentence_starts, b0 + target_b_length, first + random_start + 1, last)
     return b0, sentence_starts[end]
 
-  def _truncate_pair(self, a0, a1, b0, b1, max_num_tokens):
-    """truncate_seq_pair: drop a token from the front or the back of the longer segment, by coin flip."""
-    random_ = self.rng.random
-    while (a1 - a0) + (b1 - b0) > max_num_tokens:
-      if a1 - a0 > b1 - b0:
-        if random_() < 0.5:
-          a0 += 1
-        else:
-          a1 -= 1
-      elif random_() < 0.5:
-        b0 += 1
-      else:
-        b1 -= 1
-    return a0, a1, b0, b1
+  def _target_length(self, max_num_tokens):
+    self.stats["documents"] += 1
+    if self.rng.random() < self.options.short_seq_prob:
+      self.stats["short_targets"] += 1
+      return _randint(self.rng, 2, max_num_tokens)
+    return max_num_tokens
+
+  def _sentence_bounds(self, document_index):
+    document = self.order[document_index]
+    return self.sentence_starts[self.document_starts[document]:self.document_starts[document + 1] + 1]
 
   def _no_nsp_instances(self, document_index):
     """The "No NSP" ablation: runs of whole sentences up to the target length, as one segment."""
@@ -363,31 +329,12 @@ class InstanceMaker:
             a0 += 1
           else:
             a1 -= 1
-        self._add(a0, a1, 0, 0, 0)
+        self.create_masked_lm_predictions(a0, a1, 0, 0, 0)
         chunk_first = i + 1
 
-  def _candidates(self, a0, a1, b0, b1):
-    """Positions that may be masked (all but [CLS]/[SEP]), grouped into whole words if asked."""
-    len_a, len_b = a1 - a0, b1 - b0
-    token_positions = list(range(1, len_a + 1)) + list(range(len_a + 2, len_a + 2 + len_b))
-    if not (self.has_specials or self.continues_word is not None):
-      return token_positions
-    tokens = self.corpus.tokens
-    ids = np.concatenate([tokens[a0:a1], tokens[b0:b1]])
-    keep = (ids != self.vocab.cls_id) & (ids != self.vocab.sep_id)
-    positions = np.asarray(token_positions, np.int64)[keep]
-    if self.continues_word is None:
-      return positions.tolist()
-    # A "##" piece joins the word before it, even across the middle [SEP] (as the original).
-    continues = np.concatenate([self.continues_word[a0:a1], self.continues_word[b0:b1]])[keep]
-    if len(continues):
-      continues[0] = False
-    word_starts = np.flatnonzero(~continues).tolist() + [len(positions)]
-    positions = positions.tolist()
-    return [positions[s:e] for s, e in zip(word_starts[:-1], word_starts[1:])]
-
-  def _add(self, a0, a1, b0, b1, is_random_next):
-    """create_masked_lm_predictions: the masked positions, in the order chosen, and what they become."""
+  def create_masked_lm_predictions(self, a0, a1, b0, b1, is_random_next):
+    """The original's create_masked_lm_predictions, then the instance is kept: the masked positions,
+    in the order chosen, and what each becomes ([MASK], itself or a random token)."""
     options, rng, instances = self.options, self.rng, self.instances
     num_tokens = (a1 - a0) + (b1 - b0) + (3 if b1 > b0 else 2)
     num_to_predict = min(options.max_predictions_per_seq,
@@ -419,126 +366,48 @@ class InstanceMaker:
       else:
         append(word_ids[_randint(rng, 0, len(word_ids) - 1)])
 
+  def _candidates(self, a0, a1, b0, b1):
+    """Positions that may be masked (all but [CLS]/[SEP]), grouped into whole words if asked."""
+    len_a, len_b = a1 - a0, b1 - b0
+    token_positions = list(range(1, len_a + 1)) + list(range(len_a + 2, len_a + 2 + len_b))
+    if not (self.has_specials or self.continues_word is not None):
+      return token_positions
+    tokens = self.corpus.tokens
+    ids = np.concatenate([tokens[a0:a1], tokens[b0:b1]])
+    keep = (ids != self.vocab.cls_id) & (ids != self.vocab.sep_id)
+    positions = np.asarray(token_positions, np.int64)[keep]
+    if self.continues_word is None:
+      return positions.tolist()
+    # A "##" piece joins the word before it, even across the middle [SEP] (as the original).
+    continues = np.concatenate([self.continues_word[a0:a1], self.continues_word[b0:b1]])[keep]
+    if len(continues):
+      continues[0] = False
+    word_starts = np.flatnonzero(~continues).tolist() + [len(positions)]
+    positions = positions.tolist()
+    return [positions[s:e] for s, e in zip(word_starts[:-1], word_starts[1:])]
 
-# ----------------------------------------------------------------------------------------------------
-# The whole run, and shards of a large corpus.
+  def truncate_seq_pair(self, a0, a1, b0, b1, max_num_tokens):
+    """The original's truncate_seq_pair: drop a token from the front or the back of the longer
+    segment, by coin flip, until the pair fits."""
+    random_ = self.rng.random
+    while (a1 - a0) + (b1 - b0) > max_num_tokens:
+      if a1 - a0 > b1 - b0:
+        if random_() < 0.5:
+          a0 += 1
+        else:
+          a1 -= 1
+      elif random_() < 0.5:
+        b0 += 1
+      else:
+        b1 -= 1
+    return a0, a1, b0, b1
 
-
-def shard_seed(random_seed, shard_index, num_shards):
-  """The seed of one shard: --random_seed itself when there is one shard, else derived from both."""
-  if num_shards == 1:
-    return random_seed
-  digest = hashlib.sha256(f"{random_seed}/{shard_index}/{num_shards}".encode()).digest()
-  return int.from_bytes(digest[:4], "little")
-
-
-def shard_output_files(output_files, shard_index, num_shards):
-  if num_shards == 1:
-    return list(output_files)
-  return [f"{path}-{shard_index:05d}-of-{num_shards:05d}" for path in output_files]
-
-
-def shard_input_files(input_files, shard_index, num_shards):
-  """Input files of one shard: every num_shards-th file of the sorted list, from shard_index."""
-  return input_files[shard_index::num_shards]
-
-
-def create_pretraining_data(input_files, output_files, tokenizer, options, num_workers=1,
-                            progress_seconds=30):
-  """Reads, makes instances and writes records as the original does; returns counts for the log."""
-  options.validate()
-  if not output_files:
-    raise BertTfError("--output_file: no output file given")
-  for path in output_files:
-    if fileio.is_url(path):
-      continue
-    if os.path.isdir(path):
-      raise BertTfError(f"--output_file: {path} is a directory; expected the path of a file")
-    for stale in fileio.remove_stale_temporaries(path):
-      logging.info("Removed %s, left by an earlier run of this output that was killed", stale)
-  vocab = Vocab(tokenizer.vocab)
-  start = time.time()
-  corpus = read_corpus(input_files, tokenizer, num_workers, progress_seconds)
-  if corpus.num_documents == 0:
-    raise BertTfError(f"--input_file: no text in {', '.join(input_files)} (every line is blank or "
-                      f"tokenizes to nothing)")
-  read_seconds = time.time() - start
-  maker = InstanceMaker(corpus, vocab, options, random.Random(options.random_seed))
-  if num_workers > 1:
-    with Spool(corpus.tokens, RecordEncoder(vocab, options), num_workers - 1, output_files) as spool:
-      _, output_order = maker.make(progress_seconds, on_block=spool.add)
-      make_seconds = time.time() - start - read_seconds
-      written = spool.write(output_order, output_files, progress_seconds)
-  else:
-    instances, output_order = maker.make(progress_seconds)
-    make_seconds = time.time() - start - read_seconds
-    written = write_instances(corpus, instances, output_order, vocab, options, output_files,
-                              progress_seconds=progress_seconds)
-  stats = collections.Counter({f"corpus_{k}": v for k, v in corpus.stats.items()})
-  stats.update({f"instances_{k}": v for k, v in maker.stats.items()})
-  stats["written"] = written
-  stats["seconds_reading"] = read_seconds
-  stats["seconds_making"] = make_seconds
-  stats["seconds_total"] = time.time() - start
-  logging.info("Read %.1f MB (%d documents, %d tokens) in %.1f s; made %d instances in %.1f s; "
-               "wrote them in %.1f s: %.2f MB/s overall", corpus.stats["bytes"] / 1e6,
-               corpus.num_documents, len(corpus.tokens), read_seconds, written, make_seconds,
-               stats["seconds_total"] - read_seconds - make_seconds,
-               corpus.stats["bytes"] / 1e6 / max(stats["seconds_total"], 1e-9))
-  return stats
-
-
-def check_shards(input_files, output_files, options, num_shards):
-  """One-line errors for flags that would fail every shard."""
-  options.validate()
-  if num_shards < 1:
-    raise BertTfError(f"--num_shards: must be at least 1, got {num_shards}")
-  if len(input_files) < num_shards:
-    raise BertTfError(f"--num_shards: {num_shards} shards but only {len(input_files)} input files")
-  if not output_files:
-    raise BertTfError("--output_file: no output file given")
-
-
-def run_shards(input_files, output_files, tokenizer, options, num_shards=1, shard_index=None, num_workers=1,
-               progress_seconds=30):
-  """create_pretraining_data over shards of the input files; returns the shard indices written.
-
-  One shard (the default) is the original's run. With num_shards > 1, shard i takes every
-  num_shards-th input file from the i-th, its own seed, and output names with a -0000i-of-0000N suffix;
-  shard_index=None does every shard whose outputs do not all exist yet, so a rerun resumes.
-  """
-  if num_workers < 1:
-    raise BertTfError(f"--num_workers: must be at least 1, got {num_workers}")
-  if shard_index is not None and not 0 <= shard_index < num_shards:
-    raise BertTfError(f"--shard_index: must be in [0, {num_shards}), got {shard_index}")
-  check_shards(input_files, output_files, options, num_shards)
-  start = time.time()
-  written, paths, totals = [], [], collections.Counter()
-  for shard in range(num_shards) if shard_index is None else [shard_index]:
-    shard_outputs = shard_output_files(output_files, shard, num_shards)
-    if num_shards > 1 and all(fileio.exists(path) for path in shard_outputs):
-      logging.info("Shard %d: %s already written, skipped", shard, ", ".join(shard_outputs))
-      continue
-    shard_inputs = shard_input_files(input_files, shard, num_shards)
-    logging.info("*** Reading from input files ***")
-    for path in shard_inputs:
-      logging.info("  %s", path)
-    logging.info("*** Writing to output files ***")
-    for path in shard_outputs:
-      logging.info("  %s", path)
-    shard_options = dataclasses.replace(options, random_seed=shard_seed(options.random_seed, shard, num_shards))
-    totals.update(create_pretraining_data(shard_inputs, shard_outputs, tokenizer, shard_options,
-                                          num_workers, progress_seconds))
-    written.append(shard)
-    paths.extend(shard_outputs)
-  _summary(start, paths, totals, written if num_shards > 1 else None)
-  return written
-
-
-def _summary(start, paths, totals, shards):
-  figures = {"instances written": totals["written"], "documents": totals["corpus_documents"],
-             "tokens": totals["corpus_tokens"], "MB read": totals["corpus_bytes"] / 1e6}
-  if shards is not None:
-    figures["shards written"] = len(shards)
-  summary(f"Finished in {format_duration(time.time() - start)}",
-          [("records", ", ".join(paths) or "none (every shard was there already)")], figures)
+  def _count_masking(self, instances):
+    a0, a1, b0, b1, _ = instances.spans.T
+    num_tokens = (a1 - a0) + (b1 - b0) + np.where(b1 > b0, 3, 2)
+    # np.round, like Python's round, rounds halves to even.
+    num_to_predict = np.minimum(self.options.max_predictions_per_seq,
+                                np.maximum(1, np.round(num_tokens * self.options.masked_lm_prob)))
+    self.stats["tokens"] = int(num_tokens.sum())
+    self.stats["masked"] = len(instances.positions)
+    self.stats["expected_masked"] = int(num_to_predict.sum())

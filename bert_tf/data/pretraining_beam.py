@@ -1,6 +1,6 @@
 """create_pretraining_data as an Apache Beam pipeline, for corpora that outgrow one machine.
 
-Each element is a shard index; a worker makes that shard with pretraining.run_shards, so the files
+Each element is a shard index; a worker makes that shard with pretraining_run.run_shards, so the files
 are byte for byte those of a local `--num_shards=N` run (with one shard, the original's records),
 and with N > 1 a rerun skips the shards whose outputs already exist. apache-beam is an optional
 dependency: only create_pretraining_data.py --beam_runner imports this module.
@@ -12,6 +12,7 @@ Input, output and vocab paths must then be ones the workers can read and write (
 """
 from bert_tf import tokenization
 from bert_tf.data import pretraining
+from bert_tf.data import pretraining_run
 from bert_tf.errors import BertTfError
 
 try:
@@ -47,7 +48,7 @@ class MakeShard(beam.DoFn):
 
   def process(self, shard_index):
     # One process per shard: the runner's workers, not --num_workers, give the parallelism.
-    for shard in pretraining.run_shards(self.input_files, self.output_files, self.tokenizer, self.options,
+    for shard in pretraining_run.run_shards(self.input_files, self.output_files, self.tokenizer, self.options,
                                         self.num_shards, shard_index, num_workers=1,
                                         progress_seconds=self.progress_seconds):
       beam.metrics.Metrics.counter(_METRICS_NAMESPACE, f"{_WRITTEN_PREFIX}{shard}").inc()
@@ -61,7 +62,7 @@ def run(input_files, output_files, vocab_file, do_lower_case, options, num_shard
   The indices come from the runner's counters: a runner that reports none gives [] (the files are there).
   """
   # Bad flags fail here in one line, not as a traceback from every worker (and every retry).
-  pretraining.check_shards(input_files, output_files, options, num_shards)
+  pretraining_run.check_shards(input_files, output_files, options, num_shards)
   pretraining.Vocab(tokenization.load_vocab(vocab_file))
   make_shard = MakeShard(input_files, output_files, vocab_file, do_lower_case, options, num_shards,
                          progress_seconds)
