@@ -23,8 +23,8 @@ from bert_tf import tokenization
 from bert_tf.data import corpus as corpus_module
 from bert_tf.data import pretraining
 from bert_tf.data import pretraining_run
-from bert_tf.data import record_bytes
 from bert_tf.data import pretraining_records
+from bert_tf.data import record_bytes
 from bert_tf.errors import BertTfError
 
 ORACLE_DRIVER = r'''
@@ -168,24 +168,6 @@ def test_output_does_not_depend_on_workers_and_is_byte_stable(tmp_path, monkeypa
     contents.append([open(path, "rb").read() for path in outputs])
   assert contents[0] == contents[1] == contents[2] == contents[3]
   assert sorted(os.listdir(tmp_path)) == sorted(f"run{run}.{i}.tfrecord" for run in range(4) for i in range(2))
-
-
-def test_encoder_gives_the_bytes_of_records_serialize(tmp_path):
-  sample = os.path.join(shared_data("corpus", "bert-sample"), "sample_text.txt")
-  tokenizer = tokenization.FullTokenizer(_vocab_file())
-  for options in [pretraining.Options(dupe_factor=2), pretraining.Options(dupe_factor=1, no_nsp=True),
-                  pretraining.Options(dupe_factor=1, max_seq_length=300, max_predictions_per_seq=80,
-                                      masked_lm_prob=0.3, do_whole_word_mask=True),
-                  pretraining.Options(dupe_factor=1, max_seq_length=16, max_predictions_per_seq=20)]:
-    corpus = corpus_module.read_corpus([sample], tokenizer)
-    vocab = pretraining.Vocab(tokenizer.vocab)
-    instances, order = pretraining.InstanceMaker(corpus, vocab, options, random.Random(1)).create_training_instances()
-    encoder = record_bytes.RecordEncoder(vocab, options)
-    schema = records.pretraining_features(options.max_seq_length, options.max_predictions_per_seq)
-    for index in range(len(instances)):
-      features = pretraining_records.instance_features(corpus.tokens, instances, index, vocab, options)
-      assert encoder.encode(corpus.tokens, instances, index) == records.serialize(features)
-      assert [len(features[name]) for name in schema] == [spec.shape[0] for spec in schema.values()]
 
 
 @pytest.mark.parametrize("block", [1, 3, 8, 11, 97])
@@ -391,18 +373,6 @@ def test_script_runs_and_reports_bad_flags_in_one_line(tmp_path):
   result = _script(f"--input_file={tmp_path}/missing*.txt", *common)
   assert result.returncode == 1 and result.stderr.strip().splitlines()[-1].startswith(
       "error: --input_file:"), result.stderr
-
-
-def test_tfrecord_bytes_are_what_tensorflow_writes(tmp_path):
-  rng = random.Random(0)
-  payloads = [b"", b"x", bytes(range(256)) * 9] + [rng.randbytes(rng.randint(0, 3000)) for _ in range(300)]
-  path = str(tmp_path / "tf.tfrecord")
-  with tf.io.TFRecordWriter(path) as writer:
-    for payload in payloads:
-      writer.write(payload)
-  with open(path, "rb") as f:
-    assert record_bytes.tfrecord_bytes(payloads) == f.read()
-  assert record_bytes.tfrecord_bytes([]) == b""
 
 
 def test_url_paths_go_through_tf_gfile(tmp_path):
