@@ -190,7 +190,10 @@ def _python_patterns():
 def _clean_and_space_cjk(text):
   """The original's _clean_text and _tokenize_chinese_chars: no control chars, " ", " 中 "."""
   patterns = _python_patterns()
-  text = text.translate(patterns["clean_table"])
+  # Every character the table changes is non-printable to Python, or U+FFFD: most lines need no
+  # translate, which costs more than the whole word-cache lookup of a line.
+  if not text.isprintable() or "\ufffd" in text:
+    text = text.translate(patterns["clean_table"])
   if not text.isascii():
     text = patterns["cjk"].sub(r" \g<0> ", text)
   return text
