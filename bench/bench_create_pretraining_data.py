@@ -8,7 +8,7 @@ max_predictions 20, dupe_factor 5, uncased vocab: the original, ours with 1 and 
 start-up is measured on a one-line input. Then statistics of
 the records against the flags (masked fraction, 80/10/10, IsNext / NotNext, lengths), and how much work two
 busy processes get done on this machine against one (a loop alone, then two at once). Appends a
-section to BENCHMARKS.md.
+section to benchmarks/<date>.md.
 """
 import os
 
@@ -34,13 +34,14 @@ from absl import flags  # noqa: E402
 from bert_tf import tokenization  # noqa: E402
 from bert_tf.data import corpus as corpus_reader  # noqa: E402
 from bert_tf.data import pretraining  # noqa: E402
+import bench_history  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(os.path.dirname(REPO), "shared", "data", "corpus")
 VOCAB = os.path.join(os.path.dirname(REPO), "shared", "data", "vocab", "bert-base-uncased-vocab.txt")
 
 flags.DEFINE_string("work_dir", None, "Where records go (default: a temporary directory).")
-flags.DEFINE_string("benchmarks_md", os.path.join(REPO, "BENCHMARKS.md"), "File to append the section to.")
+flags.DEFINE_string("benchmarks_md", None, "File to append the section to (default: benchmarks/<UTC date>.md).")
 flags.DEFINE_bool("skip_original", False, "Do not run the original (for a quick look at ours).")
 flags.DEFINE_integer("repeats", 3, "Rounds of the original, ours with 1 worker and ours with 2; the table "
                      "gives each one's median (the machine's timings drift between runs).")
@@ -240,7 +241,7 @@ def main(_):
   lines += [f"| {name} | {value} |" for name, value in stats_rows]
   text = "\n".join(lines) + "\n"
   print(text)
-  with open(FLAGS.benchmarks_md, "a") as f:
+  with open(FLAGS.benchmarks_md or bench_history.today_file(), "a") as f:
     f.write(text)
 
 

@@ -10,7 +10,7 @@ another checkout (its bert_tf/modeling.py, e.g. before a change) to the same int
 
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_encoder.py
 
-prints a table and appends it to BENCHMARKS.md (--noappend: only prints).
+prints a table and appends it to benchmarks/<date>.md (--noappend: only prints).
 """
 import os
 
@@ -35,6 +35,7 @@ sys.path.insert(0, REPO)
 
 from bert_tf import modeling  # noqa: E402
 from bert_tf.config import BertConfig  # noqa: E402
+import bench_history  # noqa: E402
 
 flags.DEFINE_integer("batch_size", 32, "Sequences per batch.")
 flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
@@ -49,7 +50,7 @@ flags.DEFINE_string("before_repo", None, "Another checkout whose bert_tf/modelin
 flags.DEFINE_list("precisions", "float32,mixed_bfloat16", "Our Keras policies to time (PyTorch's "
                   "bfloat16 peers run with mixed_bfloat16).")
 flags.DEFINE_bool("profile", True, "Also time our op groups against PyTorch's.")
-flags.DEFINE_bool("append", True, "Append the results to BENCHMARKS.md.")
+flags.DEFINE_bool("append", True, "Append the results to benchmarks/<date>.md.")
 FLAGS = flags.FLAGS
 
 BASE = BertConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
@@ -402,7 +403,7 @@ def main(argv):
   text = "\n".join(lines) + "\n"
   print(text)
   if FLAGS.append:
-    with open(os.path.join(REPO, "BENCHMARKS.md"), "a") as f:
+    with open(bench_history.today_file(), "a") as f:
       f.write(text)
 
 

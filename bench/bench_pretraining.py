@@ -8,7 +8,7 @@ bfloat16 (ours: the mixed_bfloat16 policy; PyTorch: bf16 autocast), XLA on and o
 config only. Ours is bert_tf.training.train itself (records, tf.data, the loop, AdamWeightDecay,
 checkpoint at the end), timed by its own progress line over the second half of the steps.
 TFLOP/s count the model's useful FLOPs (3 x forward; MLM head on the 20 masked positions only)
-against a measured bf16 matmul peak. Prints a table and appends it to BENCHMARKS.md.
+against a measured bf16 matmul peak. Prints a table and appends it to benchmarks/<date>.md.
 """
 import os
 
@@ -35,6 +35,7 @@ from bert_tf import pretraining  # noqa: E402
 from bert_tf import records  # noqa: E402
 from bert_tf import training  # noqa: E402
 from bert_tf.config import BertConfig  # noqa: E402
+import bench_history  # noqa: E402
 
 flags.DEFINE_list("models", "small,base", "Configs to time: small (L=4, H=256), base (L=12).")
 flags.DEFINE_list("peers", "ours,torch", "Implementations to time.")
@@ -43,7 +44,7 @@ flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequen
 flags.DEFINE_integer("base_batch_size", 8, "Sequences per step for BERT-Base.")
 flags.DEFINE_integer("small_batch_size", 32, "Sequences per step for the small config.")
 flags.DEFINE_integer("steps", 4, "Timed steps (after as many untimed ones).")
-flags.DEFINE_bool("append", True, "Append the results to BENCHMARKS.md.")
+flags.DEFINE_bool("append", True, "Append the results to benchmarks/<date>.md.")
 flags.DEFINE_enum("mode", "throughput", ["throughput", "pretrain", "plot"],
                   "throughput: the speed table; pretrain: a real small-BERT pretraining run on the "
                   "shared corpus (records made by create_pretraining_data.py), then held-out eval; "
@@ -296,7 +297,7 @@ def pretrain_run():
     cpu = subprocess.run("lscpu | grep 'Model name' | sed 's/.*: *//'", shell=True, text=True,
                          capture_output=True).stdout.strip()
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    with open(os.path.join(REPO, "BENCHMARKS.md"), "a") as f:
+    with open(bench_history.today_file(), "a") as f:
       f.write(f"\n## A real pretraining run on the CPU (bench/bench_pretraining.py --mode=pretrain)"
               f"\n\nCommand: `flock /tmp/bert_tf_heavy.lock .venv/bin/python "
               f"bench/bench_pretraining.py {' '.join(sys.argv[1:])}`  \nMachine: {cpu}, "
@@ -376,7 +377,7 @@ def main(_):
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     command = "flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_pretraining.py " + " ".join(
         sys.argv[1:])
-    with open(os.path.join(REPO, "BENCHMARKS.md"), "a") as f:
+    with open(bench_history.today_file(), "a") as f:
       f.write(f"\n## Pretraining throughput: run_pretraining's loop vs PyTorch "
               f"BertForPreTraining (bench/bench_pretraining.py)\n\n"
               f"Command: `{command.strip()}`  \nMachine: {cpu}, {os.cpu_count()} cores. "

@@ -15,7 +15,7 @@ per-call cast). Peers take turns call by call.
 
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_serving.py
 
-prints a table and appends it to BENCHMARKS.md.
+prints a table and appends it to benchmarks/<date>.md.
 """
 import os
 
@@ -42,6 +42,7 @@ from bert_tf import tokenization  # noqa: E402
 from bert_tf import training  # noqa: E402
 from bert_tf.config import BertConfig  # noqa: E402
 from bert_tf.data import glue  # noqa: E402
+import bench_history  # noqa: E402
 
 flags.DEFINE_string("data_dir", os.path.join(os.path.dirname(REPO), "shared", "data"),
                     "The shared data (glue/MRPC, vocab/).")
@@ -53,7 +54,7 @@ flags.DEFINE_integer("latency_calls", 100, "Timed batch-1 calls per model and in
 flags.DEFINE_integer("throughput_batches", 6, "Timed batch-32 calls per model and input kind "
                      "(BERT-Base: half of it).")
 flags.DEFINE_list("sizes", "minilm,base", "Model sizes to time.")
-flags.DEFINE_bool("append", True, "Append the results to BENCHMARKS.md.")
+flags.DEFINE_bool("append", True, "Append the results to benchmarks/<date>.md.")
 FLAGS = flags.FLAGS
 
 SIZES = {
@@ -230,7 +231,7 @@ def report(rows, real_lengths):
   text = "\n".join(lines) + "\n"
   print(text)
   if FLAGS.append:
-    with open(os.path.join(REPO, "BENCHMARKS.md"), "a", encoding="utf-8") as f:
+    with open(bench_history.today_file(), "a", encoding="utf-8") as f:
       f.write("\n" + text)
 
 

