@@ -60,7 +60,8 @@ flags.DEFINE_integer("progress_seconds", 30, "Log progress (documents, instances
 
 
 def main(_):
-  pretraining_run.main(bert_flags.values())
+  # Options.validate and run_shards check these flags against create_pretraining_data's own ranges.
+  pretraining_run.main(bert_flags.values(check_ranges=False))
 
 
 if __name__ == "__main__":

@@ -59,14 +59,15 @@ _RANGES = {
 }
 
 
-def values():
+def values(check_ranges=True):
   """The parsed flags as a plain object (attribute per flag); the library reads nothing else.
 
   A value outside its flag's range (a batch size of 0, a negative learning rate, ...) raises
-  BertTfError naming the flag.
+  BertTfError naming the flag, unless check_ranges is False (for a script whose library checks
+  its flags against ranges of its own).
   """
   parsed = FLAGS.flag_values_dict()
-  for name, (test, expected) in _RANGES.items():
+  for name, (test, expected) in _RANGES.items() if check_ranges else ():
     value = parsed.get(name)
     if value is not None and not test(value):
       raise BertTfError(f"--{name}: expected {expected}, got {value}")

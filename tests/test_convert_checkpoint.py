@@ -1,12 +1,11 @@
 """convert_checkpoint.py end to end: TF1 -> Hugging Face -> TF2 keeps every weight bit-exact."""
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import tensorflow as tf
 
+from conftest import run_script
 from bert_tf import checkpoints
 from bert_tf import model_dir
 from bert_tf import modeling
@@ -19,9 +18,7 @@ CONFIG = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_atte
 
 
 def convert(*args):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  return subprocess.run([sys.executable, os.path.join(REPO, "convert_checkpoint.py"), *args],
-                        capture_output=True, text=True, env=env, cwd=REPO, check=False)
+  return run_script("convert_checkpoint.py", *args)
 
 
 def test_tf1_to_hf_to_tf2_is_bit_exact(tmp_path):

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO, shared_data
+from conftest import REPO, shared_data, run_script
 
 from bert_tf import records
 from bert_tf import tokenization
@@ -359,8 +359,7 @@ def _copy_or_die(main_process_id, *args):
 
 
 def _script(*args):
-  return subprocess.run([sys.executable, os.path.join(REPO, "create_pretraining_data.py"), *args],
-                        capture_output=True, text=True, cwd=REPO)
+  return run_script("create_pretraining_data.py", *args)
 
 
 def test_script_runs_and_reports_bad_flags_in_one_line(tmp_path):

@@ -4,14 +4,12 @@ apache-beam is optional (requirements-test.txt installs it); without it these te
 """
 import os
 import random
-import subprocess
-import sys
 
 import pytest
 
 apache_beam = pytest.importorskip("apache_beam")
 
-from conftest import REPO, shared_data  # noqa: E402
+from conftest import REPO, shared_data, run_script  # noqa: E402
 
 from bert_tf import tokenization  # noqa: E402
 from bert_tf.data import pretraining  # noqa: E402
@@ -96,8 +94,7 @@ def test_multi_processing_direct_runner(tmp_path, monkeypatch):
 
 
 def _script(*args):
-  return subprocess.run([sys.executable, os.path.join(REPO, "create_pretraining_data.py"), *args],
-                        capture_output=True, text=True, cwd=REPO)
+  return run_script("create_pretraining_data.py", *args)
 
 
 def test_script_with_beam_runner(tmp_path):

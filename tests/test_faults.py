@@ -19,7 +19,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import REPO
+from conftest import REPO, run_script
 
 WORDS = ["the", "dog", "is", "hairy", "cat", "sat", "on", "a", "mat", "it", "not", "jack", "##son",
          "##ville", "big", "red", "ran", "far", "away", "home", "and", "then", "slept", "all",
@@ -29,12 +29,11 @@ CONFIG = {"vocab_size": len(VOCAB), "hidden_size": 16, "num_hidden_layers": 2,
           "num_attention_heads": 2, "intermediate_size": 32, "hidden_act": "gelu",
           "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
           "max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02}
-ENV = dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3")
+ENV = dict(os.environ)
 
 
 def run(script, *args, timeout=300):
-  return subprocess.run([sys.executable, os.path.join(REPO, script), *args], capture_output=True,
-                        text=True, cwd=REPO, timeout=timeout, env=ENV)
+  return run_script(script, *args, timeout=timeout)
 
 
 def sentence(rng, n):

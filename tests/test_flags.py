@@ -1,21 +1,16 @@
 """--help as a user reads it: the flags grouped (data and task, model, training, output,
 runtime, TPU), the required ones marked, each flag once."""
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import run_script
 
 GROUPS = ["data and task", "model", "training", "output", "runtime", "TPU"]
 
 
 def help_text(script):
-  result = subprocess.run([sys.executable, os.path.join(REPO, script), "--help"], cwd=REPO,
-                          capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  result = run_script(script, "--help", timeout=120)
   return result.stdout + result.stderr
 
 

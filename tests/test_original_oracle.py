@@ -22,7 +22,7 @@ from bert_tf import checkpoints
 from bert_tf import modeling
 from bert_tf import pretraining
 from bert_tf.config import BertConfig
-from conftest import REPO
+from conftest import REPO, run_script
 
 TOLERANCE = 1e-5
 # Tiny, but with weights large enough (initializer_range 0.3) that the GELU inputs spread over
@@ -356,9 +356,7 @@ def mrpc_dir(root):
 
 
 def run_ours(script, *args):
-  return subprocess.run([sys.executable, os.path.join(REPO, script), *args], capture_output=True,
-                        text=True, cwd=REPO, timeout=600,
-                        env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+  return run_script(script, *args, timeout=600)
 
 
 def test_original_fine_tuned_classifier_predicts_and_evaluates_as_the_original(

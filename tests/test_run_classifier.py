@@ -4,8 +4,6 @@ MRPC runs through the README's command (tests/test_readme.py)."""
 import json
 import os
 import random
-import subprocess
-import sys
 import types
 
 import numpy as np
@@ -15,7 +13,7 @@ from bert_tf import finetuning
 from bert_tf import scalars
 from bert_tf.data import glue
 from bert_tf.errors import BertTfError
-from conftest import REPO
+from conftest import run_script
 
 TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
         "intermediate_size": 37, "max_position_embeddings": 64, "type_vocab_size": 2}
@@ -32,12 +30,6 @@ def write_vocab(tmp_path):
   path = tmp_path / "vocab.txt"
   path.write_text("\n".join(WORDS) + "\n")
   return str(path)
-
-
-def run_script(script, *args):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  return subprocess.run([sys.executable, os.path.join(REPO, script), *args], cwd=REPO, env=env,
-                        capture_output=True, text=True, timeout=300)
 
 
 def read_results(output_dir):

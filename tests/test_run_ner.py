@@ -3,15 +3,13 @@ eval_results.txt, test_predictions.txt in conlleval's format (scored again with 
 for long sentences, restoring from output_dir, and one-line errors for bad input."""
 import os
 import random
-import subprocess
-import sys
 import types
 
 import pytest
 from seqeval import metrics as seqeval_metrics
 
 from bert_tf.config import BertConfig
-from conftest import REPO
+from conftest import run_script
 
 PEOPLE = ["john", "mary", "peter", "anna"]
 PLACES = ["paris", "london", "berlin", "rome"]
@@ -42,9 +40,7 @@ def _write_conll(path, sentences, extra=""):
 
 
 def _run(*args):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  return subprocess.run([sys.executable, os.path.join(REPO, "run_ner.py"), *args],
-                        capture_output=True, text=True, timeout=600, env=env)
+  return run_script("run_ner.py", *args, timeout=600)
 
 
 def _results(path):

@@ -3,8 +3,6 @@ with v2.0 on, check the output files are in the official format and score as the
 does; predict again from the checkpoint with --tune_null_threshold; the CLI's bad-input errors."""
 import json
 import os
-import subprocess
-import sys
 import types
 
 import pytest
@@ -14,13 +12,12 @@ from bert_tf import tokenization
 from bert_tf.config import BertConfig
 from bert_tf.data import squad
 from bert_tf.errors import BertTfError
-from conftest import REPO
+from conftest import run_script
 from conftest import shared_data
 
 
 def _run(*args):
-  return subprocess.run([sys.executable, os.path.join(REPO, "run_squad.py"), *args],
-                        capture_output=True, text=True, timeout=600)
+  return run_script("run_squad.py", *args, timeout=600)
 
 
 def _small_vocab(dataset, path):

@@ -1,0 +1,189 @@
+"""Runs the top-level scripts for the tests without paying TensorFlow's import in every run.
+
+A script started as `python run_classifier.py ...` spends ~4-6 s of CPU importing TensorFlow,
+tf_keras, tensorflow-text and bert_tf before it reads its first flag; the suite starts scripts
+about a hundred times. Here one server process imports all of that once and forks a fresh process
+for each run, which executes the script as `__main__` with its arguments, working directory,
+environment and standard streams, exactly as `python script.py` would from there on. The server
+never runs a TensorFlow op, so every forked run starts TensorFlow's runtime afresh (devices, thread
+pools, logical CPU devices for the mirrored tests).
+
+What cannot be the same is decided at import: a run whose environment changes a variable read when
+TensorFlow loads (TF_*, CUDA*, XLA*, OMP*, KMP*, ...) goes through a real subprocess, as do the
+tests that check what a script imports. BERT_TF_TESTS_FORK=0 sends every run through a subprocess.
+
+  run_script("run_classifier.py", "--task_name=MRPC", ..., cwd=REPO, env=None, timeout=600)
+    -> subprocess.CompletedProcess (stdout and stderr as text)
+"""
+import atexit
+import json
+import os
+import runpy
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Environment variables that take effect when TensorFlow (or its thread pools) load.
+_IMPORT_TIME_PREFIXES = ("TF_", "CUDA", "XLA", "OMP_", "KMP_", "MKL", "ONEDNN", "PYTHON", "LD_")
+_HEAVY_MODULES = ("bert_tf", "tensorflow", "tf_keras", "tensorflow_text", "bert_tf.finetuning",
+                  "bert_tf.pretraining", "bert_tf.export", "bert_tf.predictor",
+                  "bert_tf.feature_extraction", "bert_tf.data.glue", "bert_tf.data.squad",
+                  "bert_tf.data.conll", "bert_tf.data.swag", "bert_tf.data.pretraining_run")
+
+
+# ----------------------------------------------------------------------------------------------
+# The server: `python tests/script_runner.py SOCKET_PATH`.
+
+
+def _serve(socket_path):
+  sys.path.insert(0, REPO)
+  for name in _HEAVY_MODULES:
+    __import__(name)
+  listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+  listener.bind(socket_path)
+  listener.listen(16)
+  signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the per-request processes reap themselves
+  print("ready", flush=True)
+  while True:
+    conn, _ = listener.accept()
+    request = json.loads(conn.makefile("r").readline())
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.fork() == 0:
+      listener.close()
+      _report(conn, request)
+    conn.close()
+
+
+def _report(conn, request):
+  """In a child of the server: forks the run, sends its pid, waits, sends its exit status."""
+  try:
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    pid = os.fork()
+    if pid == 0:
+      conn.close()
+      _run(request)
+    conn.sendall(f"{pid}\n".encode())
+    _, status = os.waitpid(pid, 0)
+    conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+  except OSError:
+    pass  # the client gave up (a timeout): it killed the run itself
+  finally:
+    os._exit(0)
+
+
+def _run(request):
+  """In the run's process: the script as `python script args` would run it, then exit."""
+  code = 1
+  try:
+    os.setsid()
+    for fd, path, mode in ((0, os.devnull, os.O_RDONLY), (1, request["stdout"], os.O_WRONLY),
+                           (2, request["stderr"], os.O_WRONLY)):
+      target = os.open(path, mode)
+      os.dup2(target, fd)
+      os.close(target)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    script = request["argv"][0]
+    sys.argv = list(request["argv"])
+    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    runpy.run_path(script, run_name="__main__")
+    code = 0
+  except SystemExit as e:
+    if e.code is None:
+      code = 0
+    elif isinstance(e.code, int):
+      code = e.code
+    else:
+      print(e.code, file=sys.stderr)
+      code = 1
+  except BaseException:  # pylint: disable=broad-except
+    traceback.print_exc()
+  finally:
+    try:
+      sys.stdout.flush()
+      sys.stderr.flush()
+    finally:
+      os._exit(code)
+
+
+# ----------------------------------------------------------------------------------------------
+# The client.
+
+_server = None
+_server_lock = threading.Lock()
+
+
+def _start_server():
+  global _server
+  with _server_lock:
+    if _server is None:
+      directory = tempfile.mkdtemp(prefix="bert_tf_script_runner-")
+      path = os.path.join(directory, "socket")
+      process = subprocess.Popen([sys.executable, os.path.abspath(__file__), path], cwd=REPO,
+                                 stdout=subprocess.PIPE, text=True)
+      if process.stdout.readline().strip() != "ready":
+        raise RuntimeError("the script runner's server did not start")
+      atexit.register(process.kill)
+      _server = (process, path)
+  return _server[1]
+
+
+def _forkable(env):
+  if os.environ.get("BERT_TF_TESTS_FORK", "1") == "0":
+    return False
+  keys = set(env) | set(os.environ)
+  return not any(env.get(key) != os.environ.get(key) for key in keys
+                 if key.startswith(_IMPORT_TIME_PREFIXES))
+
+
+def run_script(script, *args, cwd=REPO, env=None, timeout=600):
+  """`python script args` in `cwd` with `env` (default: this process's), as CompletedProcess."""
+  argv = [os.path.join(REPO, script) if not os.path.isabs(script) else script,
+          *[str(a) for a in args]]
+  env = dict(os.environ if env is None else env)
+  if not _forkable(env):
+    return subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+  with tempfile.TemporaryDirectory(prefix="bert_tf_run-") as out:
+    request = {"argv": argv, "cwd": str(cwd), "env": env,
+               "stdout": os.path.join(out, "stdout"), "stderr": os.path.join(out, "stderr")}
+    for name in ("stdout", "stderr"):
+      open(request[name], "w").close()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+      conn.connect(_start_server())
+      conn.sendall((json.dumps(request) + "\n").encode())
+      replies = conn.makefile("r")
+      pid = int(replies.readline())
+      returncode = _wait(conn, replies, pid, timeout, [sys.executable, *argv])
+    with open(request["stdout"], encoding="utf-8", errors="replace") as f:
+      stdout = f.read()
+    with open(request["stderr"], encoding="utf-8", errors="replace") as f:
+      stderr = f.read()
+  return subprocess.CompletedProcess([sys.executable, *argv], returncode, stdout, stderr)
+
+
+def _wait(conn, replies, pid, timeout, argv):
+  conn.settimeout(timeout)
+  start = time.time()
+  try:
+    return int(replies.readline())
+  except (socket.timeout, TimeoutError):
+    try:
+      os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+      pass
+    raise subprocess.TimeoutExpired(argv, time.time() - start) from None
+
+
+if __name__ == "__main__":
+  _serve(sys.argv[1])
