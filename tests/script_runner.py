@@ -9,11 +9,16 @@ never runs a TensorFlow op, so every forked run starts TensorFlow's runtime afre
 pools, logical CPU devices for the mirrored tests).
 
 What cannot be the same is decided at import: a run whose environment changes a variable read when
-TensorFlow loads (TF_*, CUDA*, XLA*, OMP*, KMP*, ...) goes through a real subprocess, as do the
-tests that check what a script imports. BERT_TF_TESTS_FORK=0 sends every run through a subprocess.
+TensorFlow loads (TF_*, CUDA*, XLA*, OMP*, KMP*, ...) is exec'd as a real `python script.py`, and
+the tests that check what a script imports start their own subprocess. BERT_TF_TESTS_FORK=0 sends
+every run through a plain subprocess.
 
   run_script("run_classifier.py", "--task_name=MRPC", ..., cwd=REPO, env=None, timeout=600)
     -> subprocess.CompletedProcess (stdout and stderr as text)
+
+As a command, `python tests/script_runner.py ARGS...` behaves as `python ARGS...` (shell commands
+such as the README's use it as their interpreter): a script is run through the server named by
+$BERT_TF_SCRIPT_RUNNER (its output printed when it ends), anything else by Python itself.
 """
 import atexit
 import json
@@ -38,7 +43,7 @@ _HEAVY_MODULES = ("bert_tf", "tensorflow", "tf_keras", "tensorflow_text", "bert_
 
 
 # ----------------------------------------------------------------------------------------------
-# The server: `python tests/script_runner.py SOCKET_PATH`.
+# The server: `python tests/script_runner.py --serve SOCKET_PATH`.
 
 
 def _serve(socket_path):
@@ -89,6 +94,8 @@ def _run(request):
       os.dup2(target, fd)
       os.close(target)
     os.chdir(request["cwd"])
+    if _import_time(request["env"]) != _import_time(os.environ):
+      os.execve(sys.executable, [sys.executable, *request["argv"]], request["env"])
     os.environ.clear()
     os.environ.update(request["env"])
     script = request["argv"][0]
@@ -129,7 +136,7 @@ def _start_server():
     if _server is None:
       directory = tempfile.mkdtemp(prefix="bert_tf_script_runner-")
       path = os.path.join(directory, "socket")
-      process = subprocess.Popen([sys.executable, os.path.abspath(__file__), path], cwd=REPO,
+      process = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve", path], cwd=REPO,
                                  stdout=subprocess.PIPE, text=True)
       if process.stdout.readline().strip() != "ready":
         raise RuntimeError("the script runner's server did not start")
@@ -138,12 +145,13 @@ def _start_server():
   return _server[1]
 
 
-def _forkable(env):
-  if os.environ.get("BERT_TF_TESTS_FORK", "1") == "0":
-    return False
-  keys = set(env) | set(os.environ)
-  return not any(env.get(key) != os.environ.get(key) for key in keys
-                 if key.startswith(_IMPORT_TIME_PREFIXES))
+def server_environment():
+  """Environment variables for a shell whose `python tests/script_runner.py` reaches the server."""
+  return {"BERT_TF_SCRIPT_RUNNER": _start_server()}
+
+
+def _import_time(env):
+  return {key: value for key, value in env.items() if key.startswith(_IMPORT_TIME_PREFIXES)}
 
 
 def run_script(script, *args, cwd=REPO, env=None, timeout=600):
@@ -151,7 +159,7 @@ def run_script(script, *args, cwd=REPO, env=None, timeout=600):
   argv = [os.path.join(REPO, script) if not os.path.isabs(script) else script,
           *[str(a) for a in args]]
   env = dict(os.environ if env is None else env)
-  if not _forkable(env):
+  if os.environ.get("BERT_TF_TESTS_FORK", "1") == "0":
     return subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
   with tempfile.TemporaryDirectory(prefix="bert_tf_run-") as out:
@@ -160,7 +168,7 @@ def run_script(script, *args, cwd=REPO, env=None, timeout=600):
     for name in ("stdout", "stderr"):
       open(request[name], "w").close()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-      conn.connect(_start_server())
+      conn.connect(os.environ.get("BERT_TF_SCRIPT_RUNNER") or _start_server())
       conn.sendall((json.dumps(request) + "\n").encode())
       replies = conn.makefile("r")
       pid = int(replies.readline())
@@ -185,5 +193,19 @@ def _wait(conn, replies, pid, timeout, argv):
     raise subprocess.TimeoutExpired(argv, time.time() - start) from None
 
 
+def _as_python(args):
+  """`python ARGS...`: a .py script through the server, anything else by Python itself."""
+  if (args and args[0].endswith(".py") and os.path.isfile(args[0])
+      and os.environ.get("BERT_TF_SCRIPT_RUNNER")):
+    done = run_script(os.path.abspath(args[0]), *args[1:], cwd=os.getcwd(), timeout=3600)
+    sys.stdout.write(done.stdout)
+    sys.stderr.write(done.stderr)
+    sys.exit(done.returncode if done.returncode >= 0 else 128 - done.returncode)
+  os.execv(sys.executable, [sys.executable, *args])
+
+
 if __name__ == "__main__":
-  _serve(sys.argv[1])
+  if sys.argv[1:2] == ["--serve"]:
+    _serve(sys.argv[2])
+  else:
+    _as_python(sys.argv[1:])

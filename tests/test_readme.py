@@ -14,6 +14,7 @@ import sys
 
 import numpy as np
 
+import script_runner
 from conftest import REPO, shared_data
 
 README = os.path.join(REPO, "README.md")
@@ -125,13 +126,16 @@ def test_readme_commands_run_as_written(tmp_path):
   root = sandbox(tmp_path)
   blocks = [(language, code) for language, code in readme_blocks() if runnable(language, code)]
   used = set()
-  shell = "set -euo pipefail\nPY=" + sys.executable + "\n"
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+  # The README's $PY: Python, with the scripts run through the tests' script runner (one
+  # TensorFlow import for all of them; see tests/script_runner.py).
+  python = f"{sys.executable} {os.path.join(REPO, 'tests', 'script_runner.py')}"
+  shell = f"set -euo pipefail\nPY='{python}'\n"
+  env = dict(os.environ, **script_runner.server_environment())
   for language, code in blocks:
     code = smaller(code, used)
     if language == "bash":
       # PY=.venv/bin/python as the README sets it is this interpreter here (CI's .venv).
-      shell += code.replace("PY=.venv/bin/python", f"PY={sys.executable}") + "\n"
+      shell += code.replace("PY=.venv/bin/python", f"PY='{python}'") + "\n"
       continue
     done = subprocess.run(["bash", "-c", shell], cwd=root, env=env, capture_output=True,
                           text=True, timeout=1200)
