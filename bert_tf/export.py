@@ -68,12 +68,14 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf import checkpoints
+from bert_tf import export_windows
 from bert_tf import fast_tokenization
 from bert_tf import heads
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
 from bert_tf.data import conll
 from bert_tf.data import glue
+from bert_tf.data import squad
 from bert_tf.errors import BertTfError
 
 TASKS = ("classifier", "squad", "ner")
@@ -151,11 +153,12 @@ class SquadServer(tf.Module):
   """(question, context) -> answer text cut from the context, its score, the no-answer decision."""
 
   def __init__(self, tokenizer, model, max_seq_length, max_query_length=64, max_answer_length=30,
-               n_best_size=20, null_score_diff_threshold=None):
+               n_best_size=20, null_score_diff_threshold=None, doc_stride=128):
     super().__init__(name="squad_server")
-    if max_seq_length <= max_query_length + 3:
-      raise BertTfError(f"--max_seq_length ({max_seq_length}) must be greater than "
-                        f"--max_query_length ({max_query_length}) + 3")
+    if doc_stride < 1:
+      raise BertTfError(f"--doc_stride: expected an integer of at least 1, got {doc_stride}")
+    squad.check_lengths(max_seq_length, doc_stride, max_query_length)
+    self.doc_stride = doc_stride
     self.tokenizer = tokenizer
     self.model = model
     self.max_seq_length = max_seq_length
@@ -212,60 +215,43 @@ class SquadServer(tf.Module):
     return pieces, piece_info, word_info
 
   def _features(self, question, context):
+    """The windows' model inputs (with example_index, each window's example) and what the
+    span search and the answer text need."""
     query = self.tokenizer.ragged_ids(question)[:, :self.max_query_length]
     pieces, piece_info, word_info = self._context_pieces(context)
-    room = self.max_seq_length - 3 - tf.cast(query.row_lengths(), tf.int32)
-    keep = tf.ragged.range(tf.cast(pieces.row_lengths(), tf.int32)) < room[:, tf.newaxis]
-    pieces = tf.ragged.boolean_mask(pieces, keep)
-    piece_info = {k: tf.ragged.boolean_mask(v, keep) for k, v in piece_info.items()}
-    inputs = fast_tokenization.pack_inputs([query, pieces], self.max_seq_length, self.cls_id,
-                                      self.sep_id)
-    return inputs, query, pieces, piece_info, word_info
-
-  def _candidates(self, logits):
-    """Positions among the n_best_size largest logits (all positions when n_best_size is 0)."""
-    if not self.n_best_size:
-      return tf.ones_like(logits, tf.bool)
-    k = min(self.n_best_size, self.max_seq_length)
-    top = tf.math.top_k(logits, k=k).indices
-    positions = tf.range(self.max_seq_length)[tf.newaxis, tf.newaxis]
-    return tf.reduce_any(top[:, :, tf.newaxis] == positions, axis=1)
+    query_lengths = query.row_lengths()
+    windows, max_context = export_windows.squad_windows(
+        pieces.row_lengths(), self.max_seq_length - 3 - query_lengths, self.doc_stride)
+    begin = tf.gather(pieces.row_starts(), windows["example"]) + windows["start"]
+    window_pieces = tf.gather(pieces.flat_values,
+                              tf.ragged.range(begin, begin + windows["length"]))
+    inputs = fast_tokenization.pack_inputs([tf.gather(query, windows["example"]), window_pieces],
+                                           self.max_seq_length, self.cls_id, self.sep_id)
+    inputs["example_index"] = tf.cast(windows["example"], tf.int32)
+    windows["context_begin"] = tf.gather(query_lengths, windows["example"]) + 2
+    return inputs, windows, max_context, pieces, piece_info, word_info
 
   def _serve(self, question, context):
-    inputs, query, pieces, piece_info, word_info = self._features(question, context)
-    outputs = self.model(inputs, training=False)
-    start_logits = tf.cast(outputs["start_logits"], tf.float32)
-    end_logits = tf.cast(outputs["end_logits"], tf.float32)
-    positions = tf.range(self.max_seq_length)[tf.newaxis]
-    context_begin = tf.cast(query.row_lengths(), tf.int32)[:, tf.newaxis] + 2
-    context_end = context_begin + tf.cast(pieces.row_lengths(), tf.int32)[:, tf.newaxis]
-    in_context = (positions >= context_begin) & (positions < context_end)
-    starts_ok = in_context & self._candidates(start_logits)
-    ends_ok = in_context & self._candidates(end_logits)
-    length = positions[:, tf.newaxis, :] - positions[:, :, tf.newaxis] + 1  # [1, start, end]
-    valid = (starts_ok[:, :, tf.newaxis] & ends_ok[:, tf.newaxis, :] & (length >= 1) &
-             (length <= self.max_answer_length))
-    scores = start_logits[:, :, tf.newaxis] + end_logits[:, tf.newaxis, :]
-    scores = tf.where(valid, scores, -np.inf)
-    flat = tf.reshape(scores, [-1, self.max_seq_length * self.max_seq_length])
-    best = tf.argmax(flat, axis=-1, output_type=tf.int32)
-    score = tf.reduce_max(flat, axis=-1)
-    found = tf.reduce_any(tf.reshape(valid, tf.shape(flat)), axis=-1)
+    inputs, windows, max_context, pieces, piece_info, word_info = self._features(question,
+                                                                                 context)
+    outputs = self.model(heads.encoder_inputs(inputs), training=False)
+    found, score, window, start, end, null_score = export_windows.best_spans(
+        outputs["start_logits"], outputs["end_logits"], windows["context_begin"],
+        windows["length"], max_context, windows["example"], tf.size(question, out_type=tf.int64),
+        self.n_best_size, self.max_answer_length)
     # Context piece indexes of the span (clamped so that examples with no span still gather).
-    num_pieces = tf.maximum(tf.cast(pieces.row_lengths(), tf.int32), 1)
-    start_piece = tf.clip_by_value(best // self.max_seq_length - context_begin[:, 0], 0,
-                                   num_pieces - 1)
-    end_piece = tf.clip_by_value(best % self.max_seq_length - context_begin[:, 0], 0,
-                                 num_pieces - 1)
+    offset = tf.gather(windows["start"] - windows["context_begin"], window)
+    last_piece = tf.maximum(pieces.row_lengths(), 1) - 1
+    start_piece = tf.cast(tf.clip_by_value(start + offset, 0, last_piece), tf.int32)
+    end_piece = tf.cast(tf.clip_by_value(end + offset, 0, last_piece), tf.int32)
     answer = self._answer_text(context, start_piece, end_piece, piece_info, word_info)
-    null_score = start_logits[:, 0] + end_logits[:, 0]
-    null_score_diff = null_score - score
+    null_score_diff = tf.cast(null_score - score, tf.float32)
     has_answer = found
     if self.null_score_diff_threshold is not None:
       has_answer &= null_score_diff <= self.null_score_diff_threshold
     return {"answer": tf.where(has_answer, answer, ""),
-            "score": tf.where(found, score, 0.0),
-            "null_score_diff": tf.where(found, null_score_diff, null_score),
+            "score": tf.where(found, tf.cast(score, tf.float32), 0.0),
+            "null_score_diff": tf.where(found, null_score_diff, tf.cast(null_score, tf.float32)),
             "has_answer": has_answer}
 
   def _answer_text(self, context, start_piece, end_piece, piece_info, word_info):
@@ -325,24 +311,19 @@ class NerServer(tf.Module):
         tf.fill(tf.reshape(tf.reduce_sum(tf.cast(empty, tf.int32)), [1]), self.unk_id),
         tf.cast(empty, tf.int64))
     word_ids = tf.concat([word_ids, unk], axis=1)[:, :self.max_seq_length - 2]
-    # Position of each word's first piece in its sentence's input ([CLS] is position 0).
-    starts = tf.cumsum(word_ids.row_lengths(), exclusive=True)
-    starts = tf.concat([starts, [tf.reduce_sum(word_ids.row_lengths())]], axis=0)
-    sentence_starts = tf.gather(starts, words.row_splits[:-1])
-    first_piece = 1 + starts[:-1] - tf.gather(sentence_starts, words.value_rowids())
-    pieces = words.with_values(word_ids).merge_dims(1, 2)
-    inputs = fast_tokenization.pack_inputs([pieces], self.max_seq_length, self.cls_id, self.sep_id)
-    return inputs, words, words.with_values(tf.cast(first_piece, tf.int32))
+    window_ids, window_text, word_window, word_position = export_windows.ner_windows(
+        word_ids, words.row_splits, self.max_seq_length - 2)
+    inputs = fast_tokenization.pack_inputs([window_ids], self.max_seq_length, self.cls_id,
+                                           self.sep_id)
+    inputs["example_index"] = tf.cast(window_text, tf.int32)
+    return inputs, words, tf.stack([word_window, word_position], axis=1)
 
   def _serve(self, text):
-    inputs, words, first_piece = self._features(text)
+    inputs, words, tag_at = self._features(text)
     logits = self.model(heads.trimmed_inputs(inputs), training=False)["logits"]
-    predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [B, t]
-    fits = first_piece <= self.max_seq_length - 2
-    position = tf.where(fits, first_piece, 0)
-    ids = tf.gather(predicted, position.to_tensor(), batch_dims=1)
-    tags = tf.where(fits.to_tensor(), tf.gather(self.label_names, ids), "")
-    return {"words": words.to_tensor(default_value=""), "tags": tags,
+    predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [windows, t]
+    tags = words.with_values(tf.gather(self.label_names, tf.gather_nd(predicted, tag_at)))
+    return {"words": words.to_tensor(default_value=""), "tags": tags.to_tensor(default_value=""),
             "num_words": tf.cast(words.row_lengths(), tf.int32)}
 
 
@@ -483,7 +464,7 @@ def classifier_labels(task_name):
 
 
 def squad_options_from(values):
-  return dict(max_query_length=values.max_query_length,
+  return dict(max_query_length=values.max_query_length, doc_stride=values.doc_stride,
               max_answer_length=values.max_answer_length, n_best_size=values.n_best_size,
               null_score_diff_threshold=(values.null_score_diff_threshold
                                          if values.version_2_with_negative else None))
