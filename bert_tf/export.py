@@ -13,8 +13,10 @@ graph, so a client needs nothing of bert_tf:
               end logit), null_score_diff [B] (null score - score, as null_odds.json), has_answer
               [B] bool.
   ner         serving_default(text) -> words [B, W] string, tags [B, W] string, num_words [B].
-  every task  tokenize(same inputs) -> input_ids, input_mask, segment_ids [B, max_seq_length]: the
-              model's inputs, to check the in-graph tokenization against FullTokenizer.
+  every task  tokenize(same inputs) -> input_ids, input_mask, segment_ids [rows, max_seq_length]:
+              the model's inputs, to check the in-graph tokenization against FullTokenizer; one
+              row per input for a classifier, one per window for SQuAD and NER, which also give
+              example_index [rows] (each window's input).
   info()      (a function saved with the module, not a signature) -> task, label_list, pair,
               regression: what bert_tf.predictor reads to call an export.
 
@@ -26,19 +28,26 @@ in), then `tf.saved_model.load(version_dir).signatures["serving_default"](text_a
 Each export is a new version directory, export_dir/<number> (TF Serving's layout: a server
 pointed at export_dir serves the newest); nothing already in export_dir is replaced.
 
-Truncation is the training scripts': a text longer than max_seq_length is cut as
-run_classifier cuts it (one text to max_seq_length - 2 pieces; a pair longest-first), never an
-error; an empty string is a valid input ([CLS] [SEP]). The models run on the batch's longest
-sequence only (padding changes no result; SQuAD keeps the full length, see below).
+Classifier inputs are truncated as run_classifier truncates them (one text to max_seq_length - 2
+pieces; a pair longest-first), never an error; an empty string is a valid input ([CLS] [SEP]). SQuAD
+contexts and NER texts of any length are served whole: they are cut into run_squad's and run_ner's
+windows in the graph (bert_tf/export_windows.py), all windows of the batch go through the model
+together, and the tokenize signature gives one row per window with example_index (the window's
+input). The models run on the batch's longest sequence only (padding changes no result; SQuAD
+keeps the full length, see below).
 
 SQuAD, compared with run_squad.py's Python post-processing (squad.postprocess):
-  * One window: the question is cut to max_query_length pieces and the context to what is left of
-    max_seq_length; run_squad slides windows of doc_stride over a longer context. For a context
-    that fits, the model inputs are identical.
-  * The span is chosen as run_squad chooses it: among the n_best_size largest start logits and the
-    n_best_size largest end logits (over all max_seq_length positions, as run_squad, hence no
-    trimming of the padding), the pair of context pieces with end >= start and at most
-    max_answer_length pieces with the largest start + end logit. n_best_size=0 searches all pairs.
+  * Windows: the question is cut to max_query_length pieces; the context is cut into windows of
+    max_seq_length - 3 - question pieces that slide by doc_stride (an export option, as run_squad's
+    --doc_stride), each [CLS] question [SEP] window [SEP], run at the full max_seq_length as
+    run_squad runs them. An empty context is one empty window (run_squad makes none).
+  * The span is chosen as run_squad chooses it: in every window, among the n_best_size largest
+    start logits and the n_best_size largest end logits (over all max_seq_length positions, as
+    run_squad, hence no trimming of the padding), the pairs of context pieces with end >= start and
+    at most max_answer_length pieces whose start has its maximum context in that window
+    (check_is_max_context); the pair with the largest start + end logit over all windows wins.
+    n_best_size=0 searches all pairs. The null score is the smallest [CLS] start + end logit over
+    the windows, as run_squad's SQuAD 2.0 null.
   * The answer text is cut from the raw context: each context piece knows its whitespace word (the
     context is split on whitespace as run_squad splits it) and its characters in that word, since
     the pieces of a word spell its normalized text (an [UNK] spells its whole basic token) and
@@ -56,8 +65,9 @@ SQuAD, compared with run_squad.py's Python post-processing (squad.postprocess):
     is the null score, as run_squad's null_odds (its v1.1 answer is then "empty").
 
 NER: the text is split on whitespace (str.split's characters) into words, each word's first piece
-carries its tag (as run_ner). Words whose first piece does not fit in one window of
-max_seq_length - 2 pieces get the tag "" (run_ner would tag them in a second window).
+carries its tag (as run_ner). A text longer than max_seq_length - 2 pieces is windowed as run_ner
+windows a long sentence (conll.window_spans: labelled chunks of half a window with context on both
+sides), every word tagged in its chunk's window.
 """
 import os
 import time
@@ -412,7 +422,8 @@ def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_s
   dtype float32, bfloat16 or float16: bfloat16 gives the outputs of a mixed_bfloat16 model.
 
   label_list: the classifier's label names (None for regression) or NER's tags.
-  squad_options: max_query_length, max_answer_length, n_best_size, null_score_diff_threshold.
+  squad_options: max_query_length, doc_stride, max_answer_length, n_best_size,
+  null_score_diff_threshold.
   """
   from bert_tf import training  # pylint: disable=g-import-not-at-top
   if task not in TASKS:
