@@ -17,8 +17,6 @@ def define_flags():
                       "test-v1.1.json")
   bert_flags.define_model_flags()
   bert_flags.define_finetuning_flags(max_seq_length=384, with_eval=False)
-  flags.DEFINE_integer("doc_stride", 128, "When splitting up a long document into chunks, how "
-                       "much stride to take between chunks.")
   bert_flags.define_squad_flags()
   flags.DEFINE_bool("verbose_logging", False, "If true, all of the warnings related to data "
                     "processing will be printed. A number of warnings are expected for a normal "

@@ -13,8 +13,10 @@ graph, so a client needs nothing of bert_tf:
               end logit), null_score_diff [B] (null score - score, as null_odds.json), has_answer
               [B] bool.
   ner         serving_default(text) -> words [B, W] string, tags [B, W] string, num_words [B].
-  every task  tokenize(same inputs) -> input_ids, input_mask, segment_ids [B, max_seq_length]: the
-              model's inputs, to check the in-graph tokenization against FullTokenizer.
+  every task  tokenize(same inputs) -> input_ids, input_mask, segment_ids [rows, max_seq_length]:
+              the model's inputs, to check the in-graph tokenization against FullTokenizer; one
+              row per input for a classifier, one per window for SQuAD and NER, which also give
+              example_index [rows] (each window's input).
   info()      (a function saved with the module, not a signature) -> task, label_list, pair,
               regression: what bert_tf.predictor reads to call an export.
 
@@ -26,19 +28,26 @@ in), then `tf.saved_model.load(version_dir).signatures["serving_default"](text_a
 Each export is a new version directory, export_dir/<number> (TF Serving's layout: a server
 pointed at export_dir serves the newest); nothing already in export_dir is replaced.
 
-Truncation is the training scripts': a text longer than max_seq_length is cut as
-run_classifier cuts it (one text to max_seq_length - 2 pieces; a pair longest-first), never an
-error; an empty string is a valid input ([CLS] [SEP]). The models run on the batch's longest
-sequence only (padding changes no result; SQuAD keeps the full length, see below).
+Classifier inputs are truncated as run_classifier truncates them (one text to max_seq_length - 2
+pieces; a pair longest-first), never an error; an empty string is a valid input ([CLS] [SEP]). SQuAD
+contexts and NER texts of any length are served whole: they are cut into run_squad's and run_ner's
+windows in the graph (bert_tf/export_windows.py), all windows of the batch go through the model
+together, and the tokenize signature gives one row per window with example_index (the window's
+input). The models run on the batch's longest sequence only (padding changes no result; SQuAD
+keeps the full length, see below).
 
 SQuAD, compared with run_squad.py's Python post-processing (squad.postprocess):
-  * One window: the question is cut to max_query_length pieces and the context to what is left of
-    max_seq_length; run_squad slides windows of doc_stride over a longer context. For a context
-    that fits, the model inputs are identical.
-  * The span is chosen as run_squad chooses it: among the n_best_size largest start logits and the
-    n_best_size largest end logits (over all max_seq_length positions, as run_squad, hence no
-    trimming of the padding), the pair of context pieces with end >= start and at most
-    max_answer_length pieces with the largest start + end logit. n_best_size=0 searches all pairs.
+  * Windows: the question is cut to max_query_length pieces; the context is cut into windows of
+    max_seq_length - 3 - question pieces that slide by doc_stride (an export option, as run_squad's
+    --doc_stride), each [CLS] question [SEP] window [SEP], run at the full max_seq_length as
+    run_squad runs them. An empty context is one empty window (run_squad makes none).
+  * The span is chosen as run_squad chooses it: in every window, among the n_best_size largest
+    start logits and the n_best_size largest end logits (over all max_seq_length positions, as
+    run_squad, hence no trimming of the padding), the pairs of context pieces with end >= start and
+    at most max_answer_length pieces whose start has its maximum context in that window
+    (check_is_max_context); the pair with the largest start + end logit over all windows wins.
+    n_best_size=0 searches all pairs. The null score is the smallest [CLS] start + end logit over
+    the windows, as run_squad's SQuAD 2.0 null.
   * The answer text is cut from the raw context: each context piece knows its whitespace word (the
     context is split on whitespace as run_squad splits it) and its characters in that word, since
     the pieces of a word spell its normalized text (an [UNK] spells its whole basic token) and
@@ -56,8 +65,9 @@ SQuAD, compared with run_squad.py's Python post-processing (squad.postprocess):
     is the null score, as run_squad's null_odds (its v1.1 answer is then "empty").
 
 NER: the text is split on whitespace (str.split's characters) into words, each word's first piece
-carries its tag (as run_ner). Words whose first piece does not fit in one window of
-max_seq_length - 2 pieces get the tag "" (run_ner would tag them in a second window).
+carries its tag (as run_ner). A text longer than max_seq_length - 2 pieces is windowed as run_ner
+windows a long sentence (conll.window_spans: labelled chunks of half a window with context on both
+sides), every word tagged in its chunk's window.
 """
 import os
 import time
@@ -68,12 +78,14 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf import checkpoints
+from bert_tf import export_windows
 from bert_tf import fast_tokenization
 from bert_tf import heads
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
 from bert_tf.data import conll
 from bert_tf.data import glue
+from bert_tf.data import squad
 from bert_tf.errors import BertTfError
 
 TASKS = ("classifier", "squad", "ner")
@@ -151,11 +163,12 @@ class SquadServer(tf.Module):
   """(question, context) -> answer text cut from the context, its score, the no-answer decision."""
 
   def __init__(self, tokenizer, model, max_seq_length, max_query_length=64, max_answer_length=30,
-               n_best_size=20, null_score_diff_threshold=None):
+               n_best_size=20, null_score_diff_threshold=None, doc_stride=128):
     super().__init__(name="squad_server")
-    if max_seq_length <= max_query_length + 3:
-      raise BertTfError(f"--max_seq_length ({max_seq_length}) must be greater than "
-                        f"--max_query_length ({max_query_length}) + 3")
+    if doc_stride < 1:
+      raise BertTfError(f"--doc_stride: expected an integer of at least 1, got {doc_stride}")
+    squad.check_lengths(max_seq_length, doc_stride, max_query_length)
+    self.doc_stride = doc_stride
     self.tokenizer = tokenizer
     self.model = model
     self.max_seq_length = max_seq_length
@@ -212,60 +225,43 @@ class SquadServer(tf.Module):
     return pieces, piece_info, word_info
 
   def _features(self, question, context):
+    """The windows' model inputs (with example_index, each window's example) and what the
+    span search and the answer text need."""
     query = self.tokenizer.ragged_ids(question)[:, :self.max_query_length]
     pieces, piece_info, word_info = self._context_pieces(context)
-    room = self.max_seq_length - 3 - tf.cast(query.row_lengths(), tf.int32)
-    keep = tf.ragged.range(tf.cast(pieces.row_lengths(), tf.int32)) < room[:, tf.newaxis]
-    pieces = tf.ragged.boolean_mask(pieces, keep)
-    piece_info = {k: tf.ragged.boolean_mask(v, keep) for k, v in piece_info.items()}
-    inputs = fast_tokenization.pack_inputs([query, pieces], self.max_seq_length, self.cls_id,
-                                      self.sep_id)
-    return inputs, query, pieces, piece_info, word_info
-
-  def _candidates(self, logits):
-    """Positions among the n_best_size largest logits (all positions when n_best_size is 0)."""
-    if not self.n_best_size:
-      return tf.ones_like(logits, tf.bool)
-    k = min(self.n_best_size, self.max_seq_length)
-    top = tf.math.top_k(logits, k=k).indices
-    positions = tf.range(self.max_seq_length)[tf.newaxis, tf.newaxis]
-    return tf.reduce_any(top[:, :, tf.newaxis] == positions, axis=1)
+    query_lengths = query.row_lengths()
+    windows, max_context = export_windows.squad_windows(
+        pieces.row_lengths(), self.max_seq_length - 3 - query_lengths, self.doc_stride)
+    begin = tf.gather(pieces.row_starts(), windows["example"]) + windows["start"]
+    window_pieces = tf.gather(pieces.flat_values,
+                              tf.ragged.range(begin, begin + windows["length"]))
+    inputs = fast_tokenization.pack_inputs([tf.gather(query, windows["example"]), window_pieces],
+                                           self.max_seq_length, self.cls_id, self.sep_id)
+    inputs["example_index"] = tf.cast(windows["example"], tf.int32)
+    windows["context_begin"] = tf.gather(query_lengths, windows["example"]) + 2
+    return inputs, windows, max_context, pieces, piece_info, word_info
 
   def _serve(self, question, context):
-    inputs, query, pieces, piece_info, word_info = self._features(question, context)
-    outputs = self.model(inputs, training=False)
-    start_logits = tf.cast(outputs["start_logits"], tf.float32)
-    end_logits = tf.cast(outputs["end_logits"], tf.float32)
-    positions = tf.range(self.max_seq_length)[tf.newaxis]
-    context_begin = tf.cast(query.row_lengths(), tf.int32)[:, tf.newaxis] + 2
-    context_end = context_begin + tf.cast(pieces.row_lengths(), tf.int32)[:, tf.newaxis]
-    in_context = (positions >= context_begin) & (positions < context_end)
-    starts_ok = in_context & self._candidates(start_logits)
-    ends_ok = in_context & self._candidates(end_logits)
-    length = positions[:, tf.newaxis, :] - positions[:, :, tf.newaxis] + 1  # [1, start, end]
-    valid = (starts_ok[:, :, tf.newaxis] & ends_ok[:, tf.newaxis, :] & (length >= 1) &
-             (length <= self.max_answer_length))
-    scores = start_logits[:, :, tf.newaxis] + end_logits[:, tf.newaxis, :]
-    scores = tf.where(valid, scores, -np.inf)
-    flat = tf.reshape(scores, [-1, self.max_seq_length * self.max_seq_length])
-    best = tf.argmax(flat, axis=-1, output_type=tf.int32)
-    score = tf.reduce_max(flat, axis=-1)
-    found = tf.reduce_any(tf.reshape(valid, tf.shape(flat)), axis=-1)
+    inputs, windows, max_context, pieces, piece_info, word_info = self._features(question,
+                                                                                 context)
+    outputs = self.model(heads.encoder_inputs(inputs), training=False)
+    found, score, window, start, end, null_score = export_windows.best_spans(
+        outputs["start_logits"], outputs["end_logits"], windows["context_begin"],
+        windows["length"], max_context, windows["example"], tf.size(question, out_type=tf.int64),
+        self.n_best_size, self.max_answer_length)
     # Context piece indexes of the span (clamped so that examples with no span still gather).
-    num_pieces = tf.maximum(tf.cast(pieces.row_lengths(), tf.int32), 1)
-    start_piece = tf.clip_by_value(best // self.max_seq_length - context_begin[:, 0], 0,
-                                   num_pieces - 1)
-    end_piece = tf.clip_by_value(best % self.max_seq_length - context_begin[:, 0], 0,
-                                 num_pieces - 1)
+    offset = tf.gather(windows["start"] - windows["context_begin"], window)
+    last_piece = tf.maximum(pieces.row_lengths(), 1) - 1
+    start_piece = tf.cast(tf.clip_by_value(start + offset, 0, last_piece), tf.int32)
+    end_piece = tf.cast(tf.clip_by_value(end + offset, 0, last_piece), tf.int32)
     answer = self._answer_text(context, start_piece, end_piece, piece_info, word_info)
-    null_score = start_logits[:, 0] + end_logits[:, 0]
-    null_score_diff = null_score - score
+    null_score_diff = tf.cast(null_score - score, tf.float32)
     has_answer = found
     if self.null_score_diff_threshold is not None:
       has_answer &= null_score_diff <= self.null_score_diff_threshold
     return {"answer": tf.where(has_answer, answer, ""),
-            "score": tf.where(found, score, 0.0),
-            "null_score_diff": tf.where(found, null_score_diff, null_score),
+            "score": tf.where(found, tf.cast(score, tf.float32), 0.0),
+            "null_score_diff": tf.where(found, null_score_diff, tf.cast(null_score, tf.float32)),
             "has_answer": has_answer}
 
   def _answer_text(self, context, start_piece, end_piece, piece_info, word_info):
@@ -325,24 +321,19 @@ class NerServer(tf.Module):
         tf.fill(tf.reshape(tf.reduce_sum(tf.cast(empty, tf.int32)), [1]), self.unk_id),
         tf.cast(empty, tf.int64))
     word_ids = tf.concat([word_ids, unk], axis=1)[:, :self.max_seq_length - 2]
-    # Position of each word's first piece in its sentence's input ([CLS] is position 0).
-    starts = tf.cumsum(word_ids.row_lengths(), exclusive=True)
-    starts = tf.concat([starts, [tf.reduce_sum(word_ids.row_lengths())]], axis=0)
-    sentence_starts = tf.gather(starts, words.row_splits[:-1])
-    first_piece = 1 + starts[:-1] - tf.gather(sentence_starts, words.value_rowids())
-    pieces = words.with_values(word_ids).merge_dims(1, 2)
-    inputs = fast_tokenization.pack_inputs([pieces], self.max_seq_length, self.cls_id, self.sep_id)
-    return inputs, words, words.with_values(tf.cast(first_piece, tf.int32))
+    window_ids, window_text, word_window, word_position = export_windows.ner_windows(
+        word_ids, words.row_splits, self.max_seq_length - 2)
+    inputs = fast_tokenization.pack_inputs([window_ids], self.max_seq_length, self.cls_id,
+                                           self.sep_id)
+    inputs["example_index"] = tf.cast(window_text, tf.int32)
+    return inputs, words, tf.stack([word_window, word_position], axis=1)
 
   def _serve(self, text):
-    inputs, words, first_piece = self._features(text)
+    inputs, words, tag_at = self._features(text)
     logits = self.model(heads.trimmed_inputs(inputs), training=False)["logits"]
-    predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [B, t]
-    fits = first_piece <= self.max_seq_length - 2
-    position = tf.where(fits, first_piece, 0)
-    ids = tf.gather(predicted, position.to_tensor(), batch_dims=1)
-    tags = tf.where(fits.to_tensor(), tf.gather(self.label_names, ids), "")
-    return {"words": words.to_tensor(default_value=""), "tags": tags,
+    predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [windows, t]
+    tags = words.with_values(tf.gather(self.label_names, tf.gather_nd(predicted, tag_at)))
+    return {"words": words.to_tensor(default_value=""), "tags": tags.to_tensor(default_value=""),
             "num_words": tf.cast(words.row_lengths(), tf.int32)}
 
 
@@ -431,7 +422,8 @@ def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_s
   dtype float32, bfloat16 or float16: bfloat16 gives the outputs of a mixed_bfloat16 model.
 
   label_list: the classifier's label names (None for regression) or NER's tags.
-  squad_options: max_query_length, max_answer_length, n_best_size, null_score_diff_threshold.
+  squad_options: max_query_length, doc_stride, max_answer_length, n_best_size,
+  null_score_diff_threshold.
   """
   from bert_tf import training  # pylint: disable=g-import-not-at-top
   if task not in TASKS:
@@ -483,7 +475,7 @@ def classifier_labels(task_name):
 
 
 def squad_options_from(values):
-  return dict(max_query_length=values.max_query_length,
+  return dict(max_query_length=values.max_query_length, doc_stride=values.doc_stride,
               max_answer_length=values.max_answer_length, n_best_size=values.n_best_size,
               null_score_diff_threshold=(values.null_score_diff_threshold
                                          if values.version_2_with_negative else None))

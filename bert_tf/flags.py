@@ -232,6 +232,8 @@ def define_export_flags(with_dtype=False):
 
 def define_squad_flags():
   """The SQuAD flags that run_squad.py and export_savedmodel.py share."""
+  _define("integer", "doc_stride", 128, "When splitting up a long document into chunks, how "
+          "much stride to take between chunks.")
   _define("integer", "max_query_length", 64, "The maximum number of tokens for the question. "
           "Questions longer than this will be truncated to this length.")
   _define("integer", "n_best_size", 20, "The total number of n-best predictions to generate in "

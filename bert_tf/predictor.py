@@ -35,7 +35,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.fileio import write_text_atomically
 
 TASK_CONFIG_FILE = "task_config.json"
-_SQUAD_OPTIONS = ("max_query_length", "max_answer_length", "n_best_size",
+_SQUAD_OPTIONS = ("max_query_length", "doc_stride", "max_answer_length", "n_best_size",
                   "null_score_diff_threshold")
 
 
@@ -121,7 +121,9 @@ def _server_from_output_dir(path, bert_config_file, vocab_file, dtype):
   if missing:
     raise BertTfError(f"{path}: give predictor.load {' and '.join(missing)}")
   kind = config["export_kind"]
-  squad_options = {key: config[key] for key in _SQUAD_OPTIONS} if kind == "squad" else {}
+  # doc_stride: absent from the task_config.json of runs before exports took long contexts.
+  squad_options = ({key: config[key] for key in _SQUAD_OPTIONS if key in config}
+                   if kind == "squad" else {})
   return export.build_server(
       kind, BertConfig.from_json_file(files["bert_config_file"]), files["vocab_file"],
       config["do_lower_case"], path, config["max_seq_length"],

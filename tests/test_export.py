@@ -205,7 +205,7 @@ def test_saved_models_in_fresh_process_match_python_paths(exported, tmp_path):
       assert served["has_answer"][i] == (predictions[qas_id] != "")
       if served["has_answer"][i]:
         assert " ".join(served["answer"][i].split()) == " ".join(best_non_null[qas_id].split())
-    # Too long: the question cut to max_query_length, the context to run_squad's first window.
+    # Too long: the question cut to max_query_length; the context's first window is run_squad's.
     tokenizer = tokenization.FullTokenizer(vocab_path())
     doc_tokens, _ = squad.split_context(long_context)
     first_window = squad.convert_examples_to_features(
@@ -232,15 +232,18 @@ def test_saved_models_in_fresh_process_match_python_paths(exported, tmp_path):
     n = served["num_words"][i]
     assert served["words"][i][:n] == sentence.words
     assert served["tags"][i][:n] == tags[i]
-  # Odd texts: str.split() words; words past the window get "", the others a label.
-  for text, n, words, row in zip(ODD_TEXTS, served["num_words"][len(sentences):],
-                                 served["words"][len(sentences):],
-                                 served["tags"][len(sentences):]):
+  # Odd texts, one far over a window: str.split() words, each tagged as run_ner tags it.
+  odd = [conll.Sentence(t.split(), ["O"] * len(t.split()), [], [], []) for t in ODD_TEXTS]
+  odd_features = conll.convert_sentences_to_features(odd, labels, NER_SEQ, ner_tokenizer)
+  assert len(odd_features) > len(odd)
+  odd_tags = conll.predictions_to_tags(
+      odd, odd_features, models["ner"](model_inputs(odd_features))["logits"].numpy().argmax(-1),
+      labels)
+  for text, n, words, row, expected in zip(ODD_TEXTS, served["num_words"][len(sentences):],
+                                           served["words"][len(sentences):],
+                                           served["tags"][len(sentences):], odd_tags):
     assert words[:n] == text.split()
-    pieces = [len(ner_tokenizer.tokenize(w) or ["[UNK]"]) for w in text.split()]
-    first = np.cumsum([0] + pieces)[:-1] + 1
-    assert row[:n] == [tag if p <= NER_SEQ - 2 else "" for tag, p in zip(row[:n], first)]
-    assert all(tag in labels for tag, p in zip(row[:n], first) if p <= NER_SEQ - 2)
+    assert row[:n] == expected
 
 
 def test_bfloat16_export_gives_the_mixed_precision_outputs(exported, tmp_path):

@@ -216,7 +216,7 @@ def squad2(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("squad")
   tf.random.set_seed(4)
   model = export.build_model("squad", BertConfig(**TINY))
-  options = dict(max_query_length=8, max_answer_length=5, n_best_size=0,
+  options = dict(max_query_length=8, doc_stride=8, max_answer_length=5, n_best_size=0,
                  null_score_diff_threshold=1e3)
   values = dict(options, version_2_with_negative=True)
   output_dir = _fake_output_dir(tmp / "out", model, types.SimpleNamespace(export_kind="squad"),
