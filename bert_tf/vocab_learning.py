@@ -29,6 +29,7 @@ original uncased vocabulary; with N < 99, [UNK] comes right after the last [unus
 import collections
 import heapq
 import math
+import os
 
 from absl import logging
 
@@ -44,10 +45,11 @@ from bert_tf.errors import BertTfError
 UNUSED_BEFORE_UNK = 99
 SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
 LEARNERS = ("bpe", "tensorflow_text")
-# The learner's vocabulary is this many times the size asked before it is cut by usage (the best
-# of 1, 1.15, 1.3, 1.5, 2 in bench/bench_vocab.py).
+# The learner's vocabulary is this many times the size asked before it is cut by usage: chosen on
+# bench_vocab.py's books (bpe: 1.15 and 1.3 did best of 1, 1.15, 1.3, 1.5; tensorflow_text: 2 and
+# 3.5 about equal, better than 1.1).
 OVERSIZE = {"bpe": 1.2, "tensorflow_text": 2}
-# The learners see at most this many words, the most frequent (memory: ~1 KB a word for "bpe").
+# The learners see at most this many words, the most frequent (bounds their memory and time).
 MAX_LEARNER_WORDS = 2_000_000
 # Words longer than this (in characters) are not learned from (tensorflow-text's default).
 MAX_TOKEN_LENGTH = 50
@@ -144,8 +146,10 @@ def count_words(input_files, do_lower_case, max_words, progress_seconds=30):
   return counter
 
 
-def _learner():
-  from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib  # pylint: disable=g-import-not-at-top
+def _tensorflow_text_learner():
+  """tensorflow-text's learner, imported only when used: it imports TensorFlow (seconds)."""
+  # pylint: disable=g-import-not-at-top
+  from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
   return wordpiece_tokenizer_learner_lib
 
 
@@ -173,11 +177,11 @@ def is_character(piece):
   return len(piece) == 1 or (piece.startswith(JOINER) and len(piece) == len(JOINER) + 1)
 
 
-def learn_at_least(words, goal, progress_seconds=30):
+def learn_with_tensorflow_text(words, goal, progress_seconds=30):
   """tensorflow-text's vocabulary at the largest count threshold that gives at least `goal`
   pieces (or at threshold 1, the largest it gives); returns (pieces, threshold). The threshold
   is found by bisection in log space, stopping early on a vocabulary of goal to 1.5 x goal."""
-  lib = _learner()
+  lib = _tensorflow_text_learner()
   params = lib.Params(upper_thresh=None, lower_thresh=None, num_iterations=4,
                       max_input_tokens=-1, max_token_length=MAX_TOKEN_LENGTH,
                       max_unique_chars=None, vocab_size=goal, slack_ratio=0,
@@ -305,7 +309,7 @@ def learn_vocabulary(word_counts, num_pieces, min_count=1, max_unique_chars=1000
     raise BertTfError(f"--input_file: no word is seen at least --min_count={min_count} times")
   goal = round(OVERSIZE[learner] * num_pieces)
   if learner == "tensorflow_text":
-    pieces, threshold = learn_at_least(words, goal, progress_seconds)
+    pieces, threshold = learn_with_tensorflow_text(words, goal, progress_seconds)
   else:
     pieces, threshold = learn_by_merges(words, goal, progress_seconds), None
   excluded = set(excluded)
@@ -325,6 +329,8 @@ def write_vocabulary(path, tokens, overwrite):
   """Writes one token a line, atomically; an existing file is replaced only with `overwrite`."""
   if fileio.exists(path) and not overwrite:
     raise BertTfError(f"--output_file: {path} exists; choose another path or pass --overwrite")
+  if not fileio.is_url(path) and os.path.dirname(path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
   fileio.write_text_atomically(path, "".join(token + "\n" for token in tokens))
 
 
