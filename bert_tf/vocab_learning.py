@@ -50,7 +50,7 @@ LEARNERS = ("bpe", "tensorflow_text")
 # 3.5 about equal, better than 1.1).
 OVERSIZE = {"bpe": 1.2, "tensorflow_text": 2}
 # The learners see at most this many words, the most frequent (bounds their memory and time).
-MAX_LEARNER_WORDS = 2_000_000
+MAX_LEARNER_WORDS = 1_000_000
 # Words longer than this (in characters) are not learned from (tensorflow-text's default).
 MAX_TOKEN_LENGTH = 50
 JOINER = "##"
@@ -218,11 +218,14 @@ def learn_by_merges(words, goal, progress_seconds=30):
   """Byte-pair-encoding merges over (word, count) pairs, with "##" continuation pieces (module
   docstring): the alphabet (sorted), then each new piece in the order merged, `goal` in all (or
   fewer, when no pair is left)."""
-  symbols = [[word[0]] + [JOINER + char for char in word[1:]] for word, _ in words]
-  counts = [count for _, count in words]
-  # Every character bare and with ## (as the original's vocabularies and tensorflow-text's).
+  # Every character bare and with ## (as the original's vocabularies and tensorflow-text's); the
+  # words' symbols share these strings.
   characters = {char for word, _ in words for char in word}
-  pieces = sorted(characters | {JOINER + char for char in characters})
+  bare = {char: char for char in characters}
+  joined = {char: JOINER + char for char in characters}
+  symbols = [[bare[word[0]]] + [joined[char] for char in word[1:]] for word, _ in words]
+  counts = [count for _, count in words]
+  pieces = sorted([*bare.values(), *joined.values()])
   known = set(pieces)
   pair_counts = collections.Counter()
   where = collections.defaultdict(set)  # pair -> indices of words that held it (some may not now)
