@@ -41,7 +41,7 @@ def define_flags():
                        "the most frequent ones are not learned from (those characters become "
                        "[UNK]). Raise it for Chinese or Japanese text.")
   flags.DEFINE_integer("max_words_in_memory", 5_000_000, "Bound of the word-count dict: past it "
-                       "the rarest words are dropped until half remain (about 150 bytes a word).")
+                       "the rarest words are dropped until half remain (memory grows with it).")
   flags.DEFINE_enum("learner", "bpe", list(vocab_learning.LEARNERS), "bpe: byte-pair merges as "
                     "Hugging Face tokenizers' WordPieceTrainer; tensorflow_text: tensorflow-text's "
                     "WordPiece learner. Either is then cut to size by usage (bert_tf/"
