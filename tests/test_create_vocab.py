@@ -175,10 +175,11 @@ def test_existing_output_is_kept_without_overwrite(tmp_path):
   assert len(read_vocab(tmp_path / "vocab.txt")) == 250
 
 
-def run_script(name, *args, timeout=240):
+def run_script(name, *args, timeout=240, hash_seed="0"):
   return subprocess.run(["timeout", "-k", "10", str(timeout), sys.executable,
                          os.path.join(REPO, name), *args], cwd=REPO, text=True,
-                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                        env=dict(os.environ, PYTHONHASHSEED=hash_seed))
 
 
 def test_text_to_vocab_to_records_to_pretraining(tmp_path, shared):
@@ -195,6 +196,11 @@ def test_text_to_vocab_to_records_to_pretraining(tmp_path, shared):
   result = run_script("create_vocab.py", f"--input_file={text}", f"--output_file={vocab}")
   assert result.returncode == 1 and result.stdout.strip().splitlines()[-1] == (
       f"error: --output_file: {vocab} exists; choose another path or pass --overwrite")
+  again = str(tmp_path / "again.txt")  # the same file whatever Python's string hashing
+  result = run_script("create_vocab.py", f"--input_file={text}", f"--output_file={again}",
+                      "--vocab_size=1000", "--num_unused=10", hash_seed="12345")
+  assert result.returncode == 0, result.stdout
+  assert read_vocab(again) == read_vocab(vocab)
 
   records = str(tmp_path / "records.tfrecord")
   result = run_script("create_pretraining_data.py", f"--input_file={text}",
