@@ -30,6 +30,7 @@ import collections
 import heapq
 import math
 import os
+import time
 
 from absl import logging
 
@@ -328,10 +329,14 @@ def learn_vocabulary(word_counts, num_pieces, min_count=1, max_unique_chars=1000
   return pieces, figures
 
 
-def write_vocabulary(path, tokens, overwrite):
-  """Writes one token a line, atomically; an existing file is replaced only with `overwrite`."""
+def refuse_existing(path, overwrite):
   if fileio.exists(path) and not overwrite:
     raise BertTfError(f"--output_file: {path} exists; choose another path or pass --overwrite")
+
+
+def write_vocabulary(path, tokens, overwrite):
+  """Writes one token a line, atomically; an existing file is replaced only with `overwrite`."""
+  refuse_existing(path, overwrite)
   if not fileio.is_url(path) and os.path.dirname(path):
     os.makedirs(os.path.dirname(path), exist_ok=True)
   fileio.write_text_atomically(path, "".join(token + "\n" for token in tokens))
@@ -340,14 +345,14 @@ def write_vocabulary(path, tokens, overwrite):
 def run(values):
   """create_vocab.py: count words, learn, write (module docstring)."""
   check_values(values)
-  if fileio.exists(values.output_file) and not values.overwrite:
-    raise BertTfError(f"--output_file: {values.output_file} exists; choose another path or pass "
-                      f"--overwrite")
+  refuse_existing(values.output_file, values.overwrite)  # before hours of work, and after
   fileio.remove_stale_temporaries(values.output_file)
   input_files = records.input_files(values.input_file)
   fixed = special_tokens(values.num_unused, values.reserved_tokens)
+  start = time.monotonic()
   counter = count_words(input_files, values.do_lower_case, values.max_words_in_memory,
                         values.progress_seconds)
+  count_seconds = time.monotonic() - start
   if counter.invalid_utf8_lines:
     logging.warning("%d lines held invalid UTF-8: those bytes were dropped (as the original "
                     "create_pretraining_data drops them)", counter.invalid_utf8_lines)
@@ -355,6 +360,7 @@ def run(values):
   pieces, figures = learn_vocabulary(counter.counts, num_pieces, values.min_count,
                                      values.max_unique_chars, fixed, values.learner,
                                      values.progress_seconds)
+  learn_seconds = time.monotonic() - start - count_seconds
   if len(pieces) < num_pieces:
     logging.warning("the corpus gives only %d pieces: the vocabulary has %d tokens, not "
                     "--vocab_size=%d (set the model's vocab_size to it or above)", len(pieces),
@@ -365,4 +371,6 @@ def run(values):
       "learned pieces": len(pieces), "input MB": round(counter.num_bytes / 1e6, 1),
       "words counted": counter.total, "distinct words": len(counter.counts), **figures,
       "word-count prunings": counter.prunings or None,
-      "largest undercount of a word": counter.undercount or None})
+      "largest undercount of a word": counter.undercount or None,
+      "counting": progress.format_duration(count_seconds),
+      "learning": progress.format_duration(learn_seconds)})
