@@ -96,8 +96,8 @@ _GROUPS = {
                  "batch_size learning_rate num_train_epochs warmup_proportion num_train_steps "
                  "num_warmup_steps max_eval_steps optimizer adam_bias_correction "
                  "gradient_accumulation_steps seed"),
-    "output": ("output_dir output_file output output_format export_dir export_tf1_checkpoint "
-               "save_checkpoints_steps keep_checkpoint_max log_steps verbose_logging "
+    "output": ("output_dir output_file overwrite output output_format export_dir "
+               "export_tf1_checkpoint save_checkpoints_steps keep_checkpoint_max log_steps verbose_logging "
                "progress_seconds"),
     "runtime": ("distribution_strategy num_gpus dtype use_xla deterministic iterations_per_loop "
                 "num_workers beam_runner beam_pipeline_options use_one_hot_embeddings"),

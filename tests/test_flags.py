@@ -19,6 +19,7 @@ def help_text(script):
                            "output_dir"}, GROUPS),
     ("create_pretraining_data.py", {"input_file", "output_file", "vocab_file"},
      ["data and task", "model", "output", "runtime"]),
+    ("create_vocab.py", {"input_file", "output_file"}, ["data and task", "model", "output"]),
 ])
 def test_help_groups_flags_and_marks_the_required(script, required, groups):
   text = help_text(script)

@@ -28,6 +28,7 @@ SMALLER = [
     # layout, in place of the 6-layer H=384 MiniLM (extract_features reads 4 layers): every
     # command below it runs as written, faster.
     ("convert_checkpoint.py", [("--input=$MINILM", "--input=tiny_hf")]),
+    ("create_vocab.py", [("gutenberg/*.txt", "gutenberg/pg11-*.txt")]),
     ("create_pretraining_data.py", [("--dupe_factor=5", "--dupe_factor=1")]),
     ("run_pretraining.py", [FLOAT32, ("--train_batch_size=32", "--train_batch_size=4"),
                             ("--num_train_steps=200", "--num_train_steps=2 --max_eval_steps=2"),
