@@ -259,7 +259,7 @@ class Embeddings(tf_keras.layers.Layer):
     if position_ids is None:
       x += self.position_embeddings[tf.newaxis, :seq_length]
     else:
-      x += tf.gather(self.position_embeddings, position_ids)
+      x += tf.gather(tf.convert_to_tensor(self.position_embeddings), position_ids)
     return self.dropout(self.layer_norm(x), training=training)
 
 
