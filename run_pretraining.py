@@ -30,6 +30,16 @@ def define_flags():
   flags.DEFINE_bool("left_to_right", False, "Ablation: a left-to-right LM (causal attention, "
                     "every next token predicted from the unmasked text, no next sentence "
                     "prediction).")
+  flags.DEFINE_bool("pack_sequences", False, "Pack several instances of the records into each "
+                    "row of --max_seq_length at input time (attention, positions, masked-LM "
+                    "predictions and next sentence labels stay per instance; --train_batch_size "
+                    "and --eval_batch_size count rows). Same losses, less padding.")
+  flags.DEFINE_integer("max_instances_per_row", None, "With --pack_sequences: instances per row "
+                       "at most (default: max(2, --max_seq_length / 16)).")
+  flags.DEFINE_integer("max_predictions_per_row", None, "With --pack_sequences: masked-LM "
+                       "predictions per row at most (default: max(--max_predictions_per_seq, "
+                       "0.15 x --max_seq_length) + --max_instances_per_row / 2; --max_seq_length "
+                       "with --left_to_right). An instance that does not fit starts a new row.")
   bert_flags.define_export_tf1_checkpoint_flag()
   bert_flags.define_vocab_file_flag("Optional: the vocabulary of the records (create_pretraining_"
                                     "data.py's --vocab_file), copied into --output_dir as vocab.txt "

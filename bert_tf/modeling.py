@@ -244,7 +244,8 @@ class Embeddings(tf_keras.layers.Layer):
     _build_in_scope(self.layer_norm)
     super().build(input_shape)
 
-  def call(self, input_ids, segment_ids, training=False):
+  def call(self, input_ids, segment_ids, position_ids=None, training=False):
+    """position_ids: int [B, T], or None for 0, 1, ... in every row."""
     seq_length = tf.shape(input_ids)[1]
     # Gathers from the table's value, not the variable: a gather from the variable (ResourceGather)
     # switches it to copy-on-read, after which every read of the table, the optimizer's
@@ -255,7 +256,10 @@ class Embeddings(tf_keras.layers.Layer):
     else:
       x = tf.gather(table, input_ids)
     x += tf.gather(self.token_type_embeddings, segment_ids)
-    x += self.position_embeddings[tf.newaxis, :seq_length]
+    if position_ids is None:
+      x += self.position_embeddings[tf.newaxis, :seq_length]
+    else:
+      x += tf.gather(tf.convert_to_tensor(self.position_embeddings), position_ids)
     return self.dropout(self.layer_norm(x), training=training)
 
 
@@ -312,9 +316,18 @@ class TransformerLayer(tf_keras.layers.Layer):
     return tf.cast(self.output_layer_norm(output + attention), x.dtype)
 
 
-def attention_mask_adder(input_mask, causal=False):
-  """float32 [B, 1, 1 or T, T]: 0 where attention is allowed, -10000 where it is not."""
-  allowed = tf.cast(input_mask, tf.float32)[:, tf.newaxis, tf.newaxis, :]
+def attention_mask_adder(input_mask, causal=False, instance_ids=None):
+  """float32 [B, 1, 1 or T, T]: 0 where attention is allowed, -10000 where it is not.
+
+  instance_ids (int [B, T], 0 on padding; packed sequences): a position attends only to the
+  positions of its own instance (a block-diagonal mask), and input_mask is not needed.
+  """
+  if instance_ids is None:
+    allowed = tf.cast(input_mask, tf.float32)[:, tf.newaxis, tf.newaxis, :]
+  else:
+    keys = instance_ids[:, tf.newaxis, :]
+    allowed = tf.cast((instance_ids[:, :, tf.newaxis] == keys) & (keys > 0),
+                      tf.float32)[:, tf.newaxis]
   if causal:
     seq_length = tf.shape(input_mask)[1]
     lower = tf.linalg.band_part(tf.ones([seq_length, seq_length], tf.float32), -1, 0)
@@ -326,7 +339,8 @@ class BertModel(tf_keras.Model):
   """The BERT encoder.
 
   `model({"input_ids", "input_mask", "segment_ids"}, training)` (int32 [B, T]; the mask defaults
-  to all ones and the segments to zeros) returns {"sequence_output": [B, T, H],
+  to all ones and the segments to zeros; packed rows add "position_ids" and "instance_ids", see
+  bert_tf.packing) returns {"sequence_output": [B, T, H],
   "pooled_output": [B, H], "encoder_outputs": [L x [B, T, H]], "embedding_output": [B, T, H]},
   in the policy's compute dtype. `causal=True` lets each position attend only to itself and the
   positions on its left (the paper's left-to-right ablation).
@@ -369,9 +383,9 @@ class BertModel(tf_keras.Model):
     batch_size, seq_length = tf.shape(input_ids)[0], tf.shape(input_ids)[1]
     hidden_size = self.config.hidden_size
 
-    embedding_output = tf.cast(self.embeddings(input_ids, segment_ids, training=training),
-                               self.compute_dtype)
-    attention_adder = attention_mask_adder(input_mask, self.causal)
+    embedding_output = tf.cast(self.embeddings(input_ids, segment_ids, inputs.get("position_ids"),
+                                               training=training), self.compute_dtype)
+    attention_adder = attention_mask_adder(input_mask, self.causal, inputs.get("instance_ids"))
     x = tf.reshape(embedding_output, [batch_size * seq_length, hidden_size])
     encoder_outputs = []
     for layer in self.transformer_layers:
@@ -452,6 +466,8 @@ class BertPretrainer(tf_keras.Model):
 
   `pretrainer(features, training)`, where features also hold int32 `masked_lm_positions` [B, P],
   returns the encoder outputs plus float32 "mlm_logits" [B, P, V] and "nsp_logits" [B, 2].
+  Packed rows (bert_tf.packing) also hold `next_sentence_positions` [B, K], each instance's
+  [CLS]: "nsp_logits" are then [B, K, 2], each from the pooler at its instance's [CLS].
   """
 
   def __init__(self, config, causal=False, name="pretrainer", **kwargs):
@@ -473,5 +489,11 @@ class BertPretrainer(tf_keras.Model):
     outputs = dict(self.encoder(features, training=training))
     outputs["mlm_logits"] = self.masked_lm(
         outputs["sequence_output"], features["masked_lm_positions"], self.encoder.embedding_table)
-    outputs["nsp_logits"] = self.next_sentence(outputs["pooled_output"])
+    cls_positions = features.get("next_sentence_positions")
+    if cls_positions is None:
+      outputs["nsp_logits"] = self.next_sentence(outputs["pooled_output"])
+    else:
+      pooled = self.encoder.pooler(gather_positions(outputs["sequence_output"], cls_positions))
+      outputs["nsp_logits"] = tf.reshape(self.next_sentence(pooled),
+                                         tf.concat([tf.shape(cls_positions), [2]], axis=0))
     return outputs

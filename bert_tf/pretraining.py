@@ -5,6 +5,8 @@ loss = masked-LM loss sum(w * ce) / (sum(w) + 1e-5) + mean next-sentence loss, a
 The ablations of the paper's Table 5: use_nsp=False drops the NSP term (--no_nsp);
 left_to_right rebuilds the unmasked text and predicts every next token (--left_to_right, with a
 causal BertPretrainer).
+--pack_sequences packs several instances per row (bert_tf.packing); the losses and metrics are
+the same per instance: the next-sentence terms are then weighted by next_sentence_weights.
 """
 import os
 import time
@@ -15,6 +17,7 @@ import tensorflow as tf
 from bert_tf import heads
 from bert_tf import modeling
 from bert_tf import model_dir
+from bert_tf import packing
 from bert_tf import records
 from bert_tf import run_dir
 from bert_tf import scalars
@@ -62,9 +65,20 @@ def masked_lm_loss(features, outputs):
   return tf.reduce_sum(weights * per_prediction) / (tf.reduce_sum(weights) + 1e-5)
 
 
+def _next_sentence_labels(features):
+  """The labels, [B] or, packed, [B, K], and their weights (None: all real)."""
+  weights = features.get("next_sentence_weights")
+  if weights is None:
+    return tf.reshape(features["next_sentence_labels"], [-1]), None
+  return features["next_sentence_labels"], weights
+
+
 def next_sentence_loss(features, outputs):
-  labels = tf.reshape(features["next_sentence_labels"], [-1])
-  return tf.reduce_mean(_cross_entropy(outputs["nsp_logits"], labels))
+  labels, weights = _next_sentence_labels(features)
+  per_instance = _cross_entropy(outputs["nsp_logits"], labels)
+  if weights is None:
+    return tf.reduce_mean(per_instance)
+  return tf.math.divide_no_nan(tf.reduce_sum(weights * per_instance), tf.reduce_sum(weights))
 
 
 def loss_fn(use_nsp=True):
@@ -79,8 +93,9 @@ def loss_fn(use_nsp=True):
   return pretraining_loss
 
 
-def metric_fn(use_nsp=True):
-  """The original's eval metrics as {name: (values, weights)} for bert_tf.training."""
+def metric_fn(use_nsp=True, row_statistics=False):
+  """The original's eval metrics as {name: (values, weights)} for bert_tf.training;
+  row_statistics adds the instances and real tokens per packed row (bert_tf.packing)."""
 
   def pretraining_metrics(features, outputs):
     mlm_logits = outputs["mlm_logits"]
@@ -91,10 +106,12 @@ def metric_fn(use_nsp=True):
         "masked_lm_loss": (_cross_entropy(mlm_logits, mlm_ids), weights),
     }
     if use_nsp:
-      labels = tf.reshape(features["next_sentence_labels"], [-1])
+      labels, nsp_weights = _next_sentence_labels(features)
       metrics["next_sentence_accuracy"] = (
-          heads.correct_predictions(labels, outputs["nsp_logits"]), None)
-      metrics["next_sentence_loss"] = (_cross_entropy(outputs["nsp_logits"], labels), None)
+          heads.correct_predictions(labels, outputs["nsp_logits"]), nsp_weights)
+      metrics["next_sentence_loss"] = (_cross_entropy(outputs["nsp_logits"], labels), nsp_weights)
+    if row_statistics:
+      metrics.update(packing.row_statistics(features))
     return metrics
 
   return pretraining_metrics
@@ -122,9 +139,19 @@ def left_to_right_targets(features):
 
 
 def input_fn(input_files, max_seq_length, max_predictions_per_seq, batch_size, is_training,
-             seed=0, gradient_accumulation_steps=1, left_to_right=False):
+             seed=0, gradient_accumulation_steps=1, left_to_right=False, row_limits=None,
+             eval_steps=None):
   """The pretraining records as a bert_tf.training input_fn. Eval repeats, as the original
-  (it runs --max_eval_steps batches)."""
+  (it runs --max_eval_steps batches).
+
+  row_limits (max_instances, max_predictions): packed rows (bert_tf.packing.input_fn); their
+  evaluation holds the instances of eval_steps unpacked batches, and ends there.
+  """
+  if row_limits:
+    return packing.input_fn(
+        input_files, max_seq_length, max_predictions_per_seq, batch_size, is_training,
+        *row_limits, seed=seed, gradient_accumulation_steps=gradient_accumulation_steps,
+        map_fn=left_to_right_targets if left_to_right else None, eval_steps=eval_steps)
   return records.records_input_fn(
       input_files, records.pretraining_features(max_seq_length, max_predictions_per_seq),
       batch_size, is_training, seed=seed, gradient_accumulation_steps=gradient_accumulation_steps,
@@ -158,6 +185,9 @@ def run(values):
                       f"unfinished: make it with create_pretraining_data.py)")
 
   use_nsp = not (values.no_nsp or values.left_to_right)
+  limits = packing.row_limits(values) if getattr(values, "pack_sequences", False) else None
+  if limits:
+    logging.info("Packing up to %d instances and %d masked-LM predictions per row", *limits)
 
   def model_fn():
     return modeling.BertPretrainer(config, causal=values.left_to_right)
@@ -165,32 +195,38 @@ def run(values):
   def make_input_fn(batch_size, is_training):
     return input_fn(input_files, values.max_seq_length, values.max_predictions_per_seq,
                     batch_size, is_training, seed=values.seed, left_to_right=values.left_to_right,
+                    row_limits=limits, eval_steps=values.max_eval_steps,
                     gradient_accumulation_steps=(values.gradient_accumulation_steps if is_training
                                                  else 1))
 
   model = None
   if values.do_train:
     model = _train(values, strategy, config, model_fn, make_input_fn(values.train_batch_size, True),
-                   use_nsp)
-  result = _evaluate(values, strategy, model_fn, make_input_fn, use_nsp, model) if (
+                   use_nsp, metric_fn(use_nsp, row_statistics=bool(limits)))
+  result = _evaluate(values, strategy, model_fn, make_input_fn, use_nsp, model, bool(limits)) if (
       values.do_eval) else None
   if strategy.extended.should_checkpoint:
     _summary(values, start, model, result)
   return result
 
 
-def _evaluate(values, strategy, model_fn, make_input_fn, use_nsp, model):
+def _evaluate(values, strategy, model_fn, make_input_fn, use_nsp, model, packed):
   """--do_eval: the metrics over --max_eval_steps batches, in eval_results.txt and output_dir/eval
-  (TensorBoard)."""
+  (TensorBoard). Packed, over the same instances, in fewer rows; the results add how many
+  instances and real tokens were evaluated (and per row)."""
   logging.info("***** Running evaluation *****")
   logging.info("  Batch size = %d", values.eval_batch_size)
   eval_input_fn = make_input_fn(values.eval_batch_size, False)
   if model is None:
     model, _ = training.restore_model(strategy, model_fn, eval_input_fn, values.output_dir,
                                       values.init_checkpoint)
-  result = training.evaluate(strategy, model, eval_input_fn, metric_fn(use_nsp),
-                             loss_fn(use_nsp), steps=values.max_eval_steps,
+  result = training.evaluate(strategy, model, eval_input_fn, metric_fn(use_nsp, packed),
+                             loss_fn(use_nsp), steps=None if packed else values.max_eval_steps,
                              global_step=training.global_step(model))
+  if packed:
+    result["instances"] = values.max_eval_steps * values.eval_batch_size
+    result["real_tokens"] = round(result["instances"] * result["real_tokens_per_row"] /
+                                  result["instances_per_row"])
   if strategy.extended.should_checkpoint:
     logging.info("***** Eval results *****")
     training.write_eval_results(os.path.join(values.output_dir, "eval_results.txt"), result)
@@ -208,7 +244,7 @@ def _summary(values, start, model, result):
       step, model if values.do_train else None, result)
 
 
-def _train(values, strategy, config, model_fn, train_input_fn, use_nsp):
+def _train(values, strategy, config, model_fn, train_input_fn, use_nsp, train_metric_fn):
   if strategy.extended.should_checkpoint:
     model_dir.write_model_files(values.output_dir, config, values.vocab_file)
   logging.info("***** Running training *****")
@@ -216,7 +252,7 @@ def _train(values, strategy, config, model_fn, train_input_fn, use_nsp):
   model = training.train(
       strategy, model_fn, loss_fn(use_nsp), train_input_fn, values.num_train_steps,
       values.learning_rate, values.num_warmup_steps, values.output_dir,
-      init_checkpoint=values.init_checkpoint, metric_fn=metric_fn(use_nsp),
+      init_checkpoint=values.init_checkpoint, metric_fn=train_metric_fn,
       train_batch_size=values.train_batch_size, **training.train_options(values))
   if values.export_tf1_checkpoint and strategy.extended.should_checkpoint:
     run_dir.export_weights(model, values.output_dir)

@@ -13,6 +13,8 @@ SUMMARY_SECONDS. A `step N/M loss ..., ETA` line is logged every log_steps steps
 at least every LOG_SECONDS; a terminal gets a live bar. Chunks of steps are sized from the
 measured step time (CHUNK_SECONDS), so that this happens on time even with a large --log_steps.
 Time never decides anything in a multi-worker run: every worker must run the same chunks.
+A training metric named X_per_row (a mean per batch element, e.g. the real tokens of a packed row)
+is also logged as X_per_second.
 """
 import math
 import os
@@ -30,6 +32,7 @@ LOG_SECONDS = progress_lib.LOG_SECONDS
 CHUNK_SECONDS = {True: 2.0, False: 10.0}  # on a terminal, into a file
 CURVES_FILE = "curves.png"
 _NOT_PLOTTED = ("steps_per_second", "examples_per_second", "global_step")
+_PER_ROW, _PER_SECOND = "_per_row", "_per_second"
 _MAX_PANELS = 12
 
 
@@ -106,9 +109,8 @@ class TrainLog:
     scalars = {"loss": metrics.pop("loss"),
                "learning_rate": float(self.state.inner_optimizer.learning_rate.numpy()),
                "steps_per_second": steps / max(now - self.summary_time, 1e-9)}
-    if self.train_batch_size:
-      scalars["examples_per_second"] = scalars["steps_per_second"] * self.train_batch_size
     scalars.update(metrics)
+    _add_rates(scalars, self.train_batch_size)
     with self.writer.as_default():
       for name, value in scalars.items():
         tf.summary.scalar(name, value, step=step)
@@ -124,8 +126,7 @@ class TrainLog:
     scalars["learning_rate"] = self.last_scalars["learning_rate"]
     if step > self.line_step and now > self.line_time:
       scalars["steps_per_second"] = (step - self.line_step) / (now - self.line_time)
-      if self.train_batch_size:
-        scalars["examples_per_second"] = scalars["steps_per_second"] * self.train_batch_size
+      _add_rates(scalars, self.train_batch_size)
     rate = (step - self.origin_step) / (now - self.origin_time) if now > self.origin_time else 0
     eta = (self.num_train_steps - step) / rate if rate else 0
     logging.info("step %d/%d %s, ETA %s", step, self.num_train_steps,
@@ -138,6 +139,15 @@ class TrainLog:
   def close(self):
     self.bar.close()
     self.writer.close()
+
+
+def _add_rates(scalars, train_batch_size):
+  """examples_per_second from steps_per_second, and X_per_second for every X_per_row."""
+  if not train_batch_size:
+    return
+  scalars["examples_per_second"] = scalars["steps_per_second"] * train_batch_size
+  for name in [n for n in scalars if n.endswith(_PER_ROW)]:
+    scalars[name[:-len(_PER_ROW)] + _PER_SECOND] = scalars[name] * scalars["examples_per_second"]
 
 
 def run_summary(output_dir, start, written, global_step, trained_model=None, eval_results=None):
@@ -193,11 +203,11 @@ def _panels(train, evaluation):
   metrics, the headline ones."""
   evaluation = {tag: evaluation[tag] for tag in progress_lib.headline(
       {tag: 0.0 for tag in evaluation}, limit=6)}
-  order = sorted((t for t in train if t not in _NOT_PLOTTED),
+  order = sorted((t for t in train if t not in _NOT_PLOTTED and not t.endswith(_PER_SECOND)),
                  key=lambda t: ({"loss": 0, "learning_rate": 1}.get(t, 2), t))
   panels = {tag: [train[tag], None] for tag in order}
   for tag in sorted(evaluation):
-    if tag in _NOT_PLOTTED:
+    if tag in _NOT_PLOTTED or tag.endswith(_PER_SECOND):
       continue
     name = tag[len("eval_"):] if tag.startswith("eval_") else tag
     panels.setdefault(name if name in panels else tag, [None, None])[1] = evaluation[tag]

@@ -33,12 +33,13 @@ def tiny_config(dropout=0.1):
 
 
 def write_pretraining_records(path, num_examples, seq_length=SEQ, max_predictions=PREDS,
-                              vocab_size=VOCAB, seed=0):
-  """Records shaped like create_pretraining_data's: some [MASK] (id 4) inputs, padded tails."""
+                              vocab_size=VOCAB, seed=0, min_length=None):
+  """Records shaped like create_pretraining_data's: some [MASK] (id 4) inputs, padded tails;
+  min_length tokens at least (default: half of seq_length)."""
   rng = np.random.RandomState(seed)
   with tf.io.TFRecordWriter(path) as writer:
     for _ in range(num_examples):
-      length = rng.randint(seq_length // 2, seq_length + 1)
+      length = rng.randint(min_length or seq_length // 2, seq_length + 1)
       ids = rng.randint(5, vocab_size, length).tolist()
       num_predictions = rng.randint(1, max_predictions + 1)
       positions = sorted(rng.choice(np.arange(1, length), num_predictions, replace=False).tolist())
