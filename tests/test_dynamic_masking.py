@@ -2,8 +2,6 @@
 records it reads (create_pretraining_data.py --unmasked): the original's masking rule in
 distribution (counts, 80/10/10 and the Table 8 mixes, specials, whole words), seeding, new masks
 each epoch, exact resume, and the scripts end to end, packed or not."""
-import os
-import random
 import types
 
 import numpy as np
@@ -11,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import run_script
+from test_create_pretraining_data import _toy_corpus
 from test_run_pretraining import command, read_eval_results, start
 
 from bert_tf import dynamic_masking
@@ -201,19 +200,6 @@ def test_bad_flags_and_records_fail_in_one_line(record_file, vocab_file, tmp_pat
     dynamic_masking.check_records(masked, _masking(vocab_file))
 
 
-def _corpus(tmp_path, documents=40):
-  rng = random.Random(0)
-  words = [w for w in WORDS if w != "."] + ["unaffable", "running", "quickly"]
-  lines = []
-  for _ in range(documents):
-    for _ in range(rng.randint(2, 5)):
-      lines.append(" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) + " .")
-    lines.append("")
-  path = tmp_path / "corpus.txt"
-  path.write_text("\n".join(lines) + "\n")
-  return str(path)
-
-
 def _read(path):
   return [{name: list(f.int64_list.value) or list(f.float_list.value)
            for name, f in tf.train.Example.FromString(raw.numpy()).features.feature.items()}
@@ -221,7 +207,7 @@ def _read(path):
 
 
 def test_scripts_end_to_end(tmp_path, vocab_file):
-  corpus = _corpus(tmp_path)
+  corpus = _toy_corpus(tmp_path, documents=40)  # its words are in VOCAB
   counts = {}
   for dupe in (1, 2):
     out = str(tmp_path / f"unmasked_{dupe}.tfrecord")
