@@ -11,6 +11,7 @@ input file, seeds itself from --random_seed and i, and writes <output_file>-0000
 --num_shards=N and no --shard_index, one run does every shard whose output is not there yet.
 --beam_runner=DirectRunner (or DataflowRunner, FlinkRunner, ...) makes the same --num_shards shards
 as an Apache Beam pipeline (pip install apache-beam), one shard per worker at a time.
+--unmasked writes records without masks for run_pretraining.py --dynamic_masking (--dupe_factor=1).
 """
 import os
 
