@@ -2,11 +2,11 @@
 # Dynamic masking measurements: create_pretraining_data default vs --unmasked --dupe_factor=1,
 # then run_pretraining steps/s with and without --dynamic_masking (tiny config).
 set -e
-cd /work/wt/dynmask
+cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 B=/work/shared/data/corpus/gutenberg/pg1342-pride_and_prejudice.txt
 V=/work/shared/data/vocab/bert-base-uncased-vocab.txt
-O=/tmp/dm_bench
+O=${OUT:-/tmp/dm_bench}; mkdir -p $O
 for rep in 1 2 3; do
   for kind in masked unmasked; do
     extra=""; [ $kind = unmasked ] && extra="--unmasked --dupe_factor=1"
