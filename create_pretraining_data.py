@@ -11,6 +11,7 @@ input file, seeds itself from --random_seed and i, and writes <output_file>-0000
 --num_shards=N and no --shard_index, one run does every shard whose output is not there yet.
 --beam_runner=DirectRunner (or DataflowRunner, FlinkRunner, ...) makes the same --num_shards shards
 as an Apache Beam pipeline (pip install apache-beam), one shard per worker at a time.
+--unmasked writes records without masks for run_pretraining.py --dynamic_masking (--dupe_factor=1).
 """
 import os
 
@@ -27,20 +28,14 @@ flags.DEFINE_string("output_file", None, "Output TF example file (or comma-separ
 flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
 flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text. Should be True for "
                   "uncased models and False for cased models.")
-flags.DEFINE_bool("do_whole_word_mask", False, "Whether to use whole word masking rather than "
-                  "per-WordPiece masking.")
 flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.")
 flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
 flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with different masks).")
-flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
 flags.DEFINE_float("short_seq_prob", 0.1, "Probability of creating sequences which are shorter than "
                    "the maximum length.")
-flags.DEFINE_float("mask_prob_mask", 0.8, "Of the tokens chosen for prediction, the fraction replaced "
-                   "by [MASK] (the paper's Table 8 ablation). The three --mask_prob_* must sum to 1.")
-flags.DEFINE_float("mask_prob_keep", 0.1, "Of the tokens chosen for prediction, the fraction left as they are.")
-flags.DEFINE_float("mask_prob_random", 0.1, "Of the tokens chosen for prediction, the fraction replaced "
-                   "by a random vocab token.")
+bert_flags.define_masking_flags()
+bert_flags.define_unmasked_flag()
 flags.DEFINE_bool("no_nsp", False, "Write single-segment instances with no next-sentence pairing (the "
                   "\"No NSP\" ablation); next_sentence_labels is always 0.")
 flags.DEFINE_integer("num_workers", 1, "Processes that read, tokenize and serialize in parallel; with "
@@ -57,6 +52,7 @@ flags.DEFINE_string("beam_pipeline_options", "", "Beam pipeline options for --be
                     "(shell quoting), e.g. \"--project=P --region=R --temp_location=gs://B/tmp "
                     "--setup_file=./pyproject.toml\" for Dataflow.")
 flags.DEFINE_integer("progress_seconds", 30, "Log progress (documents, instances, MB/s) this often.")
+flags.adopt_module_key_flags(bert_flags)  # --helpshort lists the masking flags too
 
 
 def main(_):

@@ -40,10 +40,12 @@ def define_flags():
                        "predictions per row at most (default: max(--max_predictions_per_seq, "
                        "0.15 x --max_seq_length) + --max_instances_per_row / 2; --max_seq_length "
                        "with --left_to_right). An instance that does not fit starts a new row.")
+  bert_flags.define_dynamic_masking_flags()
   bert_flags.define_export_tf1_checkpoint_flag()
-  bert_flags.define_vocab_file_flag("Optional: the vocabulary of the records (create_pretraining_"
-                                    "data.py's --vocab_file), copied into --output_dir as vocab.txt "
-                                    "so that it is a complete model directory.")
+  bert_flags.define_vocab_file_flag("The vocabulary of the records (create_pretraining_data.py's "
+                                    "--vocab_file), copied into --output_dir as vocab.txt so that "
+                                    "it is a complete model directory. Optional, but for "
+                                    "--dynamic_masking.")
   bert_flags.define_runtime_flags()
   flags.adopt_module_key_flags(bert_flags)  # --helpshort lists the shared flags too
 

@@ -308,3 +308,37 @@ def define_tpu_flags():
   _define("integer", "num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of TPU "
           "cores to use: a warning is logged when the TPU has another number of cores (all of "
           "them are used).")
+
+
+# ---------------------------------------------------------------------------------------- masking
+
+
+def define_masking_flags():
+  """How tokens are chosen for the masked LM: create_pretraining_data.py's flags, which
+  run_pretraining.py --dynamic_masking reads too (bert_tf.dynamic_masking)."""
+  _define("bool", "do_whole_word_mask", False, "Whether to use whole word masking rather than "
+          "per-WordPiece masking.")
+  _define("float", "masked_lm_prob", 0.15, "Masked LM probability.")
+  _define("float", "mask_prob_mask", 0.8, "Of the tokens chosen for prediction, the fraction "
+          "replaced by [MASK] (the paper's Table 8 ablation). The three --mask_prob_* must sum "
+          "to 1.")
+  _define("float", "mask_prob_keep", 0.1, "Of the tokens chosen for prediction, the fraction left "
+          "as they are.")
+  _define("float", "mask_prob_random", 0.1, "Of the tokens chosen for prediction, the fraction "
+          "replaced by a random vocab token.")
+
+
+def define_unmasked_flag():
+  _define("bool", "unmasked", False, "Write records without masks, for run_pretraining.py "
+          "--dynamic_masking, which draws them at input time: input_ids (the text itself), "
+          "input_mask, segment_ids and next_sentence_labels, no masked_lm_* features; "
+          "--dupe_factor=1 then suffices. The masking flags are not used.")
+
+
+def define_dynamic_masking_flags():
+  define_masking_flags()
+  _define("bool", "dynamic_masking", False, "Draw the masked-LM predictions at input time, fresh "
+          "each time an instance is read (RoBERTa's dynamic masking), from records of "
+          "create_pretraining_data.py --unmasked, with --masked_lm_prob, "
+          "--max_predictions_per_seq, --do_whole_word_mask and --mask_prob_*; seeded by --seed, "
+          "evaluation by a fixed seed. Needs --vocab_file.")

@@ -23,11 +23,12 @@ import math
 
 import tensorflow as tf
 
+from bert_tf import dynamic_masking
 from bert_tf import records
 from bert_tf.errors import BertTfError
 
 WINDOW = 1024  # instances packed together (and rows shuffled together)
-# The original's --masked_lm_prob: a full row of short instances holds about this share of
+# The original's --masked_lm_prob (--dynamic_masking's own): a full row of short instances holds about this share of
 # predictions, plus rounding (each instance's count is rounded, and at least one).
 MASKED_LM_PROB = 0.15
 
@@ -37,10 +38,10 @@ def default_max_instances(max_seq_length):
 
 
 def default_max_predictions(max_seq_length, max_predictions_per_seq, max_instances,
-                            left_to_right=False):
+                            left_to_right=False, masked_lm_prob=MASKED_LM_PROB):
   if left_to_right:  # every next token of every instance
     return max_seq_length
-  return max(max_predictions_per_seq, math.ceil(MASKED_LM_PROB * max_seq_length)) + (
+  return max(max_predictions_per_seq, math.ceil(masked_lm_prob * max_seq_length)) + (
       max_instances // 2)
 
 
@@ -51,7 +52,8 @@ def row_limits(values):
   if max_instances < 1:
     raise BertTfError(f"--max_instances_per_row: expected >= 1, got {max_instances}")
   max_predictions = values.max_predictions_per_row or default_max_predictions(
-      seq, values.max_predictions_per_seq, max_instances, values.left_to_right)
+      seq, values.max_predictions_per_seq, max_instances, values.left_to_right,
+      values.masked_lm_prob if getattr(values, "dynamic_masking", False) else MASKED_LM_PROB)
   needed = seq - 1 if values.left_to_right else values.max_predictions_per_seq
   if max_predictions < needed:
     raise BertTfError(f"--max_predictions_per_row: {max_predictions} is less than one instance "
@@ -150,16 +152,20 @@ def _eval_window(instances, per_batch, window):
 
 def input_fn(input_files, max_seq_length, max_predictions_per_seq, batch_size, is_training,
              max_instances, max_predictions, seed=0, gradient_accumulation_steps=1, map_fn=None,
-             eval_steps=None, window=WINDOW):
+             eval_steps=None, window=WINDOW, masking=None):
   """Packed rows as a bert_tf.training input_fn; batch_size counts rows (per optimizer step).
 
-  map_fn applies to each instance before packing (the left-to-right targets). Evaluation packs
+  map_fn applies to each instance before packing (the left-to-right targets), as does the
+  dynamic masking (a bert_tf.dynamic_masking.DynamicMasking, or None). Evaluation packs
   exactly the instances that eval_steps unpacked batches of batch_size would hold (the first ones
   of the files, in order), and ends there.
   """
-  schema = records.pretraining_features(max_seq_length, max_predictions_per_seq)
   if not is_training and not eval_steps:
     raise BertTfError("--max_eval_steps: packed evaluation needs a number of batches")
+
+  def schema(training):
+    return dynamic_masking.records_arguments(masking, max_seq_length, max_predictions_per_seq,
+                                             training, seed)
 
   def packed_input_fn(input_context=None):
     context = input_context or tf.distribute.InputContext()
@@ -167,13 +173,15 @@ def input_fn(input_files, max_seq_length, max_predictions_per_seq, batch_size, i
     rows = records.per_replica_batch_size(
         context, batch_size, gradient_accumulation_steps if is_training else 1)
     if is_training:
-      windows = records.records_input_fn(input_files, schema, window * replicas, True, seed=seed,
-                                         map_fn=map_fn, repeat=True)(context)
+      windows = records.records_input_fn(input_files, batch_size=window * replicas,
+                                         is_training=True, seed=seed, map_fn=map_fn, repeat=True,
+                                         **schema(True))(context)
     else:  # this pipeline's share of eval_steps global batches
       instances = eval_steps * batch_size // context.num_input_pipelines
       size = _eval_window(instances, rows, window)
-      windows = records.records_input_fn(input_files, schema, size * replicas, False,
-                                         map_fn=map_fn, repeat=True, drop_remainder=True)(context)
+      windows = records.records_input_fn(input_files, batch_size=size * replicas,
+                                         is_training=False, map_fn=map_fn, repeat=True,
+                                         drop_remainder=True, **schema(False))(context)
       windows = windows.take(instances // size)
     d = windows.map(lambda f: pack_window(f, max_instances, max_predictions),
                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).unbatch()

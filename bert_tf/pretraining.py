@@ -7,6 +7,7 @@ left_to_right rebuilds the unmasked text and predicts every next token (--left_t
 causal BertPretrainer).
 --pack_sequences packs several instances per row (bert_tf.packing); the losses and metrics are
 the same per instance: the next-sentence terms are then weighted by next_sentence_weights.
+--dynamic_masking masks unmasked records at input time (bert_tf.dynamic_masking).
 """
 import os
 import time
@@ -14,6 +15,7 @@ import time
 from absl import logging
 import tensorflow as tf
 
+from bert_tf import dynamic_masking
 from bert_tf import heads
 from bert_tf import modeling
 from bert_tf import model_dir
@@ -140,23 +142,28 @@ def left_to_right_targets(features):
 
 def input_fn(input_files, max_seq_length, max_predictions_per_seq, batch_size, is_training,
              seed=0, gradient_accumulation_steps=1, left_to_right=False, row_limits=None,
-             eval_steps=None):
+             eval_steps=None, masking=None):
   """The pretraining records as a bert_tf.training input_fn. Eval repeats, as the original
   (it runs --max_eval_steps batches).
 
   row_limits (max_instances, max_predictions): packed rows (bert_tf.packing.input_fn); their
   evaluation holds the instances of eval_steps unpacked batches, and ends there.
+  masking: a bert_tf.dynamic_masking.DynamicMasking for unmasked records, seeded by `seed` for
+  training, by dynamic_masking.EVAL_SEED for evaluation.
   """
   if row_limits:
     return packing.input_fn(
         input_files, max_seq_length, max_predictions_per_seq, batch_size, is_training,
         *row_limits, seed=seed, gradient_accumulation_steps=gradient_accumulation_steps,
-        map_fn=left_to_right_targets if left_to_right else None, eval_steps=eval_steps)
+        map_fn=left_to_right_targets if left_to_right else None, eval_steps=eval_steps,
+        masking=masking)
   return records.records_input_fn(
-      input_files, records.pretraining_features(max_seq_length, max_predictions_per_seq),
-      batch_size, is_training, seed=seed, gradient_accumulation_steps=gradient_accumulation_steps,
+      input_files, batch_size=batch_size, is_training=is_training, seed=seed,
+      gradient_accumulation_steps=gradient_accumulation_steps,
       map_fn=left_to_right_targets if left_to_right else None, repeat=True,
-      drop_remainder=is_training)
+      drop_remainder=is_training,
+      **dynamic_masking.records_arguments(masking, max_seq_length, max_predictions_per_seq,
+                                          is_training, seed))
 
 
 def run(values):
@@ -170,12 +177,14 @@ def run(values):
   config.check_sequence_length(values.max_seq_length)
   tf.io.gfile.makedirs(values.output_dir)
   input_files = records.input_files(values.input_file, "--input_file")
+  masking = dynamic_masking.DynamicMasking.from_values(values, config.vocab_size)
   logging.info("*** Input Files ***")
-  name_to_features = records.pretraining_features(values.max_seq_length,
-                                                  values.max_predictions_per_seq)
+  name_to_features = dynamic_masking.records_arguments(
+      masking, values.max_seq_length, values.max_predictions_per_seq, False, 0)["name_to_features"]
   empty = []
   for input_file in input_files:
     logging.info("  %s", input_file)
+    dynamic_masking.check_records(input_file, masking)
     if not records.check_record_shapes(input_file, name_to_features):
       logging.warning("%s holds no record", input_file)
       empty.append(input_file)
@@ -195,7 +204,7 @@ def run(values):
   def make_input_fn(batch_size, is_training):
     return input_fn(input_files, values.max_seq_length, values.max_predictions_per_seq,
                     batch_size, is_training, seed=values.seed, left_to_right=values.left_to_right,
-                    row_limits=limits, eval_steps=values.max_eval_steps,
+                    row_limits=limits, eval_steps=values.max_eval_steps, masking=masking,
                     gradient_accumulation_steps=(values.gradient_accumulation_steps if is_training
                                                  else 1))
 

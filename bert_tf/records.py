@@ -29,6 +29,13 @@ def pretraining_features(max_seq_length, max_predictions_per_seq):
   }
 
 
+def unmasked_pretraining_features(max_seq_length):
+  """Records of create_pretraining_data.py --unmasked (the text itself, no masked_lm_*), read by
+  run_pretraining.py --dynamic_masking (bert_tf.dynamic_masking)."""
+  features = pretraining_features(max_seq_length, 1)
+  return {name: spec for name, spec in features.items() if not name.startswith("masked_lm_")}
+
+
 def classifier_features(max_seq_length, regression=False):
   """Records of run_classifier.py (one sequence per example, as the original's train.tf_record)."""
   return {
@@ -188,8 +195,15 @@ def per_replica_batch_size(input_context, global_batch_size, gradient_accumulati
 
 def records_input_fn(input_files, name_to_features, batch_size, is_training, seed=0,
                      gradient_accumulation_steps=1, map_fn=None, drop_remainder=None,
-                     shuffle_buffer_size=100, cycle_length=4, repeat=None):
-  """An input_fn over TFRecord files; `batch_size` is the global batch per optimizer step."""
+                     shuffle_buffer_size=100, cycle_length=4, repeat=None, numbered_map_fn=None,
+                     batch_map_fn=None):
+  """An input_fn over TFRecord files; `batch_size` is the global batch per optimizer step.
+
+  map_fn(features) maps each record; numbered_map_fn(number, features) too (first), where number
+  (int64) tells the records of the run apart: its position in the stream of records read (the
+  repeats counted on), the same across input pipelines that share one stream, unique across those
+  that read files of their own. batch_map_fn maps each batch.
+  """
   input_files = list(input_files)
   drop_remainder = is_training if drop_remainder is None else drop_remainder
   repeat = is_training if repeat is None else repeat
@@ -199,9 +213,17 @@ def records_input_fn(input_files, name_to_features, batch_size, is_training, see
     micro_batch = per_replica_batch_size(
         input_context, batch_size, gradient_accumulation_steps if is_training else 1)
     pipelines, pipeline_id = input_context.num_input_pipelines, input_context.input_pipeline_id
+    # Number the records before a shard of one shared stream, after a shard by file.
+    by_file = is_training and len(input_files) >= pipelines
+
+    def number(d, stride=1, offset=0):
+      """(number, record) pairs if numbered_map_fn wants them."""
+      if numbered_map_fn is None:
+        return d
+      return d.enumerate().map(lambda i, record: (i * stride + offset, record))
+
     if is_training:
       files = tf.data.Dataset.from_tensor_slices(tf.constant(input_files))
-      by_file = len(input_files) >= pipelines
       if by_file:
         files = files.shard(pipelines, pipeline_id)
       if repeat:
@@ -211,20 +233,28 @@ def records_input_fn(input_files, name_to_features, batch_size, is_training, see
                                                                      len(input_files)),
                            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
       d = d.shuffle(shuffle_buffer_size, seed=seed)
+      d = number(d, pipelines if by_file else 1, pipeline_id if by_file else 0)
       if not by_file:
         # Every pipeline reads the same shuffled stream and keeps its share, so N replicas see
         # the same global batches as one device.
         d = d.shard(pipelines, pipeline_id)
     else:
       d = tf.data.TFRecordDataset(input_files)
+      d = number(d.repeat() if repeat else d)
       if pipelines > 1:
         d = d.shard(pipelines, pipeline_id)
-      if repeat:
-        d = d.repeat()
-    d = d.map(parse_fn(name_to_features), num_parallel_calls=tf.data.AUTOTUNE)
+    parse = parse_fn(name_to_features)
+    if numbered_map_fn is None:
+      d = d.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+    else:
+      d = d.map(lambda i, record: numbered_map_fn(i, parse(record)),
+                num_parallel_calls=tf.data.AUTOTUNE)
     if map_fn is not None:
       d = d.map(map_fn, num_parallel_calls=tf.data.AUTOTUNE)
     d = d.batch(micro_batch, drop_remainder=drop_remainder)
+    if batch_map_fn is not None:
+      d = d.map(batch_map_fn, num_parallel_calls=tf.data.AUTOTUNE)
     return d.prefetch(tf.data.AUTOTUNE)
 
   return input_fn
+

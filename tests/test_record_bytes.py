@@ -22,12 +22,14 @@ def test_encoder_gives_the_bytes_of_records_serialize(tmp_path):
   for options in [pretraining.Options(dupe_factor=2), pretraining.Options(dupe_factor=1, no_nsp=True),
                   pretraining.Options(dupe_factor=1, max_seq_length=300, max_predictions_per_seq=80,
                                       masked_lm_prob=0.3, do_whole_word_mask=True),
-                  pretraining.Options(dupe_factor=1, max_seq_length=16, max_predictions_per_seq=20)]:
+                  pretraining.Options(dupe_factor=1, max_seq_length=16, max_predictions_per_seq=20),
+                  pretraining.Options(dupe_factor=1, unmasked=True)]:
     corpus = corpus_module.read_corpus([sample], tokenizer)
     vocab = pretraining.Vocab(tokenizer.vocab)
     instances, order = pretraining.InstanceMaker(corpus, vocab, options, random.Random(1)).create_training_instances()
     encoder = record_bytes.RecordEncoder(vocab, options)
-    schema = records.pretraining_features(options.max_seq_length, options.max_predictions_per_seq)
+    schema = (records.unmasked_pretraining_features(options.max_seq_length) if options.unmasked else
+              records.pretraining_features(options.max_seq_length, options.max_predictions_per_seq))
     for index in range(len(instances)):
       features = pretraining_records.instance_features(corpus.tokens, instances, index, vocab, options)
       assert encoder.encode(corpus.tokens, instances, index) == records.serialize(features)

@@ -55,6 +55,9 @@ class Options:
   mask_prob_random: float = 0.1
   # The "No NSP" ablation: one segment per instance, next_sentence_labels always 0.
   no_nsp: bool = False
+  # Records without masks, for run_pretraining.py --dynamic_masking: no masking draws, no
+  # masked_lm_* features (pretraining_records.instance_features).
+  unmasked: bool = False
 
   def validate(self):
     def check(ok, flag, message):
@@ -339,7 +342,7 @@ class InstanceMaker:
     num_tokens = (a1 - a0) + (b1 - b0) + (3 if b1 > b0 else 2)
     num_to_predict = min(options.max_predictions_per_seq,
                          max(1, int(round(num_tokens * options.masked_lm_prob))))
-    candidates = self._candidates(a0, a1, b0, b1)
+    candidates = [] if options.unmasked else self._candidates(a0, a1, b0, b1)
     _shuffle(candidates, rng)
     if self.continues_word is None:
       chosen = candidates[:num_to_predict]
@@ -410,4 +413,4 @@ class InstanceMaker:
                                 np.maximum(1, np.round(num_tokens * self.options.masked_lm_prob)))
     self.stats["tokens"] = int(num_tokens.sum())
     self.stats["masked"] = len(instances.positions)
-    self.stats["expected_masked"] = int(num_to_predict.sum())
+    self.stats["expected_masked"] = 0 if self.options.unmasked else int(num_to_predict.sum())

@@ -4,7 +4,8 @@ round-robin over the output files; with worker processes, spooled while instance
 copied out in parallel (Spool). Each output file appears whole or not at all.
 
 instance_features is the record of one instance as the original builds it: the reference the fast
-encoder is tested against."""
+encoder is tested against. With Options.unmasked (create_pretraining_data.py --unmasked) a record
+has no masked_lm_* features (records.unmasked_pretraining_features)."""
 import collections
 import contextlib
 import functools
@@ -58,9 +59,10 @@ def instance_features(tokens, instances, index, vocab, options):
   features["input_ids"] = input_ids.tolist()
   features["input_mask"] = input_mask.tolist()
   features["segment_ids"] = segment_ids.tolist()
-  features["masked_lm_positions"] = positions.tolist() + padding
-  features["masked_lm_ids"] = labels.tolist() + padding
-  features["masked_lm_weights"] = [1.0] * num_masked + [0.0] * len(padding)
+  if not options.unmasked:
+    features["masked_lm_positions"] = positions.tolist() + padding
+    features["masked_lm_ids"] = labels.tolist() + padding
+    features["masked_lm_weights"] = [1.0] * num_masked + [0.0] * len(padding)
   features["next_sentence_labels"] = [is_random_next]
   return features
 

@@ -101,17 +101,20 @@ class RecordEncoder:
     entry, zeros, message_prefix = self._entry_with_prefix, self.zeros, self._message_prefix
     mask_entries, weight_entries = self.mask_entries, self.weight_entries
     label_entries, segment_entry = self.label_entries, self._segment_entry
+    unmasked = options.unmasked
     serialized = []
     for i, (n, m, la, nsp) in enumerate(zip(length.tolist(), num_masked.tolist(), len_a.tolist(),
                                             is_random_next.tolist())):
-      features = b"".join((
-          entry("input_ids", ids_bytes[ids_bounds[i]:ids_bounds[i + 1]] + zeros[max_seq_length - n]),
-          mask_entries[n],
+      masks = () if unmasked else (
           entry("masked_lm_ids",
                 labels_bytes[labels_bounds[i]:labels_bounds[i + 1]] + zeros[max_predictions - m]),
           entry("masked_lm_positions",
                 positions_bytes[positions_bounds[i]:positions_bounds[i + 1]] + zeros[max_predictions - m]),
-          weight_entries[m],
+          weight_entries[m])
+      features = b"".join((
+          entry("input_ids", ids_bytes[ids_bounds[i]:ids_bounds[i + 1]] + zeros[max_seq_length - n]),
+          mask_entries[n],
+          *masks,
           label_entries[nsp],
           segment_entry(la, n),
       ))
