@@ -100,8 +100,7 @@ _GROUPS = {
                  "early_stopping_patience"),
     "output": ("output_dir output_file overwrite output output_format export_dir "
                "export_tf1_checkpoint save_checkpoints_steps keep_checkpoint_max log_steps "
-               "verbose_logging "
-               "progress_seconds"),
+               "verbose_logging progress_seconds"),
     "runtime": ("distribution_strategy num_gpus dtype use_xla deterministic iterations_per_loop "
                 "num_workers beam_runner beam_pipeline_options use_one_hot_embeddings"),
     "TPU": "use_tpu tpu_name tpu_zone gcp_project master num_tpu_cores",
