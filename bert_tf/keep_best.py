@@ -97,6 +97,11 @@ class BestKeeper:
     self.state = {"metric": metric, "lower_is_better": lower_is_better(metric), "step": None,
                   "evaluations": []}
     path = os.path.join(self.directory, STATE_FILE)
+    if not tf.io.gfile.exists(path) and tf.io.gfile.isdir(self.directory):
+      foreign = [n for n in tf.io.gfile.listdir(self.directory) if not n.startswith(WEIGHTS_NAME)]
+      if foreign:  # not ours (ours holds only weights before its first best.json): left alone
+        raise BertTfError(f"--output_dir: {self.directory} exists and holds no {STATE_FILE} "
+                          f"({foreign[0]}, ...): move it, or give a new --output_dir")
     if tf.io.gfile.exists(path):
       with tf.io.gfile.GFile(path) as f:
         self.state = json.load(f)

@@ -130,6 +130,11 @@ def test_keeper_keeps_the_best_of_a_crafted_sequence_and_reads_it_back(tmp_path)
   assert (again.since_best, again.should_stop, again.evaluated(60)) == (1, False, False)
   with pytest.raises(BertTfError, match="--keep_best_metric: .* keeps the best by eval_accuracy"):
     keep_best.BestKeeper(output_dir, "eval_loss")
+  (tmp_path / "mine" / "best").mkdir(parents=True)
+  (tmp_path / "mine" / "best" / "notes.txt").write_text("the user's")
+  with pytest.raises(BertTfError, match=r"^--output_dir: .*best exists and holds no best.json"):
+    keep_best.BestKeeper(str(tmp_path / "mine"), "eval_accuracy")
+  assert (tmp_path / "mine" / "best" / "notes.txt").read_text() == "the user's"
   losses = keep_best.BestKeeper(str(tmp_path / "loss"), "eval_loss")
   assert [losses.update(s, {"eval_loss": v}, model) for s, v in [(1, 1.0), (2, 0.8), (3, 0.9)]] \
       == [True, True, False]
@@ -268,3 +273,11 @@ def test_run_classifier_keeps_the_best_and_predicts_with_it(tmp_path):
   assert loss == pytest.approx(state["value"], abs=1e-4)
   assert [s for s, _ in scalars.read_scalars(str(output_dir / "eval"))["eval_loss"]] == [
       8, 16, 24]
+  # A later run without --do_train predicts from best/ (not the latest checkpoint, step 24's).
+  (output_dir / "test_results.tsv").unlink()
+  result = run_script(
+      "run_classifier.py", *common_args(tmp_path / "data", vocab, config, output_dir),
+      "--task_name=SST-2", "--do_predict", "--keep_best_metric=eval_loss")
+  assert result.returncode == 0, result.stderr[-3000:]
+  np.testing.assert_allclose(np.loadtxt(output_dir / "test_results.tsv"), probabilities,
+                             atol=1e-5)
