@@ -500,15 +500,16 @@ def _labels_for(task, values, init_checkpoint):
   return None, True, False
 
 
-def export_from_values(task, values, init_checkpoint):
+def export_from_values(task, values, init_checkpoint, weights=None):
   """Exports `task` as the flag values say (export_savedmodel.py's, or a run_*.py's after
-  training, with its output_dir as init_checkpoint)."""
+  training, with its output_dir as init_checkpoint); `weights`: a checkpoint to load instead of
+  init_checkpoint's (the best weights a run kept)."""
   if not tf.io.gfile.exists(values.bert_config_file):
     raise BertTfError(f"--bert_config_file: {values.bert_config_file} not found")
   config = BertConfig.from_json_file(values.bert_config_file)
   label_list, pair, regression = _labels_for(task, values, init_checkpoint)
   squad_options = squad_options_from(values) if task == "squad" else {}
-  return export(task, config, values.vocab_file, values.do_lower_case, init_checkpoint,
+  return export(task, config, values.vocab_file, values.do_lower_case, weights or init_checkpoint,
                 values.export_dir, values.max_seq_length, label_list=label_list, pair=pair,
                 regression=regression, dtype=values.dtype, **squad_options)
 

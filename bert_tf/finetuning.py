@@ -18,9 +18,17 @@ provides:
   record_files                     optional: {split: record file name in output_dir}, where it
                                    differs from RECORD_FILES (run_squad.py predicts from
                                    eval.tf_record, as the original)
-  finish_split(split, state, batches, global_step)
+  finish_split(split, state, batches, global_step, output_dir=None)
                                    scores the model's outputs (an iterator of predict batches)
-                                   and writes the split's result files
+                                   and writes the split's result files (into output_dir, default
+                                   values.output_dir)
+  eval_metric_names()              the names finish_split's dev results hold
+  primary_metric                   the one early stopping watches by default
+  eval_split                       optional: the split evaluations during training score, where
+                                   not "dev" (run_squad.py: "test", its --predict_file)
+
+--eval_every_n_steps, --keep_best_metric and --early_stopping_patience: bert_tf.keep_best; the
+best weights it keeps are those --do_eval, --do_predict and --export_dir use.
 
 Training with no --init_checkpoint is allowed (a tiny model on synthetic data needs nothing else)
 but logs a warning: fine-tuning an untrained encoder is rarely what was meant.
@@ -32,6 +40,7 @@ from absl import logging
 import tensorflow as tf
 
 from bert_tf import export
+from bert_tf import keep_best
 from bert_tf import model_dir
 from bert_tf import predictor
 from bert_tf import progress
@@ -77,7 +86,7 @@ def finetuning_steps(values, num_examples, what):
   return num_train_steps, int(num_train_steps * values.warmup_proportion)
 
 
-def finetune(values, strategy, config, task, model_fn):
+def finetune(values, strategy, config, task, model_fn, evaluator=None):
   """Writes the task's training records and trains on them; returns the model.
 
   The records are shuffled over a buffer as large as the training set (up to
@@ -105,7 +114,7 @@ def finetune(values, strategy, config, task, model_fn):
       strategy, model_fn, task.loss_fn, train_input_fn, num_train_steps, values.learning_rate,
       num_warmup_steps, values.output_dir, init_checkpoint=values.init_checkpoint,
       metric_fn=task.train_metric_fn, train_batch_size=values.train_batch_size,
-      **training.train_options(values))
+      evaluator=evaluator, **training.train_options(values))
   if values.export_tf1_checkpoint and strategy.extended.should_checkpoint:
     run_dir.export_weights(model, values.output_dir)
   return model
@@ -122,6 +131,8 @@ def run(task_class, values):
     raise BertTfError(f"{'/'.join('--' + phase for phase in phases)}: at least one must be True")
   config, tokenizer = config_and_tokenizer(values)
   task = task_class(values, tokenizer)
+  plan = keep_best.plan(values, task)
+  keeper = _keeper(values, plan)
   # Python-only work above; the strategy must come before the first TensorFlow op.
   strategy = training.setup_runtime(values)
   tf.io.gfile.makedirs(values.output_dir)
@@ -130,18 +141,37 @@ def run(task_class, values):
   model_fn = task.model_fn(config, training.trim_padding(values))
   # Every split's data are read (and a bad row reported) before training starts.
   splits = {}
-  for split, batch_size in _splits(values):
+  for split, batch_size in _splits(values, plan, task):
     path = os.path.join(values.output_dir, getattr(task, "record_files", RECORD_FILES)[split])
     splits[split] = (path, batch_size, task.write_split_records(split, path))
-  model = finetune(values, strategy, config, task, model_fn) if values.do_train else None
+  model = None
+  if values.do_train:
+    evaluator = _evaluator(plan, task, strategy, splits, values.output_dir)
+    try:
+      model = finetune(values, strategy, config, task, model_fn, evaluator)
+    finally:
+      if evaluator is not None:
+        evaluator.close()
+    keeper = _keeper(values, plan)  # what training kept
+    if keeper and keeper.prefix:
+      keeper.restore(model)
+  uses = [f"--{flag}" for flag in ("do_eval", "do_predict", "export_dir")
+          if getattr(values, flag, None)]
+  best = None
+  if keeper and keeper.prefix:
+    best = keeper.describe() + (f", used for {', '.join(uses)}" if uses else "")
+    logging.info("Best weights: %s", best)
 
   results = {}
-  for split, (path, batch_size, state) in splits.items():
+  for split, batch_size in _splits(values):
+    path, batch_size, state = splits[split]
     input_fn = records.records_input_fn([path], task.schema(False), batch_size,
                                         is_training=False)
     if model is None:
       model, _ = training.restore_model(strategy, model_fn, input_fn, values.output_dir,
                                         values.init_checkpoint)
+      if keeper:
+        keeper.restore(model)
     batches = training.predict(strategy, model, input_fn,
                                total=_count_batches(path, batch_size))
     results[split] = task.finish_split(split, state, batches, training.global_step(model))
@@ -150,10 +180,34 @@ def run(task_class, values):
     scalars.write_eval_scalars(values.output_dir, results["dev"], training.global_step(model))
   export_path = None
   if getattr(values, "export_dir", None):
-    export_path = export.export_from_values(task.export_kind, values, values.output_dir)
+    export_path = export.export_from_values(task.export_kind, values, values.output_dir,
+                                            weights=keeper.prefix if keeper else None)
   if chief:
-    _summary(values, start, model, results.get("dev"), export_path)
+    _summary(values, start, model, results.get("dev"), export_path, best)
   return results
+
+
+def _keeper(values, plan):
+  """The BestKeeper of --keep_best_metric (None without); without --do_train, its best weights
+  must exist."""
+  if plan is None or plan.metric is None:
+    return None
+  keeper = keep_best.BestKeeper(values.output_dir, plan.metric, plan.patience)
+  if not values.do_train and keeper.prefix is None:
+    raise BertTfError(f"--keep_best_metric: {keeper.directory} holds no best weights (train with "
+                      f"--eval_every_n_steps and --keep_best_metric first)")
+  return keeper
+
+
+def _evaluator(plan, task, strategy, splits, output_dir):
+  """The keep_best.Evaluator of --eval_every_n_steps, or None."""
+  if plan is None or plan.every_n_steps is None:
+    return None
+  split = getattr(task, "eval_split", "dev")
+  path, batch_size, state = splits[split]
+  input_fn = records.records_input_fn([path], task.schema(False), batch_size, is_training=False)
+  return keep_best.Evaluator(plan, task, strategy, split, input_fn,
+                             _count_batches(path, batch_size), state, output_dir)
 
 
 def _count_batches(path, batch_size):
@@ -162,19 +216,28 @@ def _count_batches(path, batch_size):
   return -(-count // batch_size)
 
 
-def _summary(values, start, model, dev_results, export_path):
+def _summary(values, start, model, dev_results, export_path, best):
   output_dir = values.output_dir
   results = progress.new_files(output_dir, start, skip=NOT_RESULTS)
   scalars.run_summary(output_dir, start, [
       ("results", ", ".join(os.path.join(output_dir, name) for name in results)),
+      ("best weights", best),
       ("weights", os.path.join(output_dir, model_dir.WEIGHTS_CHECKPOINT)
        if values.do_train and values.export_tf1_checkpoint else None),
       ("SavedModel", export_path)], training.global_step(model),
       model if values.do_train else None, dev_results)
 
 
-def _splits(values):
-  """[(split, batch size)] to evaluate or predict: dev with --do_eval, test with --do_predict."""
-  wanted = [("dev", getattr(values, "eval_batch_size", None), getattr(values, "do_eval", False)),
+def _splits(values, plan=None, task=None):
+  """[(split, batch size)] to evaluate or predict: dev with --do_eval, test with --do_predict;
+  with a plan that evaluates during training, the task's eval_split too (its records are made
+  once, for both)."""
+  eval_batch_size = getattr(values, "eval_batch_size", None)
+  wanted = [("dev", eval_batch_size, getattr(values, "do_eval", False)),
             ("test", values.predict_batch_size, values.do_predict)]
-  return [(split, batch_size) for split, batch_size, flag in wanted if flag]
+  splits = [(split, batch_size) for split, batch_size, flag in wanted if flag]
+  if values.do_train and plan is not None and plan.every_n_steps is not None:
+    split = getattr(task, "eval_split", "dev")
+    if split not in dict(splits):
+      splits.append((split, eval_batch_size or values.predict_batch_size))
+  return splits

@@ -56,6 +56,7 @@ _RANGES = {
     "masked_lm_prob": (lambda v: 0 < v <= 1, "a fraction above 0 and at most 1"),
     "short_seq_prob": (lambda v: 0 <= v <= 1, "a fraction between 0 and 1"),
     "num_workers": _AT_LEAST_ONE, "num_gpus": _NOT_NEGATIVE, "num_tpu_cores": _AT_LEAST_ONE,
+    "eval_every_n_steps": _AT_LEAST_ONE, "early_stopping_patience": _AT_LEAST_ONE,
 }
 
 
@@ -95,10 +96,11 @@ _GROUPS = {
     "training": ("do_train do_eval do_predict train_batch_size eval_batch_size predict_batch_size "
                  "batch_size learning_rate num_train_epochs warmup_proportion num_train_steps "
                  "num_warmup_steps max_eval_steps optimizer adam_bias_correction "
-                 "gradient_accumulation_steps seed"),
+                 "gradient_accumulation_steps seed eval_every_n_steps keep_best_metric "
+                 "early_stopping_patience"),
     "output": ("output_dir output_file overwrite output output_format export_dir "
-               "export_tf1_checkpoint save_checkpoints_steps keep_checkpoint_max log_steps verbose_logging "
-               "progress_seconds"),
+               "export_tf1_checkpoint save_checkpoints_steps keep_checkpoint_max log_steps "
+               "verbose_logging progress_seconds"),
     "runtime": ("distribution_strategy num_gpus dtype use_xla deterministic iterations_per_loop "
                 "num_workers beam_runner beam_pipeline_options use_one_hot_embeddings"),
     "TPU": "use_tpu tpu_name tpu_zone gcp_project master num_tpu_cores",
@@ -211,6 +213,24 @@ def define_finetuning_flags(max_seq_length=128, with_eval=True,
   _define("float", "warmup_proportion", 0.1, "Proportion of training to perform linear learning "
           "rate warmup for. E.g., 0.1 = 10% of training.")
   define_export_tf1_checkpoint_flag()
+  define_eval_during_training_flags()
+
+
+def define_eval_during_training_flags():
+  """--eval_every_n_steps, --keep_best_metric, --early_stopping_patience (bert_tf.keep_best)."""
+  _define("integer", "eval_every_n_steps", None, "With --do_train: evaluate on the dev set "
+          "(run_squad.py: --predict_file, with answers) every this many steps and at the last "
+          "step; the metrics go to TensorBoard (<output_dir>/eval) and one log line each time. "
+          "Each evaluation step is also a checkpoint step.")
+  _define("string", "keep_best_metric", None, "Keep the weights of the evaluation with the best "
+          "value of this metric in <output_dir>/best/ (e.g. eval_accuracy, eval_f1, eval_mcc, "
+          "eval_loss; run_squad.py: f1, exact_match, exact; the eval_ prefix may be left out): "
+          "--do_eval, --do_predict and --export_dir then use them. Higher is better, lower for "
+          "losses. Needs --eval_every_n_steps when training.")
+  _define("integer", "early_stopping_patience", None, "Stop training after this many "
+          "evaluations in a row without a new best --keep_best_metric (default metric: the "
+          "task's main one: eval_accuracy, eval_mcc for CoLA, eval_f1 for MRPC, QQP and NER, "
+          "eval_spearman for STS-B, f1 for SQuAD). Needs --eval_every_n_steps.")
 
 
 def define_export_tf1_checkpoint_flag():

@@ -169,14 +169,20 @@ def run_summary(output_dir, start, written, global_step, trained_model=None, eva
           ("curves", curves)], figures)
 
 
-def write_eval_scalars(output_dir, results, step):
-  """The numeric results (but global_step) as TensorBoard scalars in output_dir/eval at `step`."""
-  writer = tf.summary.create_file_writer(os.path.join(output_dir, "eval"))
+def write_eval_scalars(output_dir, results, step, writer=None):
+  """The numeric results (but global_step) as TensorBoard scalars in output_dir/eval at `step`;
+  through `writer` (flushed, left open) when given: evaluations during training share one."""
+  own = writer is None
+  if own:
+    writer = tf.summary.create_file_writer(os.path.join(output_dir, "eval"))
   with writer.as_default():
     for name, value in sorted(results.items()):
       if name != "global_step" and isinstance(value, (int, float)) and math.isfinite(value):
         tf.summary.scalar(name, float(value), step=int(step))
-  writer.close()
+  if own:
+    writer.close()
+  else:
+    writer.flush()
 
 
 def read_scalars(log_dir):

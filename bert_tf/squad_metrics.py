@@ -65,6 +65,12 @@ def _questions(dataset):
         yield qa
 
 
+# The scores evaluate_v1 and evaluate_v2 (with na_probs) report, counts and thresholds aside.
+V1_METRICS = ("exact_match", "f1")
+V2_METRICS = ("exact", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1", "best_exact",
+              "best_f1")
+
+
 def evaluate_v1(dataset, predictions):
   """{"exact_match", "f1"}: the mean over questions of the best score against any gold answer.
 

@@ -18,7 +18,8 @@ API (stable; later changes only add keyword arguments):
                 num_warmup_steps, output_dir, init_checkpoint=None, optimizer_type="adamw",
                 weight_decay_rate=0.01, save_checkpoints_steps=1000, keep_checkpoint_max=5,
                 steps_per_loop=1000, log_steps=100, gradient_accumulation_steps=1, metric_fn=None,
-                seed=None, use_xla=False, train_batch_size=None, adam_bias_correction=False)
+                seed=None, use_xla=False, train_batch_size=None, adam_bias_correction=False,
+                evaluator=None)
       model_fn()                      -> a tf_keras.Model (called inside strategy.scope()); a task
                                          model holds its encoder as `.encoder`.
       loss_fn(features, outputs)      -> float32 scalar: the mean loss of this replica's
@@ -40,7 +41,11 @@ API (stable; later changes only add keyword arguments):
       resumed (global step, optimizer slots, input position, dropout RNG), and init_checkpoint is
       then ignored. Otherwise init_checkpoint (an original TF1 checkpoint, one of ours, or a Hugging
       Face directory) is loaded with bert_tf.checkpoints.init_from_checkpoint. A NaN/Inf loss raises
-      BertTfError without saving. TensorBoard summaries go to output_dir/train; a progress line
+      BertTfError without saving. evaluator (bert_tf.keep_best.Evaluator, optional): called as
+      evaluator(model, step) after the checkpoint of each step where evaluator.due(step,
+      num_train_steps); training stops early when it returns True. On resume,
+      evaluator.resume(model, step, num_train_steps) may evaluate a step a kill interrupted, or
+      stop at once. TensorBoard summaries go to output_dir/train; a progress line
       (steps/s, examples/s, ETA) is logged every log_steps, and a live bar drawn on a terminal
       (bert_tf.scalars.TrainLog). Returns the trained model; global_step(model) gives its step,
       model.train_summary the scalars of the last line.
@@ -285,7 +290,8 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
           num_warmup_steps, output_dir, init_checkpoint=None, optimizer_type="adamw",
           weight_decay_rate=0.01, save_checkpoints_steps=1000, keep_checkpoint_max=5,
           steps_per_loop=1000, log_steps=100, gradient_accumulation_steps=1, metric_fn=None,
-          seed=None, use_xla=False, train_batch_size=None, adam_bias_correction=False):
+          seed=None, use_xla=False, train_batch_size=None, adam_bias_correction=False,
+          evaluator=None):
   """Trains model_fn()'s model to num_train_steps optimizer steps; see the module docstring."""
   _check_train_arguments(gradient_accumulation_steps, save_checkpoints_steps)
   tf.io.gfile.makedirs(output_dir)
@@ -314,9 +320,12 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
                     "nothing to train (give a new --output_dir to train again, or a larger "
                     "--num_train_steps to train on)", output_dir, step, num_train_steps)
   logging.info("***** Running training from step %d to %d *****", step, num_train_steps)
+  stop = evaluator is not None and evaluator.resume(state.model, step, num_train_steps)
   try:
-    while step < num_train_steps:
+    while step < num_train_steps and not stop:
       until_save = save_checkpoints_steps - step % save_checkpoints_steps
+      if evaluator is not None:
+        until_save = min(until_save, evaluator.every_n_steps - step % evaluator.every_n_steps)
       n = log.chunk_size(step, min(steps_per_loop, until_save, num_train_steps - step))
       loss, all_finite = train_loop(tf.constant(n, tf.int32))
       step = int(state.optimizer.iterations.numpy())
@@ -326,8 +335,11 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
             f"good checkpoint kept: {tf.train.latest_checkpoint(output_dir)} (try a lower "
             "--learning_rate or --dtype=float32)")
       log.after_chunk(step)
-      if step % save_checkpoints_steps == 0 or step == num_train_steps:
+      evaluate = evaluator is not None and evaluator.due(step, num_train_steps)
+      if step % save_checkpoints_steps == 0 or step == num_train_steps or evaluate:
         _save(strategy, manager, step)
+      if evaluate:
+        stop = evaluator(state.model, step)
   finally:
     log.close()
   state.model.global_step = step

@@ -33,3 +33,5 @@ def test_help_groups_flags_and_marks_the_required(script, required, groups):
   if "TPU" in sections:
     assert "--tpu_name" in sections["TPU"] and "--learning_rate" in sections["training"]
     assert "--tpu_name" not in sections["training"]
+    for name in ("eval_every_n_steps", "keep_best_metric", "early_stopping_patience"):
+      assert f"--{name}" in sections["training"], name

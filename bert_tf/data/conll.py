@@ -476,7 +476,18 @@ class NerTask:
     write_records(features, path)
     return source, sentences, features
 
-  def finish_split(self, split, state, batches, global_step):
+  primary_metric = "eval_f1"
+
+  def eval_metric_names(self):
+    """What finish_split reports for the dev set: the overall and per entity type scores, and
+    the loss."""
+    types = sorted({_split_tag(tag)[1] for tag in self.label_list} - {None, ""})
+    empty = _precision_recall_f1(0, 0, 0)
+    names = scores_to_results({"overall": empty, "types": {t: empty for t in types},
+                               "accuracy": 0.0})
+    return sorted(names) + ["eval_loss"]
+
+  def finish_split(self, split, state, batches, global_step, output_dir=None):
     source, sentences, features = state
     predicted_ids, loss = _predicted_ids(batches)
     predicted_tags = predictions_to_tags(sentences, features, predicted_ids, self.label_list)
@@ -487,7 +498,7 @@ class NerTask:
     results["global_step"] = global_step
     logging.info("***** %s results (%d sentences, %s) *****\n%s", source, len(sentences),
                  detect_scheme(sentences), format_report(scores))
-    output_dir = self.values.output_dir
+    output_dir = output_dir or self.values.output_dir
     training.write_eval_results(os.path.join(output_dir, f"{prefix}_results.txt"), results)
     if split == "test":
       write_predictions(os.path.join(output_dir, "test_predictions.txt"), sentences,

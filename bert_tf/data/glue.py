@@ -370,16 +370,29 @@ class GlueTask:
                                             self.tokenizer, path)
     return examples
 
-  def finish_split(self, split, examples, batches, global_step):
+  def finish_split(self, split, examples, batches, global_step, output_dir=None):
+    output_dir = output_dir or self.values.output_dir
     logits, labels = logits_and_labels(batches)
     if split == "test":
-      self.write_predictions(logits)
+      self.write_predictions(logits, output_dir)
       return None
     logging.info("***** Eval results (%d examples) *****", len(examples))
     results = self.eval_metrics(logits, labels)
     results["global_step"] = global_step
-    training.write_eval_results(os.path.join(self.values.output_dir, "eval_results.txt"), results)
+    training.write_eval_results(os.path.join(output_dir, "eval_results.txt"), results)
     return results
+
+  def eval_metric_names(self):
+    """The names eval_metrics reports for this task (asked of eval_metrics itself)."""
+    return sorted(self.eval_metrics(np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([0.0, 1.0])))
+
+  @property
+  def primary_metric(self):
+    """The figure the BERT paper reports for the task (early stopping's default)."""
+    if self.regression:
+      return "eval_spearman"
+    return {"cola": "eval_mcc", "mrpc": "eval_f1", "qqp": "eval_f1"}.get(self.name,
+                                                                         "eval_accuracy")
 
   def eval_metrics(self, logits, labels):
     """eval_results.txt entries, from all of the dev set's logits and labels at once."""
@@ -400,7 +413,7 @@ class GlueTask:
       results["eval_mcc"] = metrics.matthews_corrcoef(labels, predictions)
     return results
 
-  def write_predictions(self, logits):
+  def write_predictions(self, logits, output_dir):
     """test_results.tsv (class probabilities, as the original; the score for regression) and the
     GLUE submission file (index<TAB>prediction, label names)."""
     if self.regression:
@@ -409,7 +422,6 @@ class GlueTask:
     else:
       values = metrics.softmax(logits)
       predictions = [self.label_list[i] for i in logits.argmax(axis=-1)]
-    output_dir = self.values.output_dir
     write_text_atomically(os.path.join(output_dir, "test_results.tsv"), "".join(
         "\t".join(str(p) for p in row) + "\n" for row in values))
     name = self.processor.submission_name

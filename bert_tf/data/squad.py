@@ -16,6 +16,7 @@ from absl import logging
 
 from bert_tf import heads
 from bert_tf import records
+from bert_tf import squad_metrics
 from bert_tf import tokenization
 from bert_tf.data import squad_answers
 from bert_tf.errors import BertTfError
@@ -365,6 +366,8 @@ class SquadTask:
 
   export_kind = "squad"
   record_files = {"train": "train.tf_record", "test": "eval.tf_record"}
+  eval_split = "test"  # evaluation during training scores --predict_file
+  primary_metric = "f1"
 
   def __init__(self, values, tokenizer):
     """The original's validate_flags_or_throw, as one-line errors naming the flag; a bad predict
@@ -376,9 +379,17 @@ class SquadTask:
     check_lengths(values.max_seq_length, values.doc_stride, values.max_query_length)
     if values.tune_null_threshold and not values.version_2_with_negative:
       raise BertTfError("--tune_null_threshold: needs --version_2_with_negative")
+    evaluates = getattr(values, "eval_every_n_steps", None) and values.do_train
+    if evaluates and not values.predict_file:
+      raise BertTfError("--predict_file: required with --eval_every_n_steps (the dev set, with "
+                        "its answers, e.g. dev-v1.1.json)")
     self.values = values
     self.tokenizer = tokenizer
-    self.dataset = load_squad_json(values.predict_file) if values.do_predict else None
+    self.dataset = (load_squad_json(values.predict_file) if values.do_predict or evaluates
+                    else None)
+    if evaluates and not squad_answers.has_answers(self.dataset, values.version_2_with_negative):
+      raise BertTfError(f"--predict_file: {values.predict_file} has no answers to evaluate on "
+                        f"(--eval_every_n_steps)")
 
   def schema(self, is_training):
     return records.squad_features(self.values.max_seq_length, is_training)
@@ -437,7 +448,13 @@ class SquadTask:
     logging.info("  Batch size = %d", v.predict_batch_size)
     return examples, features, path
 
-  def finish_split(self, split, state, batches, global_step):
+  def eval_metric_names(self):
+    """What the official script reports (squad_metrics), counts and thresholds aside."""
+    if not self.values.version_2_with_negative:
+      return list(squad_metrics.V1_METRICS)
+    return list(squad_metrics.V2_METRICS)
+
+  def finish_split(self, split, state, batches, global_step, output_dir=None):
     examples, features, path = state
     results = []
     for batch in batches:
@@ -451,4 +468,5 @@ class SquadTask:
     if bad:
       raise BertTfError(f"--init_checkpoint/--output_dir: the model gives non-finite logits "
                         f"({bad} of {len(results)} features)")
-    return squad_answers.write_answers(self.values, examples, features, results, self.dataset)
+    return squad_answers.write_answers(self.values, examples, features, results, self.dataset,
+                                       output_dir)

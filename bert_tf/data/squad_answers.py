@@ -254,8 +254,9 @@ def score(values, dataset, predictions, null_odds, best_non_null):
   return predictions, evaluation
 
 
-def write_answers(values, examples, features, results, dataset):
-  """predictions.json, nbest_predictions.json, null_odds.json and, when scorable, eval_results.json.
+def write_answers(values, examples, features, results, dataset, output_dir=None):
+  """predictions.json, nbest_predictions.json, null_odds.json and, when scorable, eval_results.json
+  in output_dir (default: values.output_dir).
 
   Returns the evaluation (empty when the predict file has no answers).
   """
@@ -268,7 +269,7 @@ def write_answers(values, examples, features, results, dataset):
       verbose_logging=values.verbose_logging)
   logging.info("Post-processed %d questions in %.2f s", len(examples), time.time() - start)
   predictions, evaluation = score(values, dataset, predictions, null_odds, best_non_null)
-  output_dir = values.output_dir
+  output_dir = output_dir or values.output_dir
   write_json(os.path.join(output_dir, "predictions.json"), predictions)
   write_json(os.path.join(output_dir, "nbest_predictions.json"), nbest)
   if v2:

@@ -144,25 +144,31 @@ class SwagTask:
                                             path)
     return examples
 
-  def finish_split(self, split, examples, batches, global_step):
+  primary_metric = "eval_accuracy"
+
+  def eval_metric_names(self):
+    return ["eval_accuracy", "eval_loss"]
+
+  def finish_split(self, split, examples, batches, global_step, output_dir=None):
+    output_dir = output_dir or self.values.output_dir
     logits, labels = glue.logits_and_labels(batches)
     if split == "test":
-      self.write_predictions(examples, logits)
+      self.write_predictions(examples, logits, output_dir)
       return None
     labels = labels.astype(np.int64)
     results = {"eval_loss": metrics.cross_entropy(logits, labels),
                "eval_accuracy": metrics.accuracy(labels, logits.argmax(axis=-1)),
                "global_step": global_step}
     logging.info("***** Eval results (%d examples) *****", len(examples))
-    training.write_eval_results(os.path.join(self.values.output_dir, "eval_results.txt"), results)
+    training.write_eval_results(os.path.join(output_dir, "eval_results.txt"), results)
     return results
 
-  def write_predictions(self, examples, logits):
+  def write_predictions(self, examples, logits, output_dir):
     """test_results.tsv: guid, the four choice probabilities and the predicted choice."""
     probabilities = metrics.softmax(logits)
     lines = ["guid\tprob0\tprob1\tprob2\tprob3\tprediction\n"]
     for example, row in zip(examples, probabilities):
       lines.append("\t".join([example.guid] + [f"{p:.6f}" for p in row]
                              + [str(int(row.argmax()))]) + "\n")
-    write_text_atomically(os.path.join(self.values.output_dir, "test_results.tsv"),
+    write_text_atomically(os.path.join(output_dir, "test_results.tsv"),
                           "".join(lines))
