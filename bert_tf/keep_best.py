@@ -11,8 +11,10 @@ output_dir/best/ holds the weights of the best evaluation so far, model.ckpt-<st
 (tf.train.Checkpoint(model=...), as training's checkpoints but without the optimizer; a
 `checkpoint` file names it, so --init_checkpoint=<output_dir>/best loads it), the result files
 that evaluation wrote (eval_results.txt, predictions.json, ...) and best.json: the metric, the
-best step, its results and every evaluation's value. best.json is written last, atomically: it is
-what makes a new best, and a kill at any moment leaves the previous best whole. The early stopping
+best step, its results and every evaluation's value. A new best's weights and result files are
+written first (the result files staged beside the weights), then best.json, atomically: it is what
+makes a new best; the result files are moved in after it (or, after a kill, when best/ is next
+read). A kill at any moment leaves the previous best whole, or the new one. The early stopping
 count is read back from it on resume.
 
 Evaluation steps are checkpoint steps (training saves before evaluating), so the evaluations
@@ -38,6 +40,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.fileio import write_text_atomically
 
 BEST_DIR = "best"
+_STAGED = ".result."  # <weights prefix>.result.<file>: a result file not yet moved in
 STATE_FILE = "best.json"
 WEIGHTS_NAME = "model.ckpt"
 # Names an evaluation reports that are counts or settings, not scores to rank by.
@@ -109,8 +112,9 @@ class BestKeeper:
         raise BertTfError(f"--keep_best_metric: {self.directory} keeps the best by "
                           f"{self.state.get('metric')}, not {metric}: give that metric, or a new "
                           f"--output_dir")
-      if self.prefix and tf.train.latest_checkpoint(self.directory) != self.prefix:
-        self._name_and_prune()  # a kill came between best.json and the checkpoint file
+      if self.prefix and (tf.train.latest_checkpoint(self.directory) != self.prefix
+                          or tf.io.gfile.glob(self.prefix + _STAGED + "*")):
+        self._name_and_prune()  # a kill came between best.json and the end of _name_and_prune
 
   @property
   def step(self):
@@ -169,9 +173,10 @@ class BestKeeper:
       tf.io.gfile.makedirs(self.directory)
       name = f"{WEIGHTS_NAME}-{step}"
       checkpoints.save_tf2_checkpoint(model, os.path.join(self.directory, name))
-      for file_name in sorted(os.listdir(files_dir)) if files_dir else []:
-        tf.io.gfile.copy(os.path.join(files_dir, file_name),
-                         os.path.join(self.directory, file_name), overwrite=True)
+      for file_name in sorted(os.listdir(files_dir)) if files_dir else []:  # staged beside the
+        tf.io.gfile.copy(os.path.join(files_dir, file_name),  # weights, moved in after best.json
+                         os.path.join(self.directory, f"{name}{_STAGED}{file_name}"),
+                         overwrite=True)
       self.state.update(step=int(step), value=value, checkpoint=name, results=_plain(results))
     self._write_state()
     if improved:
@@ -181,6 +186,9 @@ class BestKeeper:
   def _name_and_prune(self):
     """Points best/checkpoint at the best weights and removes any others (an older best, or
     weights a kill left before their best.json)."""
+    staged = self.prefix + _STAGED
+    for path in tf.io.gfile.glob(staged + "*"):  # the best evaluation's result files
+      tf.io.gfile.rename(path, os.path.join(self.directory, path[len(staged):]), overwrite=True)
     name = json.dumps(self.state["checkpoint"])  # a text proto, as tf.train.latest_checkpoint reads
     write_text_atomically(os.path.join(self.directory, "checkpoint"),
                           f"model_checkpoint_path: {name}\nall_model_checkpoint_paths: {name}\n")

@@ -1,6 +1,7 @@
 """Evaluation during training and the best model kept (bert_tf.keep_best): the flags' checks,
 output_dir/best/ over a crafted metric sequence, the training loop's evaluations, early stopping
 and resume, and run_classifier.py end to end on a dev set whose best step is known."""
+import contextlib
 import json
 import math
 import os
@@ -138,6 +139,31 @@ def test_keeper_keeps_the_best_of_a_crafted_sequence_and_reads_it_back(tmp_path)
   losses = keep_best.BestKeeper(str(tmp_path / "loss"), "eval_loss")
   assert [losses.update(s, {"eval_loss": v}, model) for s, v in [(1, 1.0), (2, 0.8), (3, 0.9)]] \
       == [True, True, False]
+
+
+def test_a_kill_during_a_new_best_leaves_one_best_whole(tmp_path, monkeypatch):
+  files = tmp_path / "files"
+  files.mkdir()
+  model = Weights()
+  keeper = keep_best.BestKeeper(str(tmp_path), "eval_accuracy")
+  for step, accuracy in [(10, 0.5), (20, 0.7)]:
+    model.v.assign(step)
+    (files / "eval_results.txt").write_text(f"step {step}\n")
+    if step == 20:  # killed after best.json, before the result files are moved in
+      monkeypatch.setattr(keep_best.BestKeeper, "_name_and_prune", lambda self: 1 / 0)
+    with pytest.raises(ZeroDivisionError) if step == 20 else contextlib.nullcontext():
+      keeper.update(step, {"eval_accuracy": accuracy}, model, str(files))
+    if step == 20:
+      best = tmp_path / "best"
+      assert (best / "eval_results.txt").read_text() == "step 10\n"  # not yet step 20's
+  monkeypatch.undo()
+  again = keep_best.BestKeeper(str(tmp_path), "eval_accuracy")  # the resumed run finishes it
+  assert again.step == 20 and (best / "eval_results.txt").read_text() == "step 20\n"
+  assert sorted(p.name for p in best.glob("model.ckpt-*")) == [
+      "model.ckpt-20.data-00000-of-00001", "model.ckpt-20.index"]
+  restored = Weights()
+  again.restore(restored)
+  assert float(restored.v) == 20.0
 
 
 class FakeTask:
