@@ -16,6 +16,7 @@ from bert_tf import flags as bert_flags
 from bert_tf import keep_best
 from bert_tf import modeling
 from bert_tf import pretraining
+from bert_tf import predictor
 from bert_tf import records
 from bert_tf import scalars
 from bert_tf import squad_metrics
@@ -303,7 +304,14 @@ def test_run_classifier_keeps_the_best_and_predicts_with_it(tmp_path):
   (output_dir / "test_results.tsv").unlink()
   result = run_script(
       "run_classifier.py", *common_args(tmp_path / "data", vocab, config, output_dir),
-      "--task_name=SST-2", "--do_predict", "--keep_best_metric=eval_loss")
+      "--task_name=SST-2", "--do_predict", "--keep_best_metric=eval_loss",
+      f"--export_dir={tmp_path / 'export'}")
   assert result.returncode == 0, result.stderr[-3000:]
   np.testing.assert_allclose(np.loadtxt(output_dir / "test_results.tsv"), probabilities,
                              atol=1e-5)
+  # The export holds the best weights too.
+  sentences = [line.split("\t")[1] for line in
+               (tmp_path / "data" / "test.tsv").read_text().splitlines()[1:]]
+  served = predictor.load(str(tmp_path / "export"))(sentences)
+  np.testing.assert_allclose([[r["scores"]["0"], r["scores"]["1"]] for r in served],
+                             probabilities, atol=1e-4)
