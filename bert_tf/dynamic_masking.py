@@ -24,6 +24,7 @@ evaluation of every run (whatever its --seed) scores the same masked instances, 
 records. The draws are made per record, the masking per batch (vectorized over its rows), before
 --pack_sequences packs the instances.
 """
+from google.protobuf import message as protobuf_message
 import tensorflow as tf
 
 from bert_tf import records
@@ -190,13 +191,20 @@ def records_arguments(masking, max_seq_length, max_predictions_per_seq, is_train
 
 
 def check_records(path, masking):
-  """A clear error when the records of `path` are masked and --dynamic_masking is asked, or
-  unmasked and it is not."""
-  for raw in tf.data.TFRecordDataset(path).take(1):
-    masked = "masked_lm_positions" in tf.train.Example.FromString(raw.numpy()).features.feature
-    if masked and masking is not None:
-      raise BertTfError(f"--dynamic_masking: {path} holds masked records; make them with "
-                        f"create_pretraining_data.py --unmasked")
-    if not masked and masking is None:
-      raise BertTfError(f"--input_file: {path} holds unmasked records (create_pretraining_data.py "
-                        f"--unmasked): add --dynamic_masking")
+  """A clear error when the records of `path` are masked pretraining records and --dynamic_masking
+  is asked, or unmasked ones and it is not. Other records (corrupt, of another kind) are left to
+  records.check_record_shapes, which says what is wrong with them."""
+  try:
+    first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+    features = tf.train.Example.FromString(first.numpy()).features.feature if first else {}
+  except (tf.errors.OpError, protobuf_message.DecodeError):  # not TFRecords, or not Examples
+    return
+  if "next_sentence_labels" not in features:  # not pretraining records
+    return
+  masked = "masked_lm_positions" in features
+  if masked and masking is not None:
+    raise BertTfError(f"--dynamic_masking: {path} holds masked records; make them with "
+                      f"create_pretraining_data.py --unmasked")
+  if not masked and masking is None:
+    raise BertTfError(f"--input_file: {path} holds unmasked records (create_pretraining_data.py "
+                      f"--unmasked): add --dynamic_masking")
