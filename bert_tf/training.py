@@ -481,7 +481,11 @@ def _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumul
 
 
 def _save(strategy, manager, step):
-  path = manager.save(checkpoint_number=step)
+  try:
+    path = manager.save(checkpoint_number=step)
+  except BaseException:  # SIGTERM (SystemExit) or an error mid-save: no half-written save left
+    run_dir.remove_unfinished_saves(manager.directory)
+    raise
   if _is_chief(strategy):
     logging.info("Saved checkpoint %s", path)
   else:
