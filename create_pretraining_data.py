@@ -57,7 +57,12 @@ flags.adopt_module_key_flags(bert_flags)  # --helpshort lists the masking flags 
 
 def main(_):
   # Options.validate and run_shards check these flags against create_pretraining_data's own ranges.
-  pretraining_run.main(bert_flags.values(check_ranges=False))
+  values = bert_flags.values(check_ranges=False)
+  if values.beam_runner:
+    from bert_tf.data import pretraining_beam  # noqa: E402  (apache-beam is optional)
+    pretraining_beam.main(values)
+  else:
+    pretraining_run.main(values)
 
 
 if __name__ == "__main__":

@@ -10,10 +10,13 @@ On a remote runner the workers import bert_tf, so it has to be staged with the j
   --beam_pipeline_options="--project=P --region=R --temp_location=gs://B/tmp --setup_file=./pyproject.toml"
 Input, output and vocab paths must then be ones the workers can read and write (gs://...).
 """
+import shlex
+
 from bert_tf import tokenization
 from bert_tf.data import pretraining
 from bert_tf.data import pretraining_run
 from bert_tf.errors import BertTfError
+from bert_tf.progress import summary
 
 try:
   import apache_beam as beam
@@ -77,3 +80,21 @@ def run(input_files, output_files, vocab_file, do_lower_case, options, num_shard
   counters = result.metrics().query(MetricsFilter().with_namespace(_METRICS_NAMESPACE))["counters"]
   return sorted({int(c.key.metric.name[len(_WRITTEN_PREFIX):]) for c in counters
                 if c.key.metric.name.startswith(_WRITTEN_PREFIX) and (c.committed or c.attempted)})
+
+
+def main(values):
+  """create_pretraining_data.py --beam_runner: the --num_shards shards as an Apache Beam pipeline;
+  the runner runs every shard, on as many workers as it has."""
+  options, input_files, output_files = pretraining_run.parsed(values)
+  if values.shard_index is not None:
+    raise BertTfError("--shard_index: not used with --beam_runner, which makes every shard of "
+                      "--num_shards")
+  if values.num_workers != 1:
+    raise BertTfError("--num_workers: must be 1 with --beam_runner; the runner's workers run "
+                      "shards in parallel")
+  written = run(input_files, output_files, values.vocab_file, values.do_lower_case, options,
+                values.num_shards, values.beam_runner, shlex.split(values.beam_pipeline_options),
+                progress_seconds=values.progress_seconds)
+  summary("Finished", [("records", f"{values.output_file} (shards -NNNNN-of-"
+                                   f"{values.num_shards:05d})")],
+          {"shards written": len(written)})

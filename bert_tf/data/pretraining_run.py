@@ -14,7 +14,6 @@ import dataclasses
 import hashlib
 import os
 import random
-import shlex
 import time
 
 from absl import logging
@@ -40,37 +39,21 @@ def options_from(values):
 
 
 def main(values):
-  """create_pretraining_data.py: `values` are its parsed flags."""
-  options = options_from(values)
-  options.validate()
-  input_files = records.input_files(values.input_file)
-  output_files = [path for path in values.output_file.split(",") if path.strip()]
-  if values.beam_runner:
-    _run_beam(values, input_files, output_files, options)
-    return
+  """create_pretraining_data.py without --beam_runner: `values` are its parsed flags."""
+  options, input_files, output_files = parsed(values)
   tokenizer = tokenization.FullTokenizer(vocab_file=values.vocab_file,
                                          do_lower_case=values.do_lower_case)
   run_shards(input_files, output_files, tokenizer, options, values.num_shards, values.shard_index,
              num_workers=values.num_workers, progress_seconds=values.progress_seconds)
 
 
-def _run_beam(values, input_files, output_files, options):
-  """The --num_shards shards as an Apache Beam pipeline: the runner runs every shard, on as many
-  workers as it has."""
-  if values.shard_index is not None:
-    raise BertTfError("--shard_index: not used with --beam_runner, which makes every shard of "
-                      "--num_shards")
-  if values.num_workers != 1:
-    raise BertTfError("--num_workers: must be 1 with --beam_runner; the runner's workers run "
-                      "shards in parallel")
-  from bert_tf.data import pretraining_beam  # pylint: disable=g-import-not-at-top  (apache-beam is optional)
-  written = pretraining_beam.run(
-      input_files, output_files, values.vocab_file, values.do_lower_case, options,
-      values.num_shards, values.beam_runner, shlex.split(values.beam_pipeline_options),
-      progress_seconds=values.progress_seconds)
-  summary("Finished", [("records", f"{values.output_file} (shards -NNNNN-of-"
-                                   f"{values.num_shards:05d})")],
-          {"shards written": len(written)})
+def parsed(values):
+  """(Options, input files, output files) of create_pretraining_data.py's flag values."""
+  options = options_from(values)
+  options.validate()
+  input_files = records.input_files(values.input_file)
+  output_files = [path for path in values.output_file.split(",") if path.strip()]
+  return options, input_files, output_files
 
 
 def shard_seed(random_seed, shard_index, num_shards):
