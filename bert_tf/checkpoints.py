@@ -309,6 +309,13 @@ def load_task_model(model, path, task):
   load_source(model, source, complete=True)
 
 
+def bilstm_units(path):
+  """Units per direction of the --bilstm_head BiLSTM (heads.bidirectional_lstm, named `bilstm`)
+  that a checkpoint (any format open_checkpoint reads) holds, or None."""
+  shape = open_checkpoint(path).shapes.get("bilstm/forward_lstm/lstm_cell/recurrent_kernel")
+  return int(shape[0]) if shape else None
+
+
 # --- TF1 name-based checkpoints -------------------------------------------------------------------
 
 def save_tf1_checkpoint(model, path, names=None, with_head=False):

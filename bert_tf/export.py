@@ -340,14 +340,15 @@ class NerServer(tf.Module):
 # ---------------------------------------------------------------------------- models
 
 
-def build_model(task, config, num_labels=None):
-  """The task model, with variables, as the run script builds it."""
+def build_model(task, config, num_labels=None, bilstm_units=None):
+  """The task model, with variables, as the run script builds it (with a --bilstm_head BiLSTM of
+  bilstm_units per direction)."""
   if task == "classifier":
-    model = heads.BertClassifier(config, num_labels=num_labels)
+    model = heads.BertClassifier(config, num_labels=num_labels, bilstm_units=bilstm_units)
   elif task == "squad":
-    model = heads.BertSpanLabeler(config)
+    model = heads.BertSpanLabeler(config, bilstm_units=bilstm_units)
   elif task == "ner":
-    model = heads.BertTokenClassifier(config, num_labels)
+    model = heads.BertTokenClassifier(config, num_labels, bilstm_units=bilstm_units)
   else:
     raise BertTfError(f"--task: {task!r} is not one of {', '.join(TASKS)}")
   zeros = tf.zeros([1, 2], tf.int32)
@@ -417,7 +418,8 @@ def resolve(path):
 def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_seq_length,
                  label_list=None, pair=True, regression=False, dtype="float32", **squad_options):
   """The task model in `dtype` with the fine-tuned checkpoint loaded, in its server (in memory:
-  export() saves it, bert_tf.predictor calls it).
+  export() saves it, bert_tf.predictor calls it). A checkpoint with a --bilstm_head BiLSTM gives a
+  model with that BiLSTM.
 
   dtype float32, bfloat16 or float16: bfloat16 gives the outputs of a mixed_bfloat16 model.
 
@@ -441,9 +443,12 @@ def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_s
   # The plain policy, not the mixed one training uses: the matmul weights are then stored in
   # bfloat16 (float16), the very numbers the mixed policy casts them to at every call, without
   # that cast (~20% of a batch-1 call). LayerNorm, embeddings and heads keep float32 either way.
+  # The model the checkpoint holds: with a --bilstm_head BiLSTM when it has one.
+  bilstm_units = checkpoints.bilstm_units(checkpoints.fine_tuned_prefix(init_checkpoint))
   tf_keras.mixed_precision.set_global_policy(dtype)
   try:
-    model = build_model(task, config, num_labels=1 if regression else len(label_list or []))
+    model = build_model(task, config, num_labels=1 if regression else len(label_list or []),
+                        bilstm_units=bilstm_units)
   finally:
     tf_keras.mixed_precision.set_global_policy(previous)
   checkpoints.load_task_model(model, init_checkpoint, task)

@@ -195,7 +195,8 @@ class BertFeatureTagger(tf_keras.Model):
   """Feature-based NER: a frozen encoder's `feature_layers` into a two-layer BiLSTM
   (`lstm_units` per direction) and a linear classifier; `logits` [B, T, num_labels] float32.
 
-  The encoder is not trained (no gradient, no dropout); padding is masked out of the LSTMs.
+  The encoder is not trained (no gradient, no dropout); padding is masked out of the LSTMs
+  (heads.bilstm_sequence, as the fine-tuning models' --bilstm_head).
   trim_padding: as the task models of heads.py.
   """
 
@@ -215,10 +216,7 @@ class BertFeatureTagger(tf_keras.Model):
     self.encoder.trainable = False
     rate = config.hidden_dropout_prob if dropout_rate is None else dropout_rate
     self.dropout = modeling.Dropout(rate)
-    self.lstms = [
-        tf_keras.layers.Bidirectional(
-            tf_keras.layers.LSTM(lstm_units, return_sequences=True), name=f"bilstm_{i}")
-        for i in range(2)]
+    self.lstms = [heads.bidirectional_lstm(lstm_units, name=f"bilstm_{i}") for i in range(2)]
     self.classifier = heads.OutputProjection(num_labels, hidden_size=2 * lstm_units,
                                              initializer_range=config.initializer_range,
                                              name="classifier")
@@ -228,8 +226,6 @@ class BertFeatureTagger(tf_keras.Model):
     inputs = heads.trimmed_inputs(inputs) if self.trim_padding else heads.encoder_inputs(inputs)
     outputs = self.encoder(inputs, training=False)
     x = tf.stop_gradient(select_layers(outputs, self.feature_layers))
-    mask = tf.cast(inputs["input_mask"], tf.bool)
-    for lstm in self.lstms:
-      x = lstm(self.dropout(x, training=training), mask=mask, training=training)
+    x = heads.bilstm_sequence(self.lstms, x, inputs["input_mask"], self.dropout, training)
     logits = self.classifier(self.dropout(x, training=training))
     return {"logits": heads.padded_like(logits, full_inputs) if self.trim_padding else logits}

@@ -39,7 +39,9 @@ import time
 from absl import logging
 import tensorflow as tf
 
+from bert_tf import checkpoints
 from bert_tf import export
+from bert_tf import heads
 from bert_tf import keep_best
 from bert_tf import model_dir
 from bert_tf import predictor
@@ -139,6 +141,7 @@ def run(task_class, values):
   if getattr(values, "do_train", False) and strategy.extended.should_checkpoint:  # the chief
     predictor.write_task_config(task, values)  # what predictor.load(output_dir) builds
   model_fn = task.model_fn(config, training.trim_padding(values))
+  _check_bilstm_head(values, config)
   # Every split's data are read (and a bad row reported) before training starts.
   splits = {}
   for split, batch_size in _splits(values, plan, task):
@@ -185,6 +188,29 @@ def run(task_class, values):
   if chief:
     _summary(values, start, model, results.get("dev"), export_path, best)
   return results
+
+
+def _check_bilstm_head(values, config):
+  """The checkpoint the run goes on from (output_dir's latest; without --do_train, else
+  --init_checkpoint) has the --bilstm_head BiLSTM the flags ask for, of the same size: a model
+  without it would otherwise read the BiLSTM's weights as nothing, or the other way round."""
+  if not hasattr(values, "bilstm_head"):  # a script without the flag (run_swag.py)
+    return
+  path = tf.train.latest_checkpoint(values.output_dir) or (
+      None if values.do_train else values.init_checkpoint)
+  if not path:
+    return
+  found, wanted = checkpoints.bilstm_units(path), heads.bilstm_units(values, config)
+  if found == wanted:
+    return
+  if not wanted:
+    raise BertTfError(f"--bilstm_head: {path} holds a model with a BiLSTM head ({found} units per "
+                      f"direction): pass --bilstm_head --bilstm_hidden_size={found}")
+  if not found:
+    raise BertTfError(f"--bilstm_head: {path} holds a model without a BiLSTM head: leave "
+                      f"--bilstm_head out (or train in a new --output_dir)")
+  raise BertTfError(f"--bilstm_hidden_size: {path} holds a BiLSTM head of {found} units per "
+                    f"direction, not {wanted}")
 
 
 def _keeper(values, plan):

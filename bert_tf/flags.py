@@ -57,6 +57,7 @@ _RANGES = {
     "short_seq_prob": (lambda v: 0 <= v <= 1, "a fraction between 0 and 1"),
     "num_workers": _AT_LEAST_ONE, "num_gpus": _NOT_NEGATIVE, "num_tpu_cores": _AT_LEAST_ONE,
     "eval_every_n_steps": _AT_LEAST_ONE, "early_stopping_patience": _AT_LEAST_ONE,
+    "bilstm_hidden_size": _AT_LEAST_ONE,
 }
 
 
@@ -92,7 +93,7 @@ _REQUIRED_MARK = "[required] "
 _DATA = "data and task"
 _GROUPS = {
     "model": ("bert_config_file init_checkpoint vocab_file do_lower_case no_nsp left_to_right "
-              "feature_based feature_layers lstm_units layers"),
+              "feature_based feature_layers lstm_units layers bilstm_head bilstm_hidden_size"),
     "training": ("do_train do_eval do_predict train_batch_size eval_batch_size predict_batch_size "
                  "batch_size learning_rate num_train_epochs warmup_proportion num_train_steps "
                  "num_warmup_steps max_eval_steps optimizer adam_bias_correction "
@@ -162,6 +163,19 @@ def define_model_flags(vocab=True):
   define_init_checkpoint_flag()
   if vocab:
     define_vocab_flags()
+
+
+def define_bilstm_head_flags():
+  """--bilstm_head, --bilstm_hidden_size: the paper's Table 5 "+ BiLSTM" fine-tuning head."""
+  _define("bool", "bilstm_head", False, "Put a randomly initialized BiLSTM between BERT's sequence "
+          "output and the task's output layer, trained with the rest of the model (the paper's "
+          "Table 5 \"+ BiLSTM\", added on top of the left-to-right model). SQuAD's start/end and "
+          "NER's tag logits read its outputs at each position; a classifier reads its final "
+          "states (forward at the last token, backward at [CLS]) instead of the pooled [CLS] "
+          "output. An exported SavedModel and bert_tf.predictor include it.")
+  _define("integer", "bilstm_hidden_size", None, "With --bilstm_head: units per direction of the "
+          "BiLSTM (its outputs are twice as wide). Default: the model's hidden_size (768 for "
+          "BERT-Base), as the feature-based NER's --lstm_units.")
 
 
 def define_output_dir_flag():

@@ -8,11 +8,17 @@ Head variables carry the original scripts' names: run_classifier.py's `output_we
 [num_labels, H] and `output_bias`, run_squad.py's `cls/squad/output_weights` [2, H] and
 `cls/squad/output_bias` (the multiple-choice and token heads use the classifier's names). They are
 built when the model is made, outside any Keras scope, so those are their full variable names.
+
+bilstm_units (--bilstm_head, the paper's Table 5 "+ BiLSTM"): a randomly initialized BiLSTM of that
+many units per direction between the encoder's sequence output and the output layer, under the
+variable names `bilstm/{forward,backward}_lstm/lstm_cell/...`; the output layer then reads its
+[B, T, 2 * bilstm_units] outputs (the classifier: its final states, see bilstm_final_states).
 """
 import tensorflow as tf
 import tf_keras
 
 from bert_tf import modeling
+from bert_tf.errors import BertTfError
 
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
@@ -44,6 +50,51 @@ class OutputProjection(tf_keras.layers.Layer):
   def call(self, x):
     x = tf.cast(x, tf.float32)
     return tf.matmul(x, self.output_weights, transpose_b=True) + self.output_bias
+
+
+def bidirectional_lstm(units, name="bilstm", input_size=None):
+  """A float32 bidirectional LSTM (forward and backward outputs concatenated, return_sequences), as
+  bilstm_sequence runs it; with input_size, built at once under the absolute scope `name/` (stable
+  variable names, as OutputProjection's)."""
+  lstm = tf_keras.layers.Bidirectional(
+      tf_keras.layers.LSTM(units, return_sequences=True, dtype="float32", name="lstm"),
+      name=name, dtype="float32")
+  if input_size:
+    with tf.name_scope(name + "/"):
+      lstm.build(tf.TensorShape([None, None, input_size]))
+  return lstm
+
+
+def bilstm_sequence(lstms, x, input_mask, dropout, training):
+  """x [B, T, D] through each bidirectional LSTM in turn, dropout in front of each; float32
+  [B, T, 2 * units]. Padding (input_mask 0) is masked out of the LSTMs (each direction starts at
+  its sequence's real end) and its outputs are 0, so padding changes no output."""
+  mask = tf.cast(input_mask, tf.bool)
+  x = tf.cast(x, tf.float32)
+  for lstm in lstms:
+    x = lstm(tf.cast(dropout(x, training=training), tf.float32), mask=mask, training=training)
+  return x * tf.cast(mask, tf.float32)[:, :, tf.newaxis]
+
+
+def bilstm_final_states(sequence, input_mask):
+  """A sequence's summary from bilstm_sequence's outputs [B, T, 2U]: the forward LSTM's output at
+  the last real position and the backward LSTM's at the first ([CLS]), each having read the whole
+  sequence: [B, 2U]."""
+  units = sequence.shape[-1] // 2
+  last = tf.maximum(tf.reduce_sum(tf.cast(input_mask, tf.int32), axis=1) - 1, 0)
+  forward = tf.gather(sequence[:, :, :units], last, batch_dims=1)
+  return tf.concat([forward, sequence[:, 0, units:]], axis=-1)
+
+
+def bilstm_units(values, config):
+  """Units per direction of the --bilstm_head BiLSTM the flag values ask for (default
+  --bilstm_hidden_size: the encoder's hidden_size), or None without --bilstm_head."""
+  size = getattr(values, "bilstm_hidden_size", None)
+  if not getattr(values, "bilstm_head", False):
+    if size:
+      raise BertTfError("--bilstm_hidden_size: only with --bilstm_head")
+    return None
+  return size or config.hidden_size
 
 
 def sparse_cross_entropy(labels, logits, weights=None):
@@ -81,24 +132,43 @@ def padded_like(values, inputs):
 
 
 class _TaskModel(tf_keras.Model):
-  """The encoder, as `.encoder`, and the dropout in front of every task's output layer.
+  """The encoder, as `.encoder`, the dropout in front of every task's output layer, and with
+  bilstm_units, a BiLSTM (`.bilstm`) between the two (see the module docstring).
 
   trim_padding=True runs the encoder on each batch's longest sequence only (the outputs are the same:
-  padding is masked out of attention); leave it off under XLA and on TPU.
+  padding is masked out of attention); leave it off under XLA and on TPU. causal: the encoder
+  attends left to right only (a --left_to_right pre-trained model).
   """
 
-  def __init__(self, config, dropout_rate, trim_padding=False, **kwargs):
+  def __init__(self, config, dropout_rate, trim_padding=False, bilstm_units=None, causal=False,
+               **kwargs):
     super().__init__(**kwargs)
     self.config = config
     self.trim_padding = trim_padding
-    self.encoder = modeling.BertModel(config, name="bert")
+    self.encoder = modeling.BertModel(config, causal=causal, name="bert")
     rate = config.hidden_dropout_prob if dropout_rate is None else dropout_rate
     self.dropout = modeling.Dropout(rate)
+    self.bilstm_units = bilstm_units
+    self.bilstm = (bidirectional_lstm(bilstm_units, input_size=config.hidden_size)
+                   if bilstm_units else None)
+    # The width of what the output layer reads.
+    self.head_input_size = 2 * bilstm_units if bilstm_units else config.hidden_size
 
   def encode(self, inputs, training):
-    """The encoder's outputs for `inputs` (trimmed to the longest sequence when trim_padding)."""
-    return self.encoder(trimmed_inputs(inputs) if self.trim_padding else encoder_inputs(inputs),
-                        training=training)
+    """(the encoder's outputs, its inputs): `inputs` trimmed to the longest sequence when
+    trim_padding."""
+    inputs = trimmed_inputs(inputs) if self.trim_padding else encoder_inputs(inputs)
+    return self.encoder(inputs, training=training), inputs
+
+  def sequence_features(self, inputs, training):
+    """What the output layer reads at each position (before the dropout in front of it): the
+    sequence output, or with a BiLSTM its outputs; and the (trimmed) encoder inputs."""
+    outputs, inputs = self.encode(inputs, training)
+    sequence = outputs["sequence_output"]
+    if self.bilstm is not None:
+      sequence = bilstm_sequence([self.bilstm], sequence, inputs["input_mask"], self.dropout,
+                                 training)
+    return sequence, inputs
 
   def full_length(self, values, inputs):
     """Per-position values back to the inputs' sequence length."""
@@ -106,7 +176,8 @@ class _TaskModel(tf_keras.Model):
 
 
 class BertClassifier(_TaskModel):
-  """Sequence classification over the pooled [CLS] output (run_classifier.py's create_model).
+  """Sequence classification over the pooled [CLS] output (run_classifier.py's create_model), or
+  with bilstm_units over the BiLSTM's final states (bilstm_final_states).
 
   num_labels=1 makes it a regressor (STS-B): `logits` [B, 1] is the predicted score.
   """
@@ -114,13 +185,16 @@ class BertClassifier(_TaskModel):
   def __init__(self, config, num_labels, dropout_rate=None, name="bert_classifier", **kwargs):
     super().__init__(config, dropout_rate, name=name, **kwargs)
     self.num_labels = num_labels
-    self.classifier = OutputProjection(num_labels, config.hidden_size, config.initializer_range,
-                                       name="classifier")
+    self.classifier = OutputProjection(num_labels, self.head_input_size,
+                                       config.initializer_range, name="classifier")
 
   def call(self, inputs, training=False):
-    outputs = self.encode(inputs, training)
-    pooled = self.dropout(outputs["pooled_output"], training=training)
-    return {"logits": self.classifier(pooled)}
+    if self.bilstm is None:
+      pooled = self.encode(inputs, training)[0]["pooled_output"]
+    else:
+      sequence, inputs = self.sequence_features(inputs, training)
+      pooled = bilstm_final_states(sequence, inputs["input_mask"])
+    return {"logits": self.classifier(self.dropout(pooled, training=training))}
 
 
 class BertMultipleChoice(_TaskModel):
@@ -143,13 +217,14 @@ class BertMultipleChoice(_TaskModel):
       t = inputs[name]
       seq_length = t.shape[-1] if t.shape.rank == 3 else t.shape[-1] // self.num_choices
       flat[name] = tf.reshape(t, [-1, seq_length])
-    outputs = self.encode(flat, training)
+    outputs, _ = self.encode(flat, training)
     pooled = self.dropout(outputs["pooled_output"], training=training)
     return {"logits": tf.reshape(self.classifier(pooled), [-1, self.num_choices])}
 
 
 class BertSpanLabeler(_TaskModel):
-  """SQuAD: start and end logits [B, T] from one linear layer over the sequence output.
+  """SQuAD: start and end logits [B, T] from one linear layer over the sequence output (or the
+  BiLSTM's outputs).
 
   The original run_squad.py applies no dropout before its output layer, so the default here is
   none; pass dropout_rate to add some.
@@ -157,27 +232,28 @@ class BertSpanLabeler(_TaskModel):
 
   def __init__(self, config, dropout_rate=0.0, name="bert_span_labeler", **kwargs):
     super().__init__(config, dropout_rate, name=name, **kwargs)
-    self.span_head = OutputProjection(2, config.hidden_size, config.initializer_range,
+    self.span_head = OutputProjection(2, self.head_input_size, config.initializer_range,
                                       scope="cls/squad", name="span_head")
 
   def call(self, inputs, training=False):
-    outputs = self.encode(inputs, training)
-    sequence = self.dropout(outputs["sequence_output"], training=training)
-    logits = self.full_length(self.span_head(sequence), inputs)  # [B, T, 2]
+    sequence, _ = self.sequence_features(inputs, training)
+    logits = self.span_head(self.dropout(sequence, training=training))
+    logits = self.full_length(logits, inputs)  # [B, T, 2]
     return {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
 
 
 class BertTokenClassifier(_TaskModel):
-  """NER: per-token logits [B, T, num_labels] from one linear layer over the sequence output."""
+  """NER: per-token logits [B, T, num_labels] from one linear layer over the sequence output (or
+  the BiLSTM's outputs)."""
 
   def __init__(self, config, num_labels, dropout_rate=None, name="bert_token_classifier",
                **kwargs):
     super().__init__(config, dropout_rate, name=name, **kwargs)
     self.num_labels = num_labels
-    self.classifier = OutputProjection(num_labels, config.hidden_size, config.initializer_range,
-                                       name="classifier")
+    self.classifier = OutputProjection(num_labels, self.head_input_size,
+                                       config.initializer_range, name="classifier")
 
   def call(self, inputs, training=False):
-    outputs = self.encode(inputs, training)
-    sequence = self.dropout(outputs["sequence_output"], training=training)
-    return {"logits": self.full_length(self.classifier(sequence), inputs)}
+    sequence, _ = self.sequence_features(inputs, training)
+    logits = self.classifier(self.dropout(sequence, training=training))
+    return {"logits": self.full_length(logits, inputs)}

@@ -423,6 +423,9 @@ class NerTask:
                         f"{feature_extraction.FEATURE_LAYERS}")
     if values.export_dir and values.feature_based:
       raise BertTfError("--export_dir: not supported with --feature_based")
+    if values.feature_based and getattr(values, "bilstm_head", False):
+      raise BertTfError("--bilstm_head: not with --feature_based, which has BiLSTMs of its own "
+                        "(--lstm_units)")
     self.values = values
     self.tokenizer = tokenizer
     self.label_list, self.train_sentences = self._label_list()
@@ -446,7 +449,8 @@ class NerTask:
       return lambda: feature_extraction.BertFeatureTagger(
           config, num_labels, trim_padding=trim_padding, feature_layers=values.feature_layers,
           lstm_units=values.lstm_units)
-    return lambda: heads.BertTokenClassifier(config, num_labels, trim_padding=trim_padding)
+    return lambda: heads.BertTokenClassifier(config, num_labels, trim_padding=trim_padding,
+                                             bilstm_units=heads.bilstm_units(values, config))
 
   def loss_fn(self, features, outputs):
     """Cross-entropy averaged over the words (first sub-tokens) of the batch."""

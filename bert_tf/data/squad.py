@@ -395,7 +395,8 @@ class SquadTask:
     return records.squad_features(self.values.max_seq_length, is_training)
 
   def model_fn(self, config, trim_padding=False):
-    return lambda: heads.BertSpanLabeler(config, trim_padding=trim_padding)
+    return lambda: heads.BertSpanLabeler(config, trim_padding=trim_padding,
+                                         bilstm_units=heads.bilstm_units(self.values, config))
 
   @staticmethod
   def loss_fn(features, outputs):
