@@ -137,20 +137,27 @@ def test_run_classifier_with_bilstm_keep_best_predict_and_export(tmp_path):
       "--eval_every_n_steps=16", "--keep_best_metric=eval_accuracy",
       f"--export_dir={tmp_path / 'export'}")
   _check_ok(result)
+  # The export (the best weights) gives the probabilities --do_predict wrote with them.
+  check_classifier_run(tmp_path, output_dir, min_accuracy=0.9)
+  # Evaluating the run without --bilstm_head is refused, not read wrongly.
+  refused = run_script("run_classifier.py", *args, "--do_eval")
+  assert refused.returncode != 0
+  assert "--bilstm_head: " in refused.stderr and "--bilstm_hidden_size=8" in refused.stderr
+
+
+def check_classifier_run(tmp_path, output_dir, min_accuracy):
+  """A run_classifier.py run on _synthetic_sst2 data in tmp_path/data, with --do_eval,
+  --do_predict and --export_dir=tmp_path/export: its dev accuracy reaches min_accuracy and the
+  export serves the probabilities --do_predict wrote."""
   results = dict(line.split(" = ") for line in
                  (output_dir / "eval_results.txt").read_text().splitlines())
-  assert float(results["eval_accuracy"]) >= 0.9, results
-  # The export (the best weights) gives the probabilities --do_predict wrote with them.
+  assert float(results["eval_accuracy"]) >= min_accuracy, results
   texts = [line.split("\t")[1] for line in
            (tmp_path / "data" / "test.tsv").read_text().splitlines()[1:]]
   served = export.load(str(tmp_path / "export")).signatures["serving_default"](
       text_a=tf.constant(texts))
   np.testing.assert_allclose(served["probabilities"],
                              np.loadtxt(output_dir / "test_results.tsv"), atol=1e-5)
-  # Evaluating the run without --bilstm_head is refused, not read wrongly.
-  refused = run_script("run_classifier.py", *args, "--do_eval")
-  assert refused.returncode != 0
-  assert "--bilstm_head: " in refused.stderr and "--bilstm_hidden_size=8" in refused.stderr
 
 
 def _tags(path):
