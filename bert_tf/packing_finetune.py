@@ -256,3 +256,28 @@ def row_statistics(features):
       "real_tokens_per_row": (tf.reduce_sum(tf.cast(features["input_mask"], tf.float32),
                                             axis=-1), None),
   }
+
+
+def task_layout(values, task, is_training):
+  """The Layout of a fine-tuning task's records (task.schema, task.num_sequences: 1 unless
+  stated) with --pack_sequences, else None."""
+  if not getattr(values, "pack_sequences", False):
+    if getattr(values, "max_instances_per_row", None):
+      raise BertTfError("--max_instances_per_row: only with --pack_sequences")
+    return None
+  if getattr(values, "bilstm_head", False):
+    raise BertTfError("--pack_sequences: not with --bilstm_head (its LSTM would read across the "
+                      "examples of a row)")
+  return Layout(task.schema(is_training), values.max_seq_length,
+                getattr(task, "num_sequences", 1), values.max_instances_per_row)
+
+
+def with_row_statistics(metric_fn):
+  """A task's train metric_fn plus row_statistics (packed rows)."""
+
+  def packed_metric_fn(features, outputs):
+    results = dict(metric_fn(features, outputs)) if metric_fn else {}
+    results.update(row_statistics(features))
+    return results
+
+  return packed_metric_fn
