@@ -30,10 +30,11 @@ def test_classifier_packed_training_and_the_same_eval_and_predictions(tmp_path):
       "--task_name=SST-2", "--do_train", "--do_eval", "--do_predict", "--pack_sequences",
       "--train_batch_size=4", "--gradient_accumulation_steps=2", "--num_train_epochs=2",
       "--learning_rate=2e-3", "--dtype=bfloat16", "--distribution_strategy=mirrored",
-      "--log_steps=2", "--eval_batch_size=4")
+      "--log_steps=2", "--eval_batch_size=4", "--eval_every_n_steps=4")
   assert result.returncode == 0, result.stderr[-3000:]
   log = result.stderr
   assert "Packed into" in log and "examples_per_row" in log and "examples_per_second" in log
+  assert "eval at step 4" in log  # evaluations during training, packed
   rows = int(log.split("Packed into ")[1].split()[0])
   assert rows < 96 / 3  # 3 to 9 words a sentence, rows of 32 tokens
   assert read_results(trained)["global_step"] == int(rows / 4 * 2)
@@ -67,7 +68,7 @@ def test_run_squad_refuses_pack_sequences(tmp_path):
                       f"--vocab_file={write_vocab(tmp_path)}",
                       f"--bert_config_file={write_config(tmp_path / 'c.json', len(WORDS))}",
                       f"--output_dir={tmp_path / 'out'}", "--do_train", "--pack_sequences",
-                      "--bilstm_head")
+                      "--max_seq_length=32", "--bilstm_head")
   assert result.returncode == 1
   assert result.stderr.strip().splitlines()[-1].startswith(
       "error: --pack_sequences: not with --bilstm_head")

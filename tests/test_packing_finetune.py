@@ -203,3 +203,66 @@ def _examples_of(rows, schema):
         value[:length] = rows[name][r, start:start + length]
         examples[name].append(value)
   return {name: tf.constant(np.stack(values)) for name, values in examples.items()}
+
+
+# Mirrored over 2 logical CPUs with 2 micro-batches a step, against one device: packed steps are
+# the same steps (every pipeline packs the same rows and keeps its share; the loss is normalized
+# over the step), and a run stopped after 2 steps resumes to the same weights.
+_WORKER = r"""
+import os, sys
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import numpy as np
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+sys.path.insert(0, TESTS)
+from bert_tf import packing_finetune, training
+import test_packing_finetune as t
+path, output_dir = sys.argv[1:3]
+schema, _ = t.write_records(path, "classifier", 64, seed=4)
+layout = packing_finetune.Layout(schema, t.SEQ, max_instances=4)
+loss_fn = t._Task("classifier").loss_fn
+metric_fn = packing_finetune.with_row_statistics(None)
+
+class StopAtStep2:  # an evaluator that stops training at step 2, as a kill would
+  every_n_steps = 2
+  def due(self, step, num_train_steps):
+    return step == 2
+  def resume(self, model, step, num_train_steps):
+    return False
+  def __call__(self, model, step):
+    return True
+
+def weights(strategy_name, accumulation, name, evaluators):
+  strategy = training.get_strategy(strategy_name, num_gpus=0)
+  training.set_seed(7)
+  for evaluator in evaluators:
+    model = training.train(strategy, t.MODELS["classifier"], loss_fn,
+                           layout.train_input_fn(path, 8, 3, accumulation, 64), 4, 1e-3, 1,
+                           os.path.join(output_dir, name), log_steps=1, metric_fn=metric_fn,
+                           gradient_accumulation_steps=accumulation, save_checkpoints_steps=2,
+                           train_batch_size=8, evaluator=evaluator)
+    assert training.global_step(model) == (2 if evaluator else 4)
+  print(name, model.train_summary["examples_per_row"], flush=True)
+  return [v.numpy() for v in model.trainable_variables]
+
+one = weights("one_device", 1, "one", [None])
+mirrored = weights("mirrored", 2, "mirrored", [None])
+resumed = weights("mirrored", 2, "resumed", [StopAtStep2(), None])
+for a, b, c in zip(one, mirrored, resumed):
+  np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)
+  np.testing.assert_array_equal(c, b)
+print("SAME")
+"""
+
+
+def test_mirrored_accumulated_and_resumed_packed_training_equals_one_device(tmp_path):
+  import os, subprocess, sys  # pylint: disable=g-import-not-at-top,multiple-imports
+  tests = os.path.dirname(os.path.abspath(__file__))
+  script = _WORKER.replace("TESTS", repr(tests))
+  out = subprocess.run(["timeout", "-k", "10", "300", sys.executable, "-c", script,
+                        str(tmp_path / "records.tf_record"), str(tmp_path)],
+                       cwd=os.path.dirname(tests), capture_output=True, text=True)
+  assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+  assert "SAME" in out.stdout
+  assert float(out.stdout.split("one ")[1].split()[0]) > 1  # several examples a row
