@@ -11,6 +11,7 @@ import tensorflow as tf
 from bert_tf import heads
 from bert_tf import packing_finetune
 from bert_tf import records
+from bert_tf import scalars
 from bert_tf import training
 from bert_tf.data import glue
 from bert_tf.errors import BertTfError
@@ -96,6 +97,13 @@ def test_rows_hold_each_example_at_its_offset():
   assert rows["cls_positions"] == [[[0, 2]]]
   with pytest.raises(BertTfError, match="--max_instances_per_row: expected 1 to 3"):
     packing_finetune.Layout(records.classifier_features(6), 6, max_instances=4)
+
+
+def test_progress_lines_count_examples_not_rows():
+  figures = {"steps_per_second": 2.0, "examples_per_row": 3.0, "real_tokens_per_row": 10.0}
+  scalars._add_rates(figures, 4)  # 4 rows a step
+  assert figures["examples_per_second"] == 24.0
+  assert figures["real_tokens_per_second"] == 80.0
 
 
 def _unpacked_predictions(model, path, schema, batch_size):
