@@ -162,6 +162,9 @@ class _TaskModel(tf_keras.Model):
   def encode(self, inputs, training):
     """(the encoder's outputs, its inputs): `inputs` trimmed to the longest sequence when
     trim_padding."""
+    if self.bilstm is not None and "instance_ids" in inputs:
+      raise BertTfError("--pack_sequences: not with --bilstm_head (its LSTM would read across "
+                        "the examples of a row)")
     inputs = trimmed_inputs(inputs) if self.trim_padding else encoder_inputs(inputs)
     return self.encoder(inputs, training=training), inputs
 

@@ -274,3 +274,12 @@ def test_mirrored_accumulated_and_resumed_packed_training_equals_one_device(tmp_
   assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
   assert "SAME" in out.stdout
   assert float(out.stdout.split("one ")[1].split()[0]) > 1  # several examples a row
+
+
+def test_a_bilstm_head_refuses_packed_rows():
+  model = heads.BertClassifier(tiny_config(0.0), num_labels=2, bilstm_units=4)
+  rows = {name: tf.ones([1, SEQ], tf.int32) for name in ("input_ids", "input_mask",
+                                                          "segment_ids", "position_ids",
+                                                          "instance_ids")}
+  with pytest.raises(BertTfError, match="--pack_sequences: not with --bilstm_head"):
+    model(dict(rows, cls_positions=tf.zeros([1, 2], tf.int32)))
