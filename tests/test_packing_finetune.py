@@ -2,6 +2,9 @@
 that packed rows give every example the same logits (classifier, NER tokens, SWAG choices), that
 one packed step has the loss and gradients of the same examples unpacked (split over replicas and
 micro-batches too), and that predictions come back in input order."""
+import os
+import subprocess
+import sys
 import types
 
 import numpy as np
@@ -265,7 +268,6 @@ print("SAME")
 
 
 def test_mirrored_accumulated_and_resumed_packed_training_equals_one_device(tmp_path):
-  import os, subprocess, sys  # pylint: disable=g-import-not-at-top,multiple-imports
   tests = os.path.dirname(os.path.abspath(__file__))
   script = _WORKER.replace("TESTS", repr(tests))
   out = subprocess.run(["timeout", "-k", "10", "300", sys.executable, "-c", script,
