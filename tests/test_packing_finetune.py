@@ -218,7 +218,8 @@ def _examples_of(rows, schema):
 
 # Mirrored over 2 logical CPUs with 2 micro-batches a step, against one device: packed steps are
 # the same steps (every pipeline packs the same rows and keeps its share; the loss is normalized
-# over the step), and a run stopped after 2 steps resumes to the same weights.
+# over the step), a run stopped after 2 steps resumes to the same weights, and mirrored
+# prediction unpacks to the unpacked logits in file order.
 _WORKER = r"""
 import os, sys
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
@@ -227,7 +228,7 @@ import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 sys.path.insert(0, TESTS)
-from bert_tf import packing_finetune, training
+from bert_tf import packing_finetune, records, training
 import test_packing_finetune as t
 path, output_dir = sys.argv[1:3]
 schema, _ = t.write_records(path, "classifier", 64, seed=4)
@@ -263,11 +264,22 @@ resumed = weights("mirrored", 2, "resumed", [StopAtStep2(), None])
 for a, b, c in zip(one, mirrored, resumed):
   np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)
   np.testing.assert_array_equal(c, b)
+# Mirrored prediction: the packed rows come back unpacked, in file order, with the same logits.
+strategy = training.get_strategy("mirrored", num_gpus=0)
+with strategy.scope():
+  model = t.MODELS["classifier"]()
+unpacked = list(training.predict(strategy, model, records.records_input_fn([path], schema, 8,
+                                                                           False)))
+packed = layout.unpack(training.predict(strategy, model, layout.predict_input_fn(path, 4)),
+                       path, 8)
+for a, b in zip(packed, unpacked):
+  np.testing.assert_array_equal(a["input_ids"], b["input_ids"])
+  np.testing.assert_allclose(a["logits"], b["logits"], rtol=1e-5, atol=1e-5)
 print("SAME")
 """
 
 
-def test_mirrored_accumulated_and_resumed_packed_training_equals_one_device(tmp_path):
+def test_mirrored_packed_training_equals_one_device_resumes_and_predicts_in_order(tmp_path):
   tests = os.path.dirname(os.path.abspath(__file__))
   script = _WORKER.replace("TESTS", repr(tests))
   out = subprocess.run(["timeout", "-k", "10", "300", sys.executable, "-c", script,
