@@ -8,6 +8,16 @@ clip_grad_norm_, bf16 through torch.autocast(cpu); 2 threads. Each timing is the
 --warmup untimed steps. Each side runs in its own process, so neither library slows the other.
 
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_finetune_speed.py
+
+--packing instead measures --pack_sequences: training examples/s of our fine-tuning, packed
+against unpacked, on real data (SST-2 and CoLA from ../shared/data/glue, CoNLL-2003 sentences),
+with a small config (L=4, H=256; random weights, the uncased vocabulary). Both sides go through
+what run_classifier.py / run_ner.py run: the task's own records, model (each batch at its longest
+sequence), loss and input_fn (packing_finetune.Layout.train_input_fn packed); the rate is the
+examples of the timed steps over their time, after --warmup steps. --batch_size counts rows.
+
+  flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_finetune_speed.py --packing \
+    --batch_size=32 --steps=20
 """
 import os
 
@@ -18,7 +28,9 @@ import datetime  # noqa: E402
 import json  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
+import types  # noqa: E402
 
 import numpy as np  # noqa: E402
 import bench_history  # noqa: E402
@@ -28,6 +40,10 @@ SIZES = {"MiniLM": dict(hidden_size=384, num_hidden_layers=6, num_attention_head
                         intermediate_size=1536),
          "BERT-Base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                            intermediate_size=3072)}
+SMALL = dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024)
+DATA = os.path.join(os.path.dirname(REPO), "shared", "data")
+PACKING_TASKS = {"SST-2": ("glue", "SST-2"), "CoLA": ("glue", "CoLA"),
+                 "CoNLL-2003": ("conll2003", None)}
 
 
 def inputs(batch, seq):
@@ -92,6 +108,108 @@ def time_torch(size, dtype, batch, seq, steps, warmup):
   return _median_time(step, steps, warmup)
 
 
+def _task(name, seq, output_dir, packed):
+  """The fine-tuning task run_classifier.py / run_ner.py would build, and its training records."""
+  from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
+  from bert_tf.data import conll, glue  # pylint: disable=g-import-not-at-top
+  folder, glue_name = PACKING_TASKS[name]
+  values = types.SimpleNamespace(
+      task_name=glue_name, data_dir=os.path.join(DATA, folder, glue_name or ""),
+      max_seq_length=seq, output_dir=output_dir, do_train=True, do_lower_case=True,
+      feature_based=False, feature_layers=None, export_dir=None, bilstm_head=False,
+      bilstm_hidden_size=None, pack_sequences=packed, max_instances_per_row=None)
+  tokenizer = tokenization.FullTokenizer(os.path.join(DATA, "vocab", "bert-base-uncased-vocab.txt"),
+                                         do_lower_case=True)
+  task = (glue.GlueTask if glue_name else conll.NerTask)(values, tokenizer)
+  path = os.path.join(output_dir, "train.tf_record")
+  _, num_records, _ = task.write_train_records(path)
+  return values, task, path, num_records
+
+
+def time_packing(name, packed, batch, seq, steps, warmup):
+  """(examples/s, examples per row, real tokens per row) of training steps on task `name`."""
+  sys.path.insert(0, REPO)
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf import optimization, packing_finetune, records  # pylint: disable=g-import-not-at-top
+  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  tf.keras.utils.set_random_seed(0)
+  with tempfile.TemporaryDirectory() as output_dir:
+    values, task, path, num_records = _task(name, seq, output_dir, packed)
+    layout = packing_finetune.task_layout(values, task, is_training=True)
+    buffer = min(num_records, 100_000)
+    if layout:
+      weights = getattr(task, "packed_loss_weights", packing_finetune.EXAMPLE_WEIGHTS)
+      input_fn = layout.train_input_fn(path, batch, 0, shuffle_buffer_size=buffer,
+                                       loss_weights=weights)
+    else:
+      input_fn = records.records_input_fn([path], task.schema(True), batch, is_training=True,
+                                          shuffle_buffer_size=buffer)
+    batches = iter(input_fn(tf.distribute.InputContext()))
+    model = task.model_fn(BertConfig(vocab_size=30522, **SMALL), trim_padding=True)()
+    optimizer = optimization.create_optimizer(5e-5, 1000, 100)
+
+    @tf.function
+    def step(features):
+      with tf.GradientTape() as tape:
+        loss = task.loss_fn(features, model(features, training=True))
+      grads = [tf.convert_to_tensor(g) if g is not None else tf.zeros_like(v)
+               for g, v in zip(tape.gradient(loss, model.trainable_variables),
+                               model.trainable_variables)]
+      optimizer.apply_gradients(zip(grads, model.trainable_variables))
+      return loss
+
+    examples = tokens = rows = 0
+    seconds = 0.0
+    for i in range(warmup + steps):
+      features = next(batches)
+      start = time.perf_counter()
+      float(step(features))
+      if i >= warmup:
+        seconds += time.perf_counter() - start
+        weights = features.get(packing_finetune.EXAMPLE_WEIGHTS)
+        examples += int(tf.reduce_sum(weights)) if weights is not None else batch
+        tokens += int(tf.reduce_sum(features["input_mask"]))
+        rows += batch
+  return examples / seconds, examples / rows, tokens / rows
+
+
+def packing_main(args):
+  """--packing: the table of examples/s unpacked and packed, and a last line of the ratios."""
+  rows, ratios = [], []
+  print(f"{'task':11} {'unpacked ex/s':>13} {'packed ex/s':>11} {'ratio':>6} "
+        f"{'ex/row':>6} {'tokens/row':>10}")
+  for name in args.tasks.split(","):
+    figures = {}
+    for mode in ("unpacked", "packed"):
+      out = subprocess.run(
+          [sys.executable, __file__, f"--one=packing,{name},{mode}",
+           f"--batch_size={args.batch_size}", f"--seq_length={args.seq_length}",
+           f"--steps={args.steps}", f"--warmup={args.warmup}"],
+          capture_output=True, text=True, cwd=REPO)
+      if out.returncode:
+        sys.exit(out.stderr[-3000:])
+      figures[mode] = json.loads(out.stdout.strip().splitlines()[-1])
+    unpacked, _, unpacked_tokens = figures["unpacked"]
+    packed, per_row, tokens = figures["packed"]
+    ratios.append(f"{name} {packed / unpacked:.2f}x")
+    print(f"{name:11} {unpacked:13.1f} {packed:11.1f} {packed / unpacked:6.2f} {per_row:6.2f} "
+          f"{tokens:10.1f}", flush=True)
+    rows.append(f"| {name} | {unpacked:.1f} | {packed:.1f} | {packed / unpacked:.2f} | "
+                f"{per_row:.2f} | {unpacked_tokens:.1f} / {tokens:.1f} |\n")
+  print("packed / unpacked examples/s: " + ", ".join(ratios))
+  with open(args.benchmarks_md, "a") as md:
+    md.write(f"\n## Fine-tuning with --pack_sequences (bench/bench_finetune_speed.py --packing)"
+             f"\n\nCommand: `flock /tmp/bert_tf_heavy.lock .venv/bin/python "
+             f"bench/bench_finetune_speed.py {' '.join(sys.argv[1:])}`  \nMachine: {machine()}. "
+             f"Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC.  \n"
+             f"Small config (L=4, H=256), float32, {args.batch_size} rows of seq "
+             f"{args.seq_length}, training examples/s over {args.steps} steps after "
+             f"{args.warmup}.\n\n| task | unpacked ex/s | packed ex/s | packed / unpacked | "
+             "examples per packed row | real tokens per row, unpacked / packed |\n"
+             "|---|---|---|---|---|---|\n")
+    md.writelines(rows)
+
+
 def _median_time(step, steps, warmup):
   for _ in range(warmup):
     step()
@@ -118,9 +236,20 @@ def main():
   parser.add_argument("--steps", type=int, default=3)
   parser.add_argument("--warmup", type=int, default=2)
   parser.add_argument("--benchmarks_md", default=None, help="default: benchmarks/<UTC date>.md")
+  parser.add_argument("--packing", action="store_true", help="packed against unpacked "
+                      "fine-tuning (see the module docstring)")
+  parser.add_argument("--tasks", default=",".join(PACKING_TASKS), help="with --packing")
   parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # side,size,dtype (child)
   args = parser.parse_args()
   args.benchmarks_md = args.benchmarks_md or bench_history.today_file()
+  if args.one and args.one.startswith("packing,"):
+    _, name, mode = args.one.split(",")
+    print(json.dumps(time_packing(name, mode == "packed", args.batch_size, args.seq_length,
+                                  args.steps, args.warmup)))
+    return
+  if args.packing:
+    packing_main(args)
+    return
   if args.one:
     side, size, dtype = args.one.split(",")
     timer = time_ours if side == "ours" else time_torch

@@ -27,8 +27,15 @@ provides:
   eval_split                       optional: the split evaluations during training score, where
                                    not "dev" (run_squad.py: "test", its --predict_file)
 
+  num_sequences                    optional: sequences per example (run_swag.py: 4), for
+                                   --pack_sequences; packed_loss_weights: optional, the packed
+                                   row feature the loss is a mean over (default: the examples)
+
 --eval_every_n_steps, --keep_best_metric and --early_stopping_patience: bert_tf.keep_best; the
-best weights it keeps are those --do_eval, --do_predict and --export_dir use.
+best weights it keeps are those --do_eval, --do_predict and --export_dir use. --pack_sequences:
+bert_tf.packing_finetune (several examples per row in training, evaluation and prediction; the
+task's loss_fn and train_metric_fn reduce through packing_finetune.mean_loss and
+example_weights, and it scores the unpacked predictions as usual).
 
 Training with no --init_checkpoint is allowed (a tiny model on synthetic data needs nothing else)
 but logs a warning: fine-tuning an untrained encoder is rarely what was meant.
@@ -44,6 +51,7 @@ from bert_tf import export
 from bert_tf import heads
 from bert_tf import keep_best
 from bert_tf import model_dir
+from bert_tf import packing_finetune
 from bert_tf import predictor
 from bert_tf import progress
 from bert_tf import records
@@ -103,19 +111,33 @@ def finetune(values, strategy, config, task, model_fn, evaluator=None):
     model_dir.write_model_files(values.output_dir, config, values.vocab_file)
   train_file = os.path.join(values.output_dir, RECORD_FILES["train"])
   num_examples, num_records, what = task.write_train_records(train_file)
-  num_train_steps, num_warmup_steps = finetuning_steps(values, num_examples, what)
+  layout = packing_finetune.task_layout(values, task, is_training=True)
+  rows = layout.count_rows(train_file) if layout else None
+  num_train_steps, num_warmup_steps = finetuning_steps(
+      values, rows or num_examples, f"packed rows of {what}" if layout else what)
   logging.info("***** Running training *****")
   logging.info("  Num examples = %d (%d records)", num_examples, num_records)
-  logging.info("  Batch size = %d", values.train_batch_size)
+  if layout:
+    logging.info("  Packed into %d rows of %d tokens (%.2f records per row)", rows,
+                 layout.width, num_records / rows)
+  logging.info("  Batch size = %d%s", values.train_batch_size, " rows" if layout else "")
   logging.info("  Num steps = %d", num_train_steps)
-  train_input_fn = records.records_input_fn(
-      [train_file], task.schema(True), values.train_batch_size, is_training=True,
-      seed=values.seed, gradient_accumulation_steps=values.gradient_accumulation_steps,
-      shuffle_buffer_size=max(1, min(num_records, MAX_FINETUNE_SHUFFLE_BUFFER)))
+  shuffle_buffer_size = max(1, min(num_records, MAX_FINETUNE_SHUFFLE_BUFFER))
+  metric_fn = task.train_metric_fn
+  if layout:
+    train_input_fn = layout.train_input_fn(
+        train_file, values.train_batch_size, values.seed, values.gradient_accumulation_steps,
+        shuffle_buffer_size, getattr(task, "packed_loss_weights", packing_finetune.EXAMPLE_WEIGHTS))
+    metric_fn = packing_finetune.with_row_statistics(metric_fn)
+  else:
+    train_input_fn = records.records_input_fn(
+        [train_file], task.schema(True), values.train_batch_size, is_training=True,
+        seed=values.seed, gradient_accumulation_steps=values.gradient_accumulation_steps,
+        shuffle_buffer_size=shuffle_buffer_size)
   model = training.train(
       strategy, model_fn, task.loss_fn, train_input_fn, num_train_steps, values.learning_rate,
       num_warmup_steps, values.output_dir, init_checkpoint=values.init_checkpoint,
-      metric_fn=task.train_metric_fn, train_batch_size=values.train_batch_size,
+      metric_fn=metric_fn, train_batch_size=values.train_batch_size,
       evaluator=evaluator, **training.train_options(values))
   if values.export_tf1_checkpoint and strategy.extended.should_checkpoint:
     run_dir.export_weights(model, values.output_dir)
@@ -133,6 +155,7 @@ def run(task_class, values):
     raise BertTfError(f"{'/'.join('--' + phase for phase in phases)}: at least one must be True")
   config, tokenizer = config_and_tokenizer(values)
   task = task_class(values, tokenizer)
+  layout = packing_finetune.task_layout(values, task, is_training=False)
   plan = keep_best.plan(values, task)
   keeper = _keeper(values, plan)
   # Python-only work above; the strategy must come before the first TensorFlow op.
@@ -149,7 +172,7 @@ def run(task_class, values):
     splits[split] = (path, batch_size, task.write_split_records(split, path))
   model = None
   if values.do_train:
-    evaluator = _evaluator(plan, task, strategy, splits, values.output_dir)
+    evaluator = _evaluator(plan, task, strategy, splits, values.output_dir, layout)
     try:
       model = finetune(values, strategy, config, task, model_fn, evaluator)
     finally:
@@ -168,15 +191,15 @@ def run(task_class, values):
   results = {}
   for split, batch_size in _splits(values):
     path, batch_size, state = splits[split]
-    input_fn = records.records_input_fn([path], task.schema(False), batch_size,
-                                        is_training=False)
+    input_fn, total, unpack = _prediction_input(task, layout, path, batch_size)
     if model is None:
       model, _ = training.restore_model(strategy, model_fn, input_fn, values.output_dir,
                                         values.init_checkpoint)
       if keeper:
         keeper.restore(model)
-    batches = training.predict(strategy, model, input_fn,
-                               total=_count_batches(path, batch_size))
+    batches = training.predict(strategy, model, input_fn, total=total)
+    if unpack is not None:
+      batches = unpack(batches)
     results[split] = task.finish_split(split, state, batches, training.global_step(model))
   chief = strategy.extended.should_checkpoint
   if results.get("dev") and chief:
@@ -231,15 +254,25 @@ def _keeper(values, plan):
   return keeper
 
 
-def _evaluator(plan, task, strategy, splits, output_dir):
+def _evaluator(plan, task, strategy, splits, output_dir, layout=None):
   """The keep_best.Evaluator of --eval_every_n_steps, or None."""
   if plan is None or plan.every_n_steps is None:
     return None
   split = getattr(task, "eval_split", "dev")
   path, batch_size, state = splits[split]
-  input_fn = records.records_input_fn([path], task.schema(False), batch_size, is_training=False)
-  return keep_best.Evaluator(plan, task, strategy, split, input_fn,
-                             _count_batches(path, batch_size), state, output_dir)
+  input_fn, total, unpack = _prediction_input(task, layout, path, batch_size)
+  return keep_best.Evaluator(plan, task, strategy, split, input_fn, total, state, output_dir,
+                             unpack=unpack)
+
+
+def _prediction_input(task, layout, path, batch_size):
+  """(input_fn, number of batches or None, unpack or None) to predict a split's record file:
+  packed with a packing_finetune.Layout, whose unpack gives the task the unpacked batches."""
+  if layout is None:
+    return (records.records_input_fn([path], task.schema(False), batch_size, is_training=False),
+            _count_batches(path, batch_size), None)
+  return (layout.predict_input_fn(path, batch_size), None,
+          lambda batches: layout.unpack(batches, path, batch_size))
 
 
 def _count_batches(path, batch_size):

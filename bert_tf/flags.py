@@ -98,7 +98,7 @@ _GROUPS = {
                  "batch_size learning_rate num_train_epochs warmup_proportion num_train_steps "
                  "num_warmup_steps max_eval_steps optimizer adam_bias_correction "
                  "gradient_accumulation_steps seed eval_every_n_steps keep_best_metric "
-                 "early_stopping_patience"),
+                 "early_stopping_patience pack_sequences max_instances_per_row"),
     "output": ("output_dir output_file overwrite output output_format export_dir "
                "export_tf1_checkpoint save_checkpoints_steps keep_checkpoint_max log_steps "
                "verbose_logging progress_seconds"),
@@ -237,6 +237,18 @@ def define_finetuning_flags(max_seq_length=128, with_eval=True,
           "rate warmup for. E.g., 0.1 = 10% of training.")
   define_export_tf1_checkpoint_flag()
   define_eval_during_training_flags()
+  define_packing_flags()
+
+
+def define_packing_flags():
+  """--pack_sequences and --max_instances_per_row of fine-tuning (bert_tf.packing_finetune)."""
+  _define("bool", "pack_sequences", False, "Pack several examples into each row of "
+          "--max_seq_length (first fit; attention and positions stay inside each example, each "
+          "is classified at its own [CLS]) in training, evaluation and prediction: the same "
+          "losses, metrics and prediction files, less padding. --train_batch_size, "
+          "--eval_batch_size and --predict_batch_size then count rows.")
+  _define("integer", "max_instances_per_row", None, "With --pack_sequences: examples per row at "
+          "most (default --max_seq_length / 8).")
 
 
 def define_eval_during_training_flags():

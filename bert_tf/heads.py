@@ -2,7 +2,10 @@
 
 Every model here is a tf_keras.Model holding its encoder as `.encoder`, takes the input dict
 {input_ids, input_mask, segment_ids} (other keys, such as label_ids, are ignored) and returns a dict
-of float32 logits, so that losses stay float32 under a mixed precision policy.
+of float32 logits, so that losses stay float32 under a mixed precision policy. The classifier,
+multiple-choice and token models also take packed rows (bert_tf.packing_finetune: position_ids,
+instance_ids and cls_positions besides): per-example logits [B, K, ...] pooled at each example's
+[CLS], per-token logits as usual.
 
 Head variables carry the original scripts' names: run_classifier.py's `output_weights`
 [num_labels, H] and `output_bias`, run_squad.py's `cls/squad/output_weights` [2, H] and
@@ -21,6 +24,8 @@ from bert_tf import modeling
 from bert_tf.errors import BertTfError
 
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+# Packed rows (bert_tf.packing_finetune) add positions and the instances attention stays inside.
+PACKED_INPUT_NAMES = ("position_ids", "instance_ids")
 
 
 class OutputProjection(tf_keras.layers.Layer):
@@ -120,14 +125,14 @@ def correct_predictions(labels, logits):
 
 
 def encoder_inputs(inputs):
-  return {name: inputs[name] for name in INPUT_NAMES}
+  return {name: inputs[name] for name in INPUT_NAMES + PACKED_INPUT_NAMES if name in inputs}
 
 
 def trimmed_inputs(inputs):
   """The encoder inputs cut to the batch's longest sequence (at least 1 position), so that padding
   costs no compute. Not under XLA or on TPU, which compile static shapes."""
   length = tf.maximum(tf.reduce_max(tf.reduce_sum(inputs["input_mask"], axis=1)), 1)
-  return {name: inputs[name][:, :length] for name in INPUT_NAMES}
+  return {name: t[:, :length] for name, t in encoder_inputs(inputs).items()}
 
 
 def padded_like(values, inputs):
@@ -168,6 +173,9 @@ class _TaskModel(tf_keras.Model):
   def encode(self, inputs, training):
     """(the encoder's outputs, its inputs): `inputs` trimmed to the longest sequence when
     trim_padding."""
+    if self.bilstm is not None and "instance_ids" in inputs:
+      raise BertTfError("--pack_sequences: not with --bilstm_head (its LSTM would read across "
+                        "the examples of a row)")
     inputs = trimmed_inputs(inputs) if self.trim_padding else encoder_inputs(inputs)
     return self.encoder(inputs, training=training), inputs
 
@@ -185,6 +193,16 @@ class _TaskModel(tf_keras.Model):
     """Per-position values back to the inputs' sequence length."""
     return padded_like(values, inputs) if self.trim_padding else values
 
+  def pooled_outputs(self, outputs, inputs):
+    """The pooled [CLS] output [B, H]; of packed rows (bert_tf.packing_finetune), the pooler at
+    each example's [CLS] (inputs["cls_positions"] [B, K] or [B, K, C]): [B, K(, C), H]."""
+    positions = inputs.get("cls_positions")
+    if positions is None:
+      return outputs["pooled_output"]
+    pooled = self.encoder.pooler(modeling.gather_positions(
+        outputs["sequence_output"], tf.reshape(positions, [tf.shape(positions)[0], -1])))
+    return tf.reshape(pooled, tf.concat([tf.shape(positions), [pooled.shape[-1]]], axis=0))
+
 
 class BertClassifier(_TaskModel):
   """Sequence classification over the pooled [CLS] output (run_classifier.py's create_model), or
@@ -201,7 +219,7 @@ class BertClassifier(_TaskModel):
 
   def call(self, inputs, training=False):
     if self.bilstm is None:
-      pooled = self.encode(inputs, training)[0]["pooled_output"]
+      pooled = self.pooled_outputs(self.encode(inputs, training)[0], inputs)
     else:
       sequence, inputs = self.sequence_features(inputs, training)
       pooled = bilstm_final_states(sequence, inputs["input_mask"])
@@ -212,7 +230,8 @@ class BertMultipleChoice(_TaskModel):
   """SWAG-style multiple choice: one vector scores each choice's pooled [CLS] state.
 
   Inputs are [B, num_choices * T] (as the records store them) or [B, num_choices, T];
-  `logits` is [B, num_choices], to go through a softmax over the choices.
+  `logits` is [B, num_choices], to go through a softmax over the choices. Packed rows
+  (bert_tf.packing_finetune: each example's choices in one row) give [B, K, num_choices].
   """
 
   def __init__(self, config, num_choices, dropout_rate=None, name="bert_multiple_choice",
@@ -223,6 +242,10 @@ class BertMultipleChoice(_TaskModel):
                                        name="classifier")
 
   def call(self, inputs, training=False):
+    if "cls_positions" in inputs:  # packed rows: every choice pooled at its own [CLS]
+      outputs, _ = self.encode(inputs, training)
+      pooled = self.dropout(self.pooled_outputs(outputs, inputs), training=training)
+      return {"logits": self.classifier(pooled)[..., 0]}
     flat = {}
     for name in INPUT_NAMES:
       t = inputs[name]

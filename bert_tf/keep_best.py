@@ -3,7 +3,7 @@
 
   plan = keep_best.plan(values, task)      # flag errors, before TensorFlow starts; None: unused
   evaluator = keep_best.Evaluator(plan, task, strategy, split, input_fn, total_batches, state,
-                                  output_dir)          # bert_tf.training.train calls it
+                                  output_dir, unpack=None)  # bert_tf.training.train calls it
   keeper = keep_best.BestKeeper(output_dir, metric)   # output_dir/best/, read back
   keeper.restore(model)                    # the best weights, for eval, predict and export
 
@@ -218,12 +218,16 @@ class Evaluator:
   """What bert_tf.training.train calls every plan.every_n_steps steps (and at the last step):
   predicts the evaluation split's records, scores them with the task's finish_split (its files go
   to best/ with a new best, nowhere else), writes the metrics to TensorBoard, logs one line and
-  keeps the best. Calling it returns whether training should stop (early stopping)."""
+  keeps the best. Calling it returns whether training should stop (early stopping).
+  unpack(batches) -> batches, optional: what the task scores, from the predict batches (packed
+  rows: bert_tf.packing_finetune.Layout.unpack)."""
 
-  def __init__(self, plan_, task, strategy, split, input_fn, total_batches, state, output_dir):
+  def __init__(self, plan_, task, strategy, split, input_fn, total_batches, state, output_dir,
+               unpack=None):
     self.every_n_steps = plan_.every_n_steps
     self.task, self.strategy, self.split, self.state = task, strategy, split, state
     self.input_fn, self.batches, self.output_dir = input_fn, total_batches, output_dir
+    self.unpack = unpack
     self.chief = strategy.extended.should_checkpoint
     self.keeper = (BestKeeper(output_dir, plan_.metric, plan_.patience)
                    if plan_.metric else None)
@@ -255,6 +259,8 @@ class Evaluator:
     try:
       with _quiet():
         batches = training.predict(self.strategy, model, self.input_fn, total=self.batches)
+        if self.unpack is not None:
+          batches = self.unpack(batches)
         results = self.task.finish_split(self.split, self.state, batches, step,
                                          output_dir=files_dir)
       results = {k: v for k, v in (results or {}).items() if k != "global_step"}

@@ -63,9 +63,17 @@ def row_limits(values):
   return max_instances, max_predictions
 
 
-def _first_fit_decreasing(lengths, predictions, seq_length, max_instances, max_predictions):
-  """int32 [W, 4] per instance: its row, token offset, slot and prediction offset in the row."""
+def first_fit_decreasing(lengths, seq_length, max_instances, predictions=None,
+                         max_predictions=0):
+  """int32 [W, 4] per instance: its row, token offset, slot and prediction offset in the row.
+
+  Each instance, longest first, goes into the first row with room for its `lengths` tokens, one
+  more instance and (optionally) its `predictions`; else it opens a new row. Also the placement
+  of packed fine-tuning (bert_tf.packing_finetune), without predictions.
+  """
   n = tf.shape(lengths)[0]
+  if predictions is None:
+    predictions = tf.zeros_like(lengths)
   order = tf.argsort(lengths, direction="DESCENDING", stable=True)
   rows_index = tf.range(n)
 
@@ -89,6 +97,21 @@ def _first_fit_decreasing(lengths, predictions, seq_length, max_instances, max_p
   return tf.scatter_nd(order[:, tf.newaxis], placed.stack(), tf.stack([n, 4]))
 
 
+def scatter_rows(indices, real, values, num_rows, width):
+  """[num_rows, width, ...] rows holding `values` [*real.shape, ...] at (row, column) `indices`
+  [*real.shape, 2] where `real`, zeros elsewhere."""
+  shape = tf.concat([tf.stack([num_rows, width]), tf.shape(values)[real.shape.rank:]], axis=0)
+  return tf.scatter_nd(tf.boolean_mask(indices, real), tf.boolean_mask(values, real), shape)
+
+
+def row_grid(row, column):
+  """(row, column) indices [W, ..., 2] of entries at `column` [W, ...] of each instance's row
+  [W]."""
+  rows = tf.reshape(row, tf.concat([tf.shape(row), tf.ones([column.shape.rank - 1], tf.int32)],
+                                   axis=0))
+  return tf.stack([tf.broadcast_to(rows, tf.shape(column)), column], axis=-1)
+
+
 def pack_window(features, max_instances, max_predictions):
   """A window of pretraining instances (dict of [W, ...] tensors, input_mask a prefix of ones)
   -> packed rows (dict of [R, ...] tensors, see the module docstring)."""
@@ -97,24 +120,19 @@ def pack_window(features, max_instances, max_predictions):
   lengths = tf.reduce_sum(input_mask, axis=1)
   real_predictions = features["masked_lm_weights"] > 0
   num_predictions = tf.reduce_sum(tf.cast(real_predictions, tf.int32), axis=1)
-  placement = _first_fit_decreasing(lengths, num_predictions, seq_length, max_instances,
-                                    max_predictions)
+  placement = first_fit_decreasing(lengths, seq_length, max_instances, num_predictions,
+                                   max_predictions)
   row, offset, slot, prediction_offset = tf.unstack(placement, axis=1)
   num_rows = tf.reduce_max(row) + 1
 
   def scatter(indices, real, values, width):
-    return tf.scatter_nd(tf.boolean_mask(indices, real), tf.boolean_mask(values, real),
-                         tf.stack([num_rows, width]))
-
-  def grid(column, width):
-    """[W, width, 2] indices (row, column) of each instance's entries."""
-    return tf.stack([tf.broadcast_to(row[:, tf.newaxis], tf.shape(column)), column], axis=-1)
+    return scatter_rows(indices, real, values, num_rows, width)
 
   positions = tf.broadcast_to(tf.range(seq_length)[tf.newaxis], tf.shape(input_mask))
   real_tokens = positions < lengths[:, tf.newaxis]
-  token_index = grid(offset[:, tf.newaxis] + positions, seq_length)
+  token_index = row_grid(row, offset[:, tf.newaxis] + positions)
   rank = tf.cumsum(tf.cast(real_predictions, tf.int32), axis=1) - 1
-  prediction_index = grid(prediction_offset[:, tf.newaxis] + rank, max_predictions)
+  prediction_index = row_grid(row, prediction_offset[:, tf.newaxis] + rank)
   instance_index = tf.stack([row, slot], axis=1)
   all_instances = tf.ones_like(row, tf.bool)
 

@@ -142,12 +142,14 @@ class TrainLog:
 
 
 def _add_rates(scalars, train_batch_size):
-  """examples_per_second from steps_per_second, and X_per_second for every X_per_row."""
+  """examples_per_second from steps_per_second, and X_per_second for every X_per_row (packed
+  fine-tuning's examples_per_row gives the examples, not the rows, per second)."""
   if not train_batch_size:
     return
-  scalars["examples_per_second"] = scalars["steps_per_second"] * train_batch_size
+  rows = scalars["steps_per_second"] * train_batch_size
+  scalars["examples_per_second"] = rows
   for name in [n for n in scalars if n.endswith(_PER_ROW)]:
-    scalars[name[:-len(_PER_ROW)] + _PER_SECOND] = scalars[name] * scalars["examples_per_second"]
+    scalars[name[:-len(_PER_ROW)] + _PER_SECOND] = scalars[name] * rows
 
 
 def run_summary(output_dir, start, written, global_step, trained_model=None, eval_results=None):

@@ -94,7 +94,7 @@ def test_packed_and_unpacked_give_the_same_losses_and_gradients(short_records, l
   # Per instance: its next-sentence loss at its own [CLS], its masked-LM losses at its offset.
   lengths = tf.reduce_sum(batch["input_mask"], axis=1)
   counts = tf.reduce_sum(tf.cast(batch["masked_lm_weights"] > 0, tf.int32), axis=1)
-  placement = packing._first_fit_decreasing(lengths, counts, SEQ, 4, max_predictions).numpy()
+  placement = packing.first_fit_decreasing(lengths, SEQ, 4, counts, max_predictions).numpy()
   for i, (row, _, slot, prediction_offset) in enumerate(placement):
     np.testing.assert_allclose(packed_nsp[row, slot], nsp[i], rtol=1e-4, atol=1e-6)
     n = int(counts[i])

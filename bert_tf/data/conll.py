@@ -16,6 +16,7 @@ from absl import logging
 from bert_tf import feature_extraction
 from bert_tf import heads
 from bert_tf import metrics
+from bert_tf import packing_finetune
 from bert_tf import records
 from bert_tf import training
 from bert_tf.errors import BertTfError
@@ -426,6 +427,9 @@ class NerTask:
     if values.feature_based and getattr(values, "left_to_right", False):
       raise BertTfError("--left_to_right: not with --feature_based (its features come from the "
                         "bidirectional encoder)")
+    if values.feature_based and getattr(values, "pack_sequences", False):
+      raise BertTfError("--pack_sequences: not with --feature_based (its BiLSTMs would read "
+                        "across the sentences of a row)")
     if values.feature_based and getattr(values, "bilstm_head", False):
       raise BertTfError("--bilstm_head: not with --feature_based, which has BiLSTMs of its own "
                         "(--lstm_units)")
@@ -455,10 +459,15 @@ class NerTask:
     return lambda: heads.BertTokenClassifier(config, num_labels, trim_padding=trim_padding,
                                              **heads.model_options(values, config))
 
+  # Packed rows (--pack_sequences): the loss is a mean over the words of the step.
+  packed_loss_weights = "label_weights"
+
   def loss_fn(self, features, outputs):
-    """Cross-entropy averaged over the words (first sub-tokens) of the batch."""
-    return heads.sparse_cross_entropy(features["label_ids"], outputs["logits"],
-                                      features["label_weights"])
+    """Cross-entropy averaged over the words (first sub-tokens) of the batch (packed rows: of
+    the optimizer step, packing_finetune.mean_loss)."""
+    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=features["label_ids"],
+                                                            logits=outputs["logits"])
+    return packing_finetune.mean_loss(features, losses, features["label_weights"])
 
   def train_metric_fn(self, features, outputs):
     correct = heads.correct_predictions(features["label_ids"], outputs["logits"])

@@ -15,6 +15,7 @@ from absl import logging
 
 from bert_tf import heads
 from bert_tf import metrics
+from bert_tf import packing_finetune
 from bert_tf import records
 from bert_tf import training
 from bert_tf.errors import BertTfError
@@ -349,17 +350,22 @@ class GlueTask:
                                         **heads.model_options(self.values, config))
 
   def loss_fn(self, features, outputs):
+    """The mean over the examples (packed rows: packing_finetune.mean_loss) of the squared
+    error (regression) or the cross-entropy."""
     logits = outputs["logits"]
     if self.regression:
       labels = tf.cast(features["label_ids"], tf.float32)
-      return tf.reduce_mean(tf.square(logits[:, 0] - labels))
-    return heads.sparse_cross_entropy(features["label_ids"], logits)
+      losses = tf.square(logits[..., 0] - labels)
+    else:
+      losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=features["label_ids"],
+                                                              logits=logits)
+    return packing_finetune.mean_loss(features, losses)
 
   def train_metric_fn(self, features, outputs):
     if self.regression:
       return {}
     return {"accuracy": (heads.correct_predictions(features["label_ids"], outputs["logits"]),
-                         None)}
+                         packing_finetune.example_weights(features))}
 
   def write_train_records(self, path):
     examples = self.write_split_records("train", path)

@@ -372,6 +372,9 @@ class SquadTask:
   def __init__(self, values, tokenizer):
     """The original's validate_flags_or_throw, as one-line errors naming the flag; a bad predict
     file fails here, before training."""
+    if getattr(values, "pack_sequences", False):
+      raise BertTfError("--pack_sequences: not supported by run_squad.py (a window's start and "
+                        "end are a softmax over all its positions, so windows cannot share rows)")
     if values.do_train and not values.train_file:
       raise BertTfError("--train_file: required with --do_train")
     if values.do_predict and not values.predict_file:

@@ -14,10 +14,12 @@ import os
 import random
 
 import numpy as np
+import tensorflow as tf
 from absl import logging
 
 from bert_tf import heads
 from bert_tf import metrics
+from bert_tf import packing_finetune
 from bert_tf import records
 from bert_tf import training
 from bert_tf.data import glue
@@ -113,6 +115,7 @@ class SwagTask:
   a softmax over the choices."""
 
   export_kind = None
+  num_sequences = NUM_CHOICES  # --pack_sequences packs an example's choices into one row
   SPLIT_FILES = {"train": "train.csv", "dev": "val.csv", "test": "test.csv"}
 
   def __init__(self, values, tokenizer):
@@ -128,11 +131,13 @@ class SwagTask:
                                             **heads.model_options(self.values, config))
 
   def loss_fn(self, features, outputs):
-    return heads.sparse_cross_entropy(features["label_ids"], outputs["logits"])
+    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=features["label_ids"],
+                                                            logits=outputs["logits"])
+    return packing_finetune.mean_loss(features, losses)
 
   def train_metric_fn(self, features, outputs):
     return {"accuracy": (heads.correct_predictions(features["label_ids"], outputs["logits"]),
-                         None)}
+                         packing_finetune.example_weights(features))}
 
   def write_train_records(self, path):
     examples = self.write_split_records("train", path)
