@@ -35,7 +35,8 @@ import tensorflow as tf  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from bench_configs import write_config  # noqa: E402
+from bench_configs import CONFIGS, write_config  # noqa: E402,F401  (for bench_packing_*)
+from bert_tf.config import BertConfig  # noqa: E402,F401  (bench_packing_walltime)
 
 flags.DEFINE_string("data_dir", os.path.join(os.path.dirname(REPO), "shared", "data"),
                     "The shared data (corpus/gutenberg, vocab).")
