@@ -38,13 +38,14 @@ def parse_mix(text):
 def pretrain_row_flags(row):
   """(run_pretraining.py flags, records kind) of a pretraining row. The masked-LM rows draw their
   masks at input time (--dynamic_masking) from unmasked records; the left-to-right row predicts
-  every next token, from the masked records (it rebuilds the text; it refuses --dynamic_masking)."""
+  every next token, from masked records (it rebuilds the text; it refuses --dynamic_masking).
+  The No NSP rows read create_pretraining_data.py --no_nsp's single-segment records."""
   if row == "bert":
     return ["--dynamic_masking"], "unmasked"
   if row == "no_nsp":
-    return ["--dynamic_masking", "--no_nsp"], "unmasked"
+    return ["--dynamic_masking", "--no_nsp"], "unmasked_no_nsp"
   if row == "ltr":
-    return ["--left_to_right"], "masked"
+    return ["--left_to_right"], "masked_no_nsp"
   if row.startswith("mask_"):
     mask, keep, random = (int(p) for p in row.split("_")[1:])
     return ["--dynamic_masking", f"--mask_prob_mask={mask / 100:g}",

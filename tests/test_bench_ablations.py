@@ -30,9 +30,10 @@ def test_mixes_and_rows():
 
 def test_pretrain_row_flags():
   assert jobs.pretrain_row_flags("bert") == (["--dynamic_masking"], "unmasked")
-  assert jobs.pretrain_row_flags("no_nsp") == (["--dynamic_masking", "--no_nsp"], "unmasked")
+  assert jobs.pretrain_row_flags("no_nsp") == (["--dynamic_masking", "--no_nsp"],
+                                               "unmasked_no_nsp")
   # The left-to-right row refuses --dynamic_masking: masked records, text rebuilt.
-  assert jobs.pretrain_row_flags("ltr") == (["--left_to_right"], "masked")
+  assert jobs.pretrain_row_flags("ltr") == (["--left_to_right"], "masked_no_nsp")
   flags, kind = jobs.pretrain_row_flags("mask_80_0_20")
   assert kind == "unmasked" and flags == ["--dynamic_masking", "--mask_prob_mask=0.8",
                                           "--mask_prob_keep=0", "--mask_prob_random=0.2"]
@@ -74,19 +75,22 @@ def _args(tmp_path):
 
 def test_pretrain_commands(tmp_path):
   args = _args(tmp_path)
-  files = {"unmasked": "U.tfrecord", "masked": "M.tfrecord", "heldout": "H.tfrecord"}
+  files = {"unmasked": "U.tfrecord", "unmasked_no_nsp": "UN.tfrecord",
+           "masked_no_nsp": "MN.tfrecord", "heldout": "H.tfrecord", "heldout_no_nsp": "HN.tfrecord"}
   train, heldout = bench_ablations.pretrain_jobs(args, str(tmp_path), "c.json", files, "ltr")
-  assert "--input_file=M.tfrecord" in train.command and "--left_to_right" in train.command
+  assert "--input_file=MN.tfrecord" in train.command and "--left_to_right" in train.command
   assert "--dynamic_masking" not in train.command and "--keep_checkpoint_max=1" in train.command
-  assert "--input_file=H.tfrecord" in heldout.command and "--left_to_right" in heldout.command
+  assert "--input_file=HN.tfrecord" in heldout.command and "--left_to_right" in heldout.command
   assert f"--init_checkpoint={tmp_path}/pretrain_ltr/output" in heldout.command
   train, heldout = bench_ablations.pretrain_jobs(args, str(tmp_path), "c.json", files, "bert")
   assert "--input_file=U.tfrecord" in train.command and "--dynamic_masking" in train.command
   # Every Figure 5 checkpoint (50, 100, 150) is saved and kept.
   assert {"--save_checkpoints_steps=50", "--keep_checkpoint_max=4"} <= set(train.command)
   assert "--dynamic_masking" not in heldout.command and "--do_eval" in heldout.command
-  _, heldout = bench_ablations.pretrain_jobs(args, str(tmp_path), "c.json", files, "no_nsp")
-  assert "--no_nsp" in heldout.command
+  assert "--input_file=H.tfrecord" in heldout.command
+  train, heldout = bench_ablations.pretrain_jobs(args, str(tmp_path), "c.json", files, "no_nsp")
+  assert "--input_file=UN.tfrecord" in train.command
+  assert {"--no_nsp", "--input_file=HN.tfrecord"} <= set(heldout.command)
 
 
 def test_finetune_commands(tmp_path):
@@ -110,6 +114,23 @@ def test_finetune_commands(tmp_path):
   assert f"--init_checkpoint={tmp_path}/pretrain_bert/output/model.ckpt-50" in cmd
   _, cmd = command("no_nsp", "MRPC")
   assert {"--task_name=MRPC", "--data_dir=mrpc", "--do_eval"} <= set(cmd)
+
+
+def test_data_jobs(tmp_path):
+  args = _args(tmp_path)
+  by_name = {job.name: job.command for job in bench_ablations.data_jobs(args, str(tmp_path))}
+  assert set(by_name) == {"records_unmasked", "records_unmasked_no_nsp", "records_masked_no_nsp",
+                          "records_heldout", "records_heldout_no_nsp", "squad_data"}
+  for name, command in by_name.items():
+    inputs = [c for c in command if c.startswith("--input_file=")]
+    if name.startswith("records_heldout"):
+      assert inputs == ["--input_file=" + os.path.join(args.data_dir, "corpus", "gutenberg",
+                                                       bench_ablations.HELD_OUT_BOOK)]
+    elif name.startswith("records"):
+      assert bench_ablations.HELD_OUT_BOOK not in inputs[0] and inputs[0].count(",") >= 2
+    assert ("--unmasked" in command) == ("unmasked" in name)
+    assert ("--no_nsp" in command) == name.endswith("no_nsp")
+  assert "--num_train=1000" in by_name["squad_data"]
 
 
 def _write_job(tmp_path, name, code, parse=None):
