@@ -68,6 +68,9 @@ def parse_args(argv=None):
   parser.add_argument("--lstm_units", type=int, default=128,
                       help="--bilstm_hidden_size and the feature-based --lstm_units")
   parser.add_argument("--seed", type=int, default=12345)
+  parser.add_argument("--report_only", action="store_true",
+                      help="print the tables of the jobs finished so far in --work_dir (a run "
+                           "may be going on there); run and write nothing")
   parser.add_argument("--figure", default=os.path.join(BENCH, "ablations_figure5.png"))
   for name, value in FULL.items():
     if name != "books":
@@ -231,25 +234,34 @@ def finetune_job(args, work_dir, config, data, row, task, variant):
 
 
 def run_all(args, work_dir, log):
-  """Runs (or takes from the cache) every job; returns the results the tables read."""
+  """Runs (or takes from the cache) every job; returns the results the tables read. With
+  --report_only, runs nothing and writes nothing: the finished jobs' results alone."""
   results = {"heldout": {}, "finetune": {}, "seconds": {}}
 
   def run(job):
-    result = jobs.run_job(job, work_dir, log)
-    results["seconds"][job.name] = result["seconds"]
-    return result
+    if args.report_only:
+      result = jobs.cached_result(job, work_dir)
+    else:
+      result = jobs.run_job(job, work_dir, log)
+    if result is not None:
+      results["seconds"][job.name] = result["seconds"]
+    return result or {}
 
   files = {}
   for job in data_jobs(args, work_dir):
     result = run(job)
     files[job.name.replace("records_", "")] = result.get("records", result.get("dir"))
-  data = prepare_task_data(args, work_dir)
+  # The data dirs are only named in commands, which --report_only does not run.
+  data = dict.fromkeys(jobs.FINETUNE_TASKS, "") if args.report_only else prepare_task_data(
+      args, work_dir)
   data["SQuAD"] = files.pop("squad_data")
-  config = bench_configs.write_config("small", os.path.join(work_dir, "bert_config.json"))
+  config = os.path.join(work_dir, "bert_config.json")
+  if not args.report_only:
+    bench_configs.write_config("small", config)
 
   def finetune(row, task, variant=""):
     job = finetune_job(args, work_dir, config, data, row, task, variant)
-    results["finetune"][row, task, variant] = run(job)["score"]
+    results["finetune"][row, task, variant] = run(job).get("score")
 
   rows = jobs.plan_rows(args.mixes)
   plan = jobs.finetune_plan(args.mixes, args.table8_task, args.figure5_task, args.bilstm_tasks)
@@ -313,7 +325,8 @@ def report(args, results, seconds):
 def main(argv=None):
   args = parse_args(argv)
   work_dir = os.path.abspath(args.work_dir + ("_quick" if args.quick else ""))
-  os.makedirs(work_dir, exist_ok=True)
+  if not args.report_only:
+    os.makedirs(work_dir, exist_ok=True)
   start = time.time()
 
   def log(message):
@@ -322,8 +335,9 @@ def main(argv=None):
   log(f"work dir {work_dir}; mixes {args.mixes}")
   results = run_all(args, work_dir, log)
   points = report(args, results, time.time() - start)
-  figure = os.path.join(work_dir, "figure5.png") if args.quick else args.figure
-  plot_figure5(points, args.figure5_task, figure, log)
+  if not args.report_only:
+    figure = os.path.join(work_dir, "figure5.png") if args.quick else args.figure
+    plot_figure5(points, args.figure5_task, figure, log)
 
 
 if __name__ == "__main__":

@@ -228,3 +228,26 @@ def test_cut_lines(tmp_path):
   assert path.read_text() == first and len(first.splitlines()) == 5
   bench_ablations.cut_lines(str(path), 0)
   assert path.read_text() == first
+
+
+def test_report_only_reads_finished_jobs(tmp_path):
+  args = bench_ablations.parse_args([f"--work_dir={tmp_path}", "--report_only"])
+  finished = {"heldout_bert": {"mlm_accuracy": 11.0, "step": 150, "seconds": 9.0},
+              "finetune_bert_MRPC": {"score": 68.4, "seconds": 30.0},
+              "finetune_bert_SST-2_step50": {"score": 55.0, "seconds": 20.0},
+              "finetune_mask_0_0_100_CoNLL_feature": {"score": 12.5, "seconds": 40.0}}
+  for name, result in finished.items():
+    os.makedirs(tmp_path / name)
+    jobs.save_result(jobs.Job(name, []), str(tmp_path), result)
+  os.makedirs(tmp_path / "finetune_no_nsp_MRPC")  # started, not finished: no result.json
+  results = bench_ablations.run_all(args, str(tmp_path), lambda m: None)
+  assert results["heldout"]["bert"]["mlm_accuracy"] == 11.0
+  assert results["finetune"][("bert", "MRPC", "")] == 68.4
+  assert results["finetune"][("no_nsp", "MRPC", "")] is None
+  assert results["finetune"][("mask_0_0_100", "CoNLL", "feature")] == 12.5
+  assert results["seconds"] == {name: r["seconds"] for name, r in finished.items()}
+  # Figure 5's last point is Table 5's SST-2 fine-tuning (not finished here).
+  assert bench_ablations.figure5_points(args, results) == [(0, None), (50, 55.0), (100, None),
+                                                           (150, None)]
+  # Nothing was written: no data, no config.
+  assert sorted(os.listdir(tmp_path)) == sorted(list(finished) + ["finetune_no_nsp_MRPC"])
