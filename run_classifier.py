@@ -17,6 +17,7 @@ def define_flags():
   flags.DEFINE_string("task_name", None, "The name of the task to train: cola, sst-2, mrpc, qqp, "
                       "sts-b, mnli, mnli-mm, qnli, rte, wnli or xnli.")
   bert_flags.define_model_flags()
+  bert_flags.define_left_to_right_flag()
   bert_flags.define_bilstm_head_flags()
   bert_flags.define_finetuning_flags()
   bert_flags.define_export_flags()

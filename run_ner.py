@@ -17,6 +17,7 @@ def define_flags():
   flags.DEFINE_string("data_dir", None, "The input data dir, with train.txt, valid.txt and "
                       "test.txt in CoNLL column format (word first, NER tag last, IOB1 or IOB2).")
   bert_flags.define_model_flags()
+  bert_flags.define_left_to_right_flag()
   bert_flags.define_bilstm_head_flags()
   bert_flags.define_finetuning_flags(max_seq_length_help="Longer sentences are split into "
                                      "windows, each word predicted in exactly one of them.")

@@ -16,6 +16,7 @@ def define_flags():
   flags.DEFINE_string("predict_file", None, "SQuAD json for predictions. E.g., dev-v1.1.json or "
                       "test-v1.1.json")
   bert_flags.define_model_flags()
+  bert_flags.define_left_to_right_flag()
   bert_flags.define_bilstm_head_flags()
   bert_flags.define_finetuning_flags(max_seq_length=384, with_eval=False)
   bert_flags.define_squad_flags()

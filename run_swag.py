@@ -15,6 +15,7 @@ def define_flags():
   flags.DEFINE_string("data_dir", None, "The input data dir. Should contain the SWAG csv files "
                       "train.csv, val.csv and test.csv (regular or full format).")
   bert_flags.define_model_flags()
+  bert_flags.define_left_to_right_flag()
   bert_flags.define_finetuning_flags()
   bert_flags.define_runtime_flags()
   flags.adopt_module_key_flags(bert_flags)  # --helpshort lists the shared flags too

@@ -207,6 +207,8 @@ def finetune_job(args, work_dir, config, data, row, task, variant):
       num_train_epochs=args.squad_epochs if task == "SQuAD" else args.epochs, seed=args.seed,
       dtype="float32", save_checkpoints_steps=100000, log_steps=20)
   cmd += [f"--init_checkpoint={pretrained}"] if pretrained else []
+  if row == "ltr":  # the paper keeps the left-only constraint at fine-tuning
+    cmd += ["--left_to_right"]
   if variant == "bilstm":
     cmd += ["--bilstm_head", f"--bilstm_hidden_size={args.lstm_units}"]
   if task in ("MRPC", "SST-2"):

@@ -316,6 +316,12 @@ def bilstm_units(path):
   return int(shape[0]) if shape else None
 
 
+def left_to_right(path):
+  """Whether a checkpoint holds a fine-tuned left-to-right (causal) task model (heads._TaskModel
+  with causal=True, which carries the modeling.LEFT_TO_RIGHT_MARKER variable)."""
+  return modeling.LEFT_TO_RIGHT_MARKER in open_checkpoint(path).shapes
+
+
 # --- TF1 name-based checkpoints -------------------------------------------------------------------
 
 def save_tf1_checkpoint(model, path, names=None, with_head=False):

@@ -340,15 +340,16 @@ class NerServer(tf.Module):
 # ---------------------------------------------------------------------------- models
 
 
-def build_model(task, config, num_labels=None, bilstm_units=None):
+def build_model(task, config, num_labels=None, bilstm_units=None, causal=False):
   """The task model, with variables, as the run script builds it (with a --bilstm_head BiLSTM of
-  bilstm_units per direction)."""
+  bilstm_units per direction; causal: fine-tuned with --left_to_right)."""
+  options = {"bilstm_units": bilstm_units, "causal": causal}
   if task == "classifier":
-    model = heads.BertClassifier(config, num_labels=num_labels, bilstm_units=bilstm_units)
+    model = heads.BertClassifier(config, num_labels=num_labels, **options)
   elif task == "squad":
-    model = heads.BertSpanLabeler(config, bilstm_units=bilstm_units)
+    model = heads.BertSpanLabeler(config, **options)
   elif task == "ner":
-    model = heads.BertTokenClassifier(config, num_labels, bilstm_units=bilstm_units)
+    model = heads.BertTokenClassifier(config, num_labels, **options)
   else:
     raise BertTfError(f"--task: {task!r} is not one of {', '.join(TASKS)}")
   zeros = tf.zeros([1, 2], tf.int32)
@@ -443,12 +444,14 @@ def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_s
   # The plain policy, not the mixed one training uses: the matmul weights are then stored in
   # bfloat16 (float16), the very numbers the mixed policy casts them to at every call, without
   # that cast (~20% of a batch-1 call). LayerNorm, embeddings and heads keep float32 either way.
-  # The model the checkpoint holds: with a --bilstm_head BiLSTM when it has one.
-  bilstm_units = checkpoints.bilstm_units(checkpoints.fine_tuned_prefix(init_checkpoint))
+  # The model the checkpoint holds: with a --bilstm_head BiLSTM when it has one, left to right
+  # when it was fine-tuned so.
+  prefix = checkpoints.fine_tuned_prefix(init_checkpoint)
   tf_keras.mixed_precision.set_global_policy(dtype)
   try:
     model = build_model(task, config, num_labels=1 if regression else len(label_list or []),
-                        bilstm_units=bilstm_units)
+                        bilstm_units=checkpoints.bilstm_units(prefix),
+                        causal=checkpoints.left_to_right(prefix))
   finally:
     tf_keras.mixed_precision.set_global_policy(previous)
   checkpoints.load_task_model(model, init_checkpoint, task)

@@ -141,7 +141,7 @@ def run(task_class, values):
   if getattr(values, "do_train", False) and strategy.extended.should_checkpoint:  # the chief
     predictor.write_task_config(task, values)  # what predictor.load(output_dir) builds
   model_fn = task.model_fn(config, training.trim_padding(values))
-  _check_bilstm_head(values, config)
+  _check_checkpoint_model(values, config)
   # Every split's data are read (and a bad row reported) before training starts.
   splits = {}
   for split, batch_size in _splits(values, plan, task):
@@ -190,15 +190,21 @@ def run(task_class, values):
   return results
 
 
-def _check_bilstm_head(values, config):
+def _check_checkpoint_model(values, config):
   """The checkpoint the run goes on from (output_dir's latest; without --do_train, else
-  --init_checkpoint) has the --bilstm_head BiLSTM the flags ask for, of the same size: a model
-  without it would otherwise read the BiLSTM's weights as nothing, or the other way round."""
-  if not hasattr(values, "bilstm_head"):  # a script without the flag (run_swag.py)
-    return
+  --init_checkpoint) holds the model the flags ask for: --left_to_right or not, and the
+  --bilstm_head BiLSTM of the same size or none (a model without it would otherwise read the
+  BiLSTM's weights as nothing, or the other way round)."""
   path = tf.train.latest_checkpoint(values.output_dir) or (
       None if values.do_train else values.init_checkpoint)
   if not path:
+    return
+  causal = checkpoints.left_to_right(path)
+  if causal != bool(getattr(values, "left_to_right", False)):
+    raise BertTfError(f"--left_to_right: {path} holds a model fine-tuned "
+                      f"{'left to right: pass' if causal else 'bidirectionally: leave out'} "
+                      f"--left_to_right (or train in a new --output_dir)")
+  if not hasattr(values, "bilstm_head"):  # a script without the flag (run_swag.py)
     return
   found, wanted = checkpoints.bilstm_units(path), heads.bilstm_units(values, config)
   if found == wanted:

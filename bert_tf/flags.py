@@ -178,6 +178,15 @@ def define_bilstm_head_flags():
           "BERT-Base), as the feature-based NER's --lstm_units.")
 
 
+def define_left_to_right_flag():
+  """--left_to_right for the fine-tuning scripts (run_pretraining.py has its own)."""
+  _define("bool", "left_to_right", False, "Fine-tune a --left_to_right pre-trained model as the "
+          "paper's Table 5 does: every position attends only to itself and its left, and a "
+          "classifier reads the pooler at the last real token (the only one that has seen the "
+          "whole input) instead of at [CLS]. The checkpoints say so: export_savedmodel.py and "
+          "bert_tf.predictor build the model the same way; a resumed run must pass it again.")
+
+
 def define_output_dir_flag():
   _define("string", "output_dir", None, "The output directory where the model checkpoints and "
           "results will be written.")

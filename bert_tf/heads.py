@@ -97,6 +97,13 @@ def bilstm_units(values, config):
   return size or config.hidden_size
 
 
+def model_options(values, config):
+  """The task model's keyword arguments the fine-tuning flag values ask for: bilstm_units
+  (--bilstm_head) and causal (--left_to_right)."""
+  return {"bilstm_units": bilstm_units(values, config),
+          "causal": bool(getattr(values, "left_to_right", False))}
+
+
 def sparse_cross_entropy(labels, logits, weights=None):
   """Mean softmax cross-entropy of integer labels; with weights, averaged over the weighted
   positions (e.g. the words of a tagging batch)."""
@@ -137,7 +144,8 @@ class _TaskModel(tf_keras.Model):
 
   trim_padding=True runs the encoder on each batch's longest sequence only (the outputs are the same:
   padding is masked out of attention); leave it off under XLA and on TPU. causal: the encoder
-  attends left to right only (a --left_to_right pre-trained model).
+  attends left to right only (fine-tuning a --left_to_right pre-trained model as the paper does);
+  the model then carries a `left_to_right` marker variable, so its checkpoints say so.
   """
 
   def __init__(self, config, dropout_rate, trim_padding=False, bilstm_units=None, causal=False,
@@ -146,6 +154,9 @@ class _TaskModel(tf_keras.Model):
     self.config = config
     self.trim_padding = trim_padding
     self.encoder = modeling.BertModel(config, causal=causal, name="bert")
+    self.causal = causal
+    if causal:
+      self.left_to_right = tf.Variable(True, trainable=False, name=modeling.LEFT_TO_RIGHT_MARKER)
     rate = config.hidden_dropout_prob if dropout_rate is None else dropout_rate
     self.dropout = modeling.Dropout(rate)
     self.bilstm_units = bilstm_units

@@ -316,6 +316,11 @@ class TransformerLayer(tf_keras.layers.Layer):
     return tf.cast(self.output_layer_norm(output + attention), x.dtype)
 
 
+# The name of the variable a fine-tuned left-to-right (causal) task model carries in its
+# checkpoints, so that whatever loads them (export, predictor, a resumed run) attends as it did.
+LEFT_TO_RIGHT_MARKER = "left_to_right"
+
+
 def attention_mask_adder(input_mask, causal=False, instance_ids=None):
   """float32 [B, 1, 1 or T, T]: 0 where attention is allowed, -10000 where it is not.
 
@@ -343,7 +348,9 @@ class BertModel(tf_keras.Model):
   bert_tf.packing) returns {"sequence_output": [B, T, H],
   "pooled_output": [B, H], "encoder_outputs": [L x [B, T, H]], "embedding_output": [B, T, H]},
   in the policy's compute dtype. `causal=True` lets each position attend only to itself and the
-  positions on its left (the paper's left-to-right ablation).
+  positions on its left (the paper's left-to-right ablation); the pooler then reads the last real
+  token, the only one that has seen the whole sequence (as GPT's classifier reads its last token),
+  instead of [CLS], which has seen only itself.
   """
 
   def __init__(self, config, causal=False, use_one_hot_embeddings=False, name="bert", **kwargs):
@@ -392,7 +399,11 @@ class BertModel(tf_keras.Model):
       x = layer(x, attention_adder, batch_size, seq_length, training=training)
       encoder_outputs.append(tf.reshape(x, [batch_size, seq_length, hidden_size]))
     sequence_output = encoder_outputs[-1]
-    pooled_output = self.pooler(sequence_output[:, 0])
+    if self.causal:
+      last = tf.maximum(tf.reduce_sum(tf.cast(input_mask, tf.int32), axis=1) - 1, 0)
+      pooled_output = self.pooler(tf.gather(sequence_output, last, axis=1, batch_dims=1))
+    else:
+      pooled_output = self.pooler(sequence_output[:, 0])
     return {
         "sequence_output": sequence_output,
         "pooled_output": pooled_output,

@@ -423,6 +423,9 @@ class NerTask:
                         f"{feature_extraction.FEATURE_LAYERS}")
     if values.export_dir and values.feature_based:
       raise BertTfError("--export_dir: not supported with --feature_based")
+    if values.feature_based and getattr(values, "left_to_right", False):
+      raise BertTfError("--left_to_right: not with --feature_based (its features come from the "
+                        "bidirectional encoder)")
     if values.feature_based and getattr(values, "bilstm_head", False):
       raise BertTfError("--bilstm_head: not with --feature_based, which has BiLSTMs of its own "
                         "(--lstm_units)")
@@ -450,7 +453,7 @@ class NerTask:
           config, num_labels, trim_padding=trim_padding, feature_layers=values.feature_layers,
           lstm_units=values.lstm_units)
     return lambda: heads.BertTokenClassifier(config, num_labels, trim_padding=trim_padding,
-                                             bilstm_units=heads.bilstm_units(values, config))
+                                             **heads.model_options(values, config))
 
   def loss_fn(self, features, outputs):
     """Cross-entropy averaged over the words (first sub-tokens) of the batch."""

@@ -346,7 +346,7 @@ class GlueTask:
   def model_fn(self, config, trim_padding=False):
     return lambda: heads.BertClassifier(config, num_labels=len(self.label_list),
                                         trim_padding=trim_padding,
-                                        bilstm_units=heads.bilstm_units(self.values, config))
+                                        **heads.model_options(self.values, config))
 
   def loss_fn(self, features, outputs):
     logits = outputs["logits"]

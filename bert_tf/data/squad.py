@@ -396,7 +396,7 @@ class SquadTask:
 
   def model_fn(self, config, trim_padding=False):
     return lambda: heads.BertSpanLabeler(config, trim_padding=trim_padding,
-                                         bilstm_units=heads.bilstm_units(self.values, config))
+                                         **heads.model_options(self.values, config))
 
   @staticmethod
   def loss_fn(features, outputs):

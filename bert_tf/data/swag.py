@@ -124,7 +124,8 @@ class SwagTask:
 
   def model_fn(self, config, trim_padding=False):
     return lambda: heads.BertMultipleChoice(config, num_choices=NUM_CHOICES,
-                                            trim_padding=trim_padding)
+                                            trim_padding=trim_padding,
+                                            **heads.model_options(self.values, config))
 
   def loss_fn(self, features, outputs):
     return heads.sparse_cross_entropy(features["label_ids"], outputs["logits"])
