@@ -41,7 +41,7 @@ DATA = os.path.join(os.path.dirname(REPO), "shared", "data")
 HELD_OUT_BOOK = "pg84-frankenstein.txt"  # as bench_packing_walltime.py's
 
 # Budgets: full run, then --quick's overrides.
-FULL = dict(pretrain_steps=150, pretrain_batch_size=32, heldout_eval_steps=20,
+FULL = dict(pretrain_steps=120, pretrain_batch_size=32, heldout_eval_steps=20,
             mrpc_train=0, sst2_train=2000, dev_limit=0, conll_train=2000, conll_dev=1000,
             squad_train=1000, squad_dev=300, epochs=1.0, squad_epochs=2.0, figure5_points=4,
             books=None)

@@ -231,7 +231,8 @@ def test_cut_lines(tmp_path):
 
 
 def test_report_only_reads_finished_jobs(tmp_path):
-  args = bench_ablations.parse_args([f"--work_dir={tmp_path}", "--report_only"])
+  args = bench_ablations.parse_args([f"--work_dir={tmp_path}", "--report_only",
+                                    "--pretrain_steps=150"])
   finished = {"heldout_bert": {"mlm_accuracy": 11.0, "step": 150, "seconds": 9.0},
               "finetune_bert_MRPC": {"score": 68.4, "seconds": 30.0},
               "finetune_bert_SST-2_step50": {"score": 55.0, "seconds": 20.0},
