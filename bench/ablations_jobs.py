@@ -154,8 +154,10 @@ def eval_metric(key, scale=100.0, file_name="eval_results.txt"):
 
 
 def heldout_metrics(folder):
+  """The held-out evaluation's accuracies (its global_step is 0: --init_checkpoint brings the
+  weights, not the step)."""
   values = read_key_values(os.path.join(folder, "output", "eval_results.txt"))
-  result = {"mlm_accuracy": 100 * values["masked_lm_accuracy"], "step": int(values["global_step"])}
+  result = {"mlm_accuracy": 100 * values["masked_lm_accuracy"]}
   if "next_sentence_accuracy" in values:
     result["nsp_accuracy"] = 100 * values["next_sentence_accuracy"]
   return result

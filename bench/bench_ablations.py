@@ -41,9 +41,9 @@ DATA = os.path.join(os.path.dirname(REPO), "shared", "data")
 HELD_OUT_BOOK = "pg84-frankenstein.txt"  # as bench_packing_walltime.py's
 
 # Budgets: full run, then --quick's overrides.
-FULL = dict(pretrain_steps=120, pretrain_batch_size=32, heldout_eval_steps=20,
+FULL = dict(pretrain_steps=100, pretrain_batch_size=32, heldout_eval_steps=20,
             mrpc_train=0, sst2_train=2000, dev_limit=0, conll_train=2000, conll_dev=1000,
-            squad_train=1000, squad_dev=300, epochs=1.0, squad_epochs=2.0, figure5_points=4,
+            squad_train=1000, squad_dev=300, epochs=1.0, squad_epochs=2.0, figure5_points=3,
             books=None)
 QUICK = dict(pretrain_steps=4, pretrain_batch_size=8, heldout_eval_steps=2, mrpc_train=48,
              sst2_train=48, dev_limit=48, conll_train=48, conll_dev=48, squad_train=40,
