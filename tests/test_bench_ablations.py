@@ -70,7 +70,8 @@ def test_parse_args_budgets():
 
 
 def _args(tmp_path):
-  return bench_ablations.parse_args([f"--work_dir={tmp_path}", "--pretrain_steps=150"])
+  return bench_ablations.parse_args([f"--work_dir={tmp_path}", "--pretrain_steps=150",
+                                    "--figure5_points=4"])
 
 
 def test_pretrain_commands(tmp_path):
@@ -231,7 +232,7 @@ def test_cut_lines(tmp_path):
 
 def test_report_only_reads_finished_jobs(tmp_path):
   args = bench_ablations.parse_args([f"--work_dir={tmp_path}", "--report_only",
-                                    "--pretrain_steps=150"])
+                                    "--pretrain_steps=150", "--figure5_points=4"])
   finished = {"heldout_bert": {"mlm_accuracy": 11.0, "step": 150, "seconds": 9.0},
               "finetune_bert_MRPC": {"score": 68.4, "seconds": 30.0},
               "finetune_bert_SST-2_step50": {"score": 55.0, "seconds": 20.0},
