@@ -242,29 +242,37 @@ def figure5_table(points, task):
                         [[str(step), cell(score)] for step, score in points])
 
 
+def compare(value, others, better):
+  """"yes" when value is strictly better (better: max or min) than every one of others, "tie"
+  when it equals the best of them, "no" otherwise; None without figures."""
+  others = [v for v in others if v is not None]
+  if value is None or not others:
+    return None
+  best = better(others)
+  if value == best:
+    return "tie"
+  return "yes" if better(value, best) == value else "no"
+
+
 def orderings(results, mixes, table8_task):
-  """The paper's orderings, each as (claim, True/False/None when a figure is missing)."""
+  """The paper's orderings, each as (claim, "yes" / "no" / "tie" / None: a figure is missing)."""
   ft = results["finetune"]
 
   def greater(a, b):
-    return None if ft.get(a) is None or ft.get(b) is None else ft[a] > ft[b]
+    return compare(ft.get(a), [ft.get(b)], max)
 
   claims = [("BERT > No NSP on MRPC", greater(("bert", "MRPC", ""), ("no_nsp", "MRPC", ""))),
             ("No NSP > LTR on SQuAD", greater(("no_nsp", "SQuAD", ""), ("ltr", "SQuAD", ""))),
             ("No NSP > LTR on CoNLL", greater(("no_nsp", "CoNLL", ""), ("ltr", "CoNLL", ""))),
             ("+ BiLSTM > LTR on SQuAD", greater(("ltr", "SQuAD", "bilstm"), ("ltr", "SQuAD", "")))]
-  feature = {mix: ft.get((mix_row(mix), "CoNLL", "feature")) for mix in mixes}
-  known = {mix: v for mix, v in feature.items() if v is not None}
-  if (80, 10, 10) in known and len(known) > 1:
-    claims.append(("80/10/10 best feature-based CoNLL",
-                   known[(80, 10, 10)] >= max(known.values())))
-  if (0, 0, 100) in known and len(known) > 1:
-    claims.append(("0/0/100 worst feature-based CoNLL", known[(0, 0, 100)] <= min(known.values())))
-  tuned = {mix: ft.get((mix_row(mix), table8_task, "")) for mix in mixes}
-  tuned = {mix: v for mix, v in tuned.items() if v is not None}
-  if (0, 0, 100) in tuned and len(tuned) > 1:
-    claims.append((f"0/0/100 worst fine-tuned {table8_task}",
-                   tuned[(0, 0, 100)] <= min(tuned.values())))
+  for variant, task, name in (("feature", "CoNLL", "feature-based CoNLL"),
+                              ("", table8_task, f"fine-tuned {table8_task}")):
+    scores = {mix: ft.get((mix_row(mix), task, variant)) for mix in mixes}
+    for mix, better, word in (((80, 10, 10), max, "best"), ((0, 0, 100), min, "worst")):
+      if mix in scores and len(scores) > 1:
+        others = [v for m, v in scores.items() if m != mix]
+        claims.append(("{}/{}/{} {} {}".format(*mix, word, name),
+                       compare(scores[mix], others, better)))
   return claims
 
 

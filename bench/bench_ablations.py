@@ -318,7 +318,7 @@ def report(args, results, seconds):
   print(jobs.figure5_table(points, args.figure5_task))
   print("\nThe paper's orderings at this scale:")
   for claim, holds in jobs.orderings(results, args.mixes, args.table8_task):
-    print(f"  {claim}: {'-' if holds is None else 'yes' if holds else 'no'}")
+    print(f"  {claim}: {holds or '-'}")
   print(f"\nwall time {seconds:.0f} s ({seconds / 60:.1f} min; the cached jobs' own times add "
         f"to {sum(results['seconds'].values()) / 60:.1f} min)")
   return points

@@ -206,13 +206,22 @@ def test_tables():
 
 def test_orderings():
   claims = dict(jobs.orderings(_results(), [(80, 10, 10), (0, 0, 100)], "CoNLL"))
-  assert claims["BERT > No NSP on MRPC"] is True
-  assert claims["No NSP > LTR on SQuAD"] is True
+  assert claims["BERT > No NSP on MRPC"] == "yes"
+  assert claims["No NSP > LTR on SQuAD"] == "yes"
   assert claims["No NSP > LTR on CoNLL"] is None  # no figures
-  assert claims["+ BiLSTM > LTR on SQuAD"] is True
-  assert claims["80/10/10 best feature-based CoNLL"] is False
-  assert claims["0/0/100 worst feature-based CoNLL"] is False
-  assert claims["0/0/100 worst fine-tuned CoNLL"] is True
+  assert claims["+ BiLSTM > LTR on SQuAD"] == "yes"
+  assert claims["80/10/10 best feature-based CoNLL"] == "no"
+  assert claims["0/0/100 worst feature-based CoNLL"] == "no"
+  assert claims["80/10/10 best fine-tuned CoNLL"] == "yes"
+  assert claims["0/0/100 worst fine-tuned CoNLL"] == "yes"
+
+
+def test_compare():
+  assert jobs.compare(5.0, [4.0, 3.0], max) == "yes"
+  assert jobs.compare(5.0, [5.0, 3.0], max) == "tie"
+  assert jobs.compare(4.0, [5.0, None], max) == "no"
+  assert jobs.compare(1.0, [2.0, 3.0], min) == "yes"
+  assert jobs.compare(None, [2.0], min) is None and jobs.compare(1.0, [None], min) is None
 
 
 def test_cut_lines(tmp_path):
