@@ -220,6 +220,10 @@ def table5(results):
   bilstm = [results["finetune"].get(("ltr", task, "bilstm")) for task in FINETUNE_TASKS]
   if any(v is not None for v in bilstm):
     lines.append(["+ BiLSTM (LTR & No NSP, --bilstm_head)", "-"] + [cell(v) for v in bilstm])
+  baseline = results.get("baseline", {})
+  if baseline:
+    lines.append(["trivial: majority class, no answer, all O", "-"] +
+                 [cell(baseline.get(task)) for task in FINETUNE_TASKS])
   return markdown_table(header, lines)
 
 

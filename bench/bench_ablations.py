@@ -22,6 +22,7 @@ Every job caches its result in --work_dir (rerunning continues a killed run; a f
 not rerun); --quick proves every path with tiny budgets in a few minutes.
 """
 import argparse
+import json
 import math
 import os
 import random
@@ -156,6 +157,24 @@ def prepare_task_data(args, work_dir):
   dirs["CoNLL"], _ = bench_ner.prepare_data(
       argparse.Namespace(work_dir=work_dir, seed=args.seed), args.conll_train, "data/conll")
   return dirs
+
+
+def trivial_baselines(work_dir):
+  """{task: dev score of a constant answer}: the majority class (MRPC, SST-2), "no answer"
+  (SQuAD 2.0 F1: the unanswerable share) and all O (CoNLL F1: 0), from the data in work_dir."""
+  scores = {"CoNLL": 0.0}
+  for task in ("MRPC", "SST-2"):
+    path = os.path.join(work_dir, "data", bench_glue.TASKS[task][0], "dev.tsv")
+    if os.path.exists(path):
+      labels = [row[bench_glue.TASKS[task][3]] for row in bench_glue.read_rows(path, True)]
+      scores[task] = 100 * max(labels.count(label) for label in set(labels)) / len(labels)
+  path = os.path.join(work_dir, "squad_data", "output", "dev.json")
+  if os.path.exists(path):
+    with open(path) as f:
+      questions = [qa for article in json.load(f)["data"] for paragraph in article["paragraphs"]
+                   for qa in paragraph["qas"]]
+    scores["SQuAD"] = 100 * sum(qa["is_impossible"] for qa in questions) / len(questions)
+  return scores
 
 
 # ------------------------------------------------------------------------------------ jobs
@@ -336,6 +355,7 @@ def main(argv=None):
 
   log(f"work dir {work_dir}; mixes {args.mixes}")
   results = run_all(args, work_dir, log)
+  results["baseline"] = trivial_baselines(work_dir)
   points = report(args, results, time.time() - start)
   if not args.report_only:
     figure = os.path.join(work_dir, "figure5.png") if args.quick else args.figure

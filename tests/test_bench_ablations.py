@@ -198,6 +198,10 @@ def test_tables():
   assert table[2] == "| BERT (MLM + NSP) | 12.3 | 70.0 | - | 60.0 | - |"
   assert table[4] == "| LTR & No NSP | 20.0 (next token) | - | - | - | 35.0 |"
   assert table[5] == "| + BiLSTM (LTR & No NSP, --bilstm_head) | - | - | - | - | 37.0 |"
+  assert len(table) == 6
+  results["baseline"] = {"MRPC": 68.38, "CoNLL": 0.0}
+  assert jobs.table5(results).splitlines()[6] == (
+      "| trivial: majority class, no answer, all O | - | 68.4 | - | 0.0 | - |")
   table = jobs.table8(results, [(80, 10, 10), (0, 0, 100)], "CoNLL").splitlines()
   assert table[2] == "| 80% | 10% | 10% | 12.3 | 60.0 | 50.0 |"
   assert table[3] == "| 0% | 0% | 100% | - | 52.0 | 55.0 |"
@@ -222,6 +226,19 @@ def test_compare():
   assert jobs.compare(4.0, [5.0, None], max) == "no"
   assert jobs.compare(1.0, [2.0, 3.0], min) == "yes"
   assert jobs.compare(None, [2.0], min) is None and jobs.compare(1.0, [None], min) is None
+
+
+def test_trivial_baselines(tmp_path):
+  os.makedirs(tmp_path / "data" / "MRPC")
+  (tmp_path / "data" / "MRPC" / "dev.tsv").write_text(
+      "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n" +
+      "1\ta\tb\tx\ty\n" * 3 + "0\ta\tb\tx\ty\n")
+  os.makedirs(tmp_path / "squad_data" / "output")
+  qas = [{"id": str(i), "is_impossible": i < 1} for i in range(4)]
+  (tmp_path / "squad_data" / "output" / "dev.json").write_text(
+      json.dumps({"data": [{"paragraphs": [{"qas": qas}]}]}))
+  assert bench_ablations.trivial_baselines(str(tmp_path)) == {"CoNLL": 0.0, "MRPC": 75.0,
+                                                              "SQuAD": 25.0}
 
 
 def test_cut_lines(tmp_path):
