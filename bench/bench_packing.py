@@ -35,7 +35,8 @@ import tensorflow as tf  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from bert_tf.config import BertConfig  # noqa: E402
+from bench_configs import CONFIGS, write_config  # noqa: E402,F401  (for bench_packing_*)
+from bert_tf.config import BertConfig  # noqa: E402,F401  (bench_packing_walltime)
 
 flags.DEFINE_string("data_dir", os.path.join(os.path.dirname(REPO), "shared", "data"),
                     "The shared data (corpus/gutenberg, vocab).")
@@ -53,12 +54,6 @@ flags.DEFINE_string("cache_dir", os.path.join(tempfile.gettempdir(), "bert_tf_be
                     "Where the records are made once and kept.")
 FLAGS = flags.FLAGS
 
-CONFIGS = {
-    "small": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
-                  intermediate_size=1024),
-    "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                 intermediate_size=3072),
-}
 ROWS = {("small", 128): 32, ("small", 512): 8, ("base", 128): 8, ("base", 512): 2}
 
 
@@ -121,7 +116,7 @@ def last_rate(log, name):
 def time_run(model, seq, packed, records, steps, work_dir):
   """{rows, instances, real tokens} per second of one run_pretraining.py process."""
   config_file = os.path.join(work_dir, f"{model}.json")
-  BertConfig(vocab_size=30522, type_vocab_size=2, **CONFIGS[model]).to_json_file(config_file)
+  write_config(model, config_file)
   output_dir = tempfile.mkdtemp(dir=work_dir)
   cmd = [sys.executable, "run_pretraining.py", f"--bert_config_file={config_file}",
          f"--input_file={records}", f"--output_dir={output_dir}", "--do_train",
