@@ -316,6 +316,11 @@ def bilstm_units(path):
   return int(shape[0]) if shape else None
 
 
+# What reading a damaged checkpoint raises (a truncated data file reads as IndexError).
+READ_ERRORS = (tf.errors.DataLossError, tf.errors.NotFoundError, tf.errors.InvalidArgumentError,
+               IndexError)
+
+
 def left_to_right(path):
   """Whether a checkpoint holds a fine-tuned left-to-right (causal) task model (heads._TaskModel
   with causal=True, which carries the modeling.LEFT_TO_RIGHT_MARKER variable)."""

@@ -222,14 +222,17 @@ def _check_checkpoint_model(values, config):
       None if values.do_train else values.init_checkpoint)
   if not path:
     return
-  causal = checkpoints.left_to_right(path)
+  try:
+    causal, found = checkpoints.left_to_right(path), checkpoints.bilstm_units(path)
+  except checkpoints.READ_ERRORS:
+    return  # a damaged checkpoint: restoring it says so (training.py)
   if causal != bool(getattr(values, "left_to_right", False)):
     raise BertTfError(f"--left_to_right: {path} holds a model fine-tuned "
                       f"{'left to right: pass' if causal else 'bidirectionally: leave out'} "
                       f"--left_to_right (or train in a new --output_dir)")
   if not hasattr(values, "bilstm_head"):  # a script without the flag (run_swag.py)
     return
-  found, wanted = checkpoints.bilstm_units(path), heads.bilstm_units(values, config)
+  wanted = heads.bilstm_units(values, config)
   if found == wanted:
     return
   if not wanted:

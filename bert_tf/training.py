@@ -71,6 +71,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from bert_tf import checkpoints
 from bert_tf import optimization
 from bert_tf import progress
 from bert_tf import run_dir
@@ -412,8 +413,7 @@ def _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoi
                  f" (--init_checkpoint {init_checkpoint} is ignored)" if init_checkpoint else "")
     try:
       checkpoint.restore(latest).assert_existing_objects_matched()
-    except (tf.errors.DataLossError, tf.errors.NotFoundError, tf.errors.InvalidArgumentError,
-            IndexError) as e:  # a truncated data file reads as IndexError
+    except checkpoints.READ_ERRORS as e:
       message = (getattr(e, "message", None) or str(e)).strip().splitlines()[0]
       raise BertTfError(f"{latest}: cannot be read ({message}): the "
                         f"latest checkpoint of --output_dir is damaged; move its files aside to "
