@@ -68,7 +68,9 @@ def test_killed_twice_and_restarted_ends_with_the_same_weights(tmp_path):
   straight_dir, killed_dir = str(tmp_path / "straight"), str(tmp_path / "killed")
   code, log = run(command(tmp_path, straight_dir, *flags))
   assert code == 0, log[-3000:]
-  kill_steps = sorted(random.sample(range(2, steps - 1), 2))
+  # The first kill anywhere up to the middle, the second after checkpoints 4, 8 and 12 are saved
+  # (two kills before step 4 would leave nothing to resume from).
+  kill_steps = [random.randrange(2, steps // 2), random.randrange(steps // 2 + 1, steps - 1)]
   for kill_step in kill_steps:
     proc = subprocess.Popen(command(tmp_path, killed_dir, *flags), cwd=REPO, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -82,7 +84,7 @@ def test_killed_twice_and_restarted_ends_with_the_same_weights(tmp_path):
     assert proc.returncode == -signal.SIGKILL, "".join(seen)[-3000:]
   code, log = run(command(tmp_path, killed_dir, *flags))
   assert code == 0, log[-3000:]
-  assert "Resuming from" in log
+  assert "Resuming from" in log, f"killed at steps {kill_steps}"
   # The curve covers the whole run, the steps the kills cut off and the resume redid included.
   assert [step for step, _ in scalars.read_scalars(os.path.join(killed_dir, "train"))["loss"]] == (
       list(range(1, steps + 1)))
