@@ -154,6 +154,11 @@ def test_run_job_caches_and_resumes(tmp_path):
   assert logged[-1].startswith("j: cached")
   with open(tmp_path / "j" / "result.json") as f:
     assert json.load(f)["score"] == pytest.approx(75.0)
+  # The same job name with other flags (another budget) does not take the old result.
+  other = jobs.Job("j", job.command + ["--other"], parse=job.parse)
+  with pytest.raises(SystemExit, match="another command"):
+    jobs.run_job(other, work, logged.append)
+  assert counter.read_text() == "x"
 
 
 def test_run_job_failure_is_rerun(tmp_path):
@@ -265,7 +270,7 @@ def test_report_only_reads_finished_jobs(tmp_path):
               "finetune_mask_0_0_100_CoNLL_feature": {"score": 12.5, "seconds": 40.0}}
   for name, result in finished.items():
     os.makedirs(tmp_path / name)
-    jobs.save_result(jobs.Job(name, []), str(tmp_path), result)
+    (tmp_path / name / "result.json").write_text(json.dumps(result))  # saved without a command
   os.makedirs(tmp_path / "finetune_no_nsp_MRPC")  # started, not finished: no result.json
   results = bench_ablations.run_all(args, str(tmp_path), lambda m: None)
   assert results["heldout"]["bert"]["mlm_accuracy"] == 11.0
