@@ -106,6 +106,8 @@ def test_finetune_commands(tmp_path):
   assert name == "finetune_ltr_SQuAD_bilstm" and cmd[1] == "run_squad.py"
   assert {"--bilstm_head", "--bilstm_hidden_size=128", "--train_file=squad/train.json",
           f"--init_checkpoint={tmp_path}/pretrain_ltr/output"} <= set(cmd)
+  assert "--left_to_right" in cmd  # the LTR row stays left-only when fine-tuned
+  assert "--left_to_right" not in command("no_nsp", "SQuAD")[1]
   _, cmd = command("mask_0_0_100", "CoNLL", "feature")
   assert cmd[1] == "run_ner.py" and "--feature_based" in cmd
   assert [c for c in cmd if c.startswith("--learning_rate")] == ["--learning_rate=1e-3"]
