@@ -78,18 +78,24 @@ def result_path(job, work_dir):
 
 
 def cached_result(job, work_dir):
-  """The job's saved result, or None when it has not finished."""
+  """The job's saved result, or None when it has not finished. A result saved by another command
+  (other budgets in the same work dir) is an error: its checkpoints would be resumed too."""
   path = result_path(job, work_dir)
   if not os.path.exists(path):
     return None
   with open(path) as f:
-    return json.load(f)
+    result = json.load(f)
+  command = result.pop("command", None)
+  if command is not None and command != job.command:
+    raise SystemExit(f"{job.name}: {path} was made by another command (other flags); use "
+                     f"another --work_dir, or the flags it was made with")
+  return result
 
 
 def save_result(job, work_dir, result):
   path = result_path(job, work_dir)
   with open(path + ".tmp", "w") as f:
-    json.dump(result, f, indent=1, sort_keys=True)
+    json.dump(dict(result, command=job.command), f, indent=1, sort_keys=True)
   os.replace(path + ".tmp", path)
 
 

@@ -106,6 +106,8 @@ def test_finetune_commands(tmp_path):
   assert name == "finetune_ltr_SQuAD_bilstm" and cmd[1] == "run_squad.py"
   assert {"--bilstm_head", "--bilstm_hidden_size=128", "--train_file=squad/train.json",
           f"--init_checkpoint={tmp_path}/pretrain_ltr/output"} <= set(cmd)
+  assert "--left_to_right" in cmd  # the LTR row stays left-only when fine-tuned
+  assert "--left_to_right" not in command("no_nsp", "SQuAD")[1]
   _, cmd = command("mask_0_0_100", "CoNLL", "feature")
   assert cmd[1] == "run_ner.py" and "--feature_based" in cmd
   assert [c for c in cmd if c.startswith("--learning_rate")] == ["--learning_rate=1e-3"]
@@ -154,6 +156,11 @@ def test_run_job_caches_and_resumes(tmp_path):
   assert logged[-1].startswith("j: cached")
   with open(tmp_path / "j" / "result.json") as f:
     assert json.load(f)["score"] == pytest.approx(75.0)
+  # The same job name with other flags (another budget) does not take the old result.
+  other = jobs.Job("j", job.command + ["--other"], parse=job.parse)
+  with pytest.raises(SystemExit, match="another command"):
+    jobs.run_job(other, work, logged.append)
+  assert counter.read_text() == "x"
 
 
 def test_run_job_failure_is_rerun(tmp_path):
@@ -265,7 +272,7 @@ def test_report_only_reads_finished_jobs(tmp_path):
               "finetune_mask_0_0_100_CoNLL_feature": {"score": 12.5, "seconds": 40.0}}
   for name, result in finished.items():
     os.makedirs(tmp_path / name)
-    jobs.save_result(jobs.Job(name, []), str(tmp_path), result)
+    (tmp_path / name / "result.json").write_text(json.dumps(result))  # saved without a command
   os.makedirs(tmp_path / "finetune_no_nsp_MRPC")  # started, not finished: no result.json
   results = bench_ablations.run_all(args, str(tmp_path), lambda m: None)
   assert results["heldout"]["bert"]["mlm_accuracy"] == 11.0
