@@ -77,16 +77,18 @@ def result_path(job, work_dir):
   return os.path.join(job.folder(work_dir), "result.json")
 
 
-def cached_result(job, work_dir):
+def cached_result(job, work_dir, check_command=True):
   """The job's saved result, or None when it has not finished. A result saved by another command
-  (other budgets in the same work dir) is an error: its checkpoints would be resumed too."""
+  (other budgets in the same work dir) is an error: its checkpoints would be resumed too
+  (check_command=False: reading a report, where the data jobs' paths are not known)."""
   path = result_path(job, work_dir)
   if not os.path.exists(path):
     return None
   with open(path) as f:
     result = json.load(f)
   command = result.pop("command", None)
-  if command is not None and command != job.command:
+  # The interpreter aside (a worktree without its own .venv runs another one's).
+  if check_command and command is not None and command[1:] != job.command[1:]:
     raise SystemExit(f"{job.name}: {path} was made by another command (other flags); use "
                      f"another --work_dir, or the flags it was made with")
   return result

@@ -263,7 +263,7 @@ def run_all(args, work_dir, log):
 
   def run(job):
     if args.report_only:
-      result = jobs.cached_result(job, work_dir)
+      result = jobs.cached_result(job, work_dir, check_command=False)
     else:
       result = jobs.run_job(job, work_dir, log)
     if result is not None:
