@@ -55,8 +55,16 @@ def _serve(socket_path):
   listener.listen(16)
   signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the per-request processes reap themselves
   print("ready", flush=True)
+  parent = os.getppid()
+  listener.settimeout(2)
   while True:
-    conn, _ = listener.accept()
+    try:
+      conn, _ = listener.accept()
+    except socket.timeout:
+      if os.getppid() != parent:  # the test process is gone (killed): so is its server
+        os._exit(0)
+      continue
+    conn.settimeout(None)
     request = json.loads(conn.makefile("r").readline())
     sys.stdout.flush()
     sys.stderr.flush()
