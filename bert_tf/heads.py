@@ -24,6 +24,11 @@ from bert_tf import modeling
 from bert_tf.errors import BertTfError
 
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+# The original's run_classifier.py and run_squad.py draw a new `output_weights` from a truncated
+# normal of stddev 0.02 whatever the config's initializer_range; every head here does. (The
+# dropout in front of the output layer stays the config's hidden_dropout_prob, where the original's
+# classifier hard-codes 0.1: README, "Different on purpose".)
+HEAD_INITIALIZER_RANGE = 0.02
 # Packed rows (bert_tf.packing_finetune) add positions and the instances attention stays inside.
 PACKED_INPUT_NAMES = ("position_ids", "instance_ids")
 
@@ -214,8 +219,8 @@ class BertClassifier(_TaskModel):
   def __init__(self, config, num_labels, dropout_rate=None, name="bert_classifier", **kwargs):
     super().__init__(config, dropout_rate, name=name, **kwargs)
     self.num_labels = num_labels
-    self.classifier = OutputProjection(num_labels, self.head_input_size,
-                                       config.initializer_range, name="classifier")
+    self.classifier = OutputProjection(num_labels, self.head_input_size, HEAD_INITIALIZER_RANGE,
+                                       name="classifier")
 
   def call(self, inputs, training=False):
     if self.bilstm is None:
@@ -238,7 +243,7 @@ class BertMultipleChoice(_TaskModel):
                **kwargs):
     super().__init__(config, dropout_rate, name=name, **kwargs)
     self.num_choices = num_choices
-    self.classifier = OutputProjection(1, config.hidden_size, config.initializer_range,
+    self.classifier = OutputProjection(1, config.hidden_size, HEAD_INITIALIZER_RANGE,
                                        name="classifier")
 
   def call(self, inputs, training=False):
@@ -266,7 +271,7 @@ class BertSpanLabeler(_TaskModel):
 
   def __init__(self, config, dropout_rate=0.0, name="bert_span_labeler", **kwargs):
     super().__init__(config, dropout_rate, name=name, **kwargs)
-    self.span_head = OutputProjection(2, self.head_input_size, config.initializer_range,
+    self.span_head = OutputProjection(2, self.head_input_size, HEAD_INITIALIZER_RANGE,
                                       scope="cls/squad", name="span_head")
 
   def call(self, inputs, training=False):
@@ -284,8 +289,8 @@ class BertTokenClassifier(_TaskModel):
                **kwargs):
     super().__init__(config, dropout_rate, name=name, **kwargs)
     self.num_labels = num_labels
-    self.classifier = OutputProjection(num_labels, self.head_input_size,
-                                       config.initializer_range, name="classifier")
+    self.classifier = OutputProjection(num_labels, self.head_input_size, HEAD_INITIALIZER_RANGE,
+                                       name="classifier")
 
   def call(self, inputs, training=False):
     sequence, _ = self.sequence_features(inputs, training)
