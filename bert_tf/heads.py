@@ -157,6 +157,9 @@ class _TaskModel(tf_keras.Model):
   attends left to right only (fine-tuning a --left_to_right pre-trained model as the paper does);
   the model then carries a `left_to_right` marker variable, so its checkpoints say so.
   """
+  # Whether training runs at full length even with trim_padding (a loss that reads the outputs at
+  # the padding).
+  untrimmed_in_training = False
 
   def __init__(self, config, dropout_rate, trim_padding=False, bilstm_units=None, causal=False,
                **kwargs):
@@ -181,7 +184,8 @@ class _TaskModel(tf_keras.Model):
     if self.bilstm is not None and "instance_ids" in inputs:
       raise BertTfError("--pack_sequences: not with --bilstm_head (its LSTM would read across "
                         "the examples of a row)")
-    inputs = trimmed_inputs(inputs) if self.trim_padding else encoder_inputs(inputs)
+    trim = self.trim_padding and not (training and self.untrimmed_in_training)
+    inputs = trimmed_inputs(inputs) if trim else encoder_inputs(inputs)
     return self.encoder(inputs, training=training), inputs
 
   def sequence_features(self, inputs, training):
@@ -266,8 +270,11 @@ class BertSpanLabeler(_TaskModel):
   BiLSTM's outputs).
 
   The original run_squad.py applies no dropout before its output layer, so the default here is
-  none; pass dropout_rate to add some.
+  none; pass dropout_rate to add some. Its loss is a softmax over every position, the padding's
+  logits included, so training runs untrimmed: trimmed, a batch's loss (and the global norm its
+  gradients are clipped to) would depend on its longest sequence, which the original's does not.
   """
+  untrimmed_in_training = True
 
   def __init__(self, config, dropout_rate=0.0, name="bert_span_labeler", **kwargs):
     super().__init__(config, dropout_rate, name=name, **kwargs)
