@@ -393,3 +393,25 @@ def test_new_heads_start_as_the_originals_whatever_initializer_range():
     head = getattr(model, weights).output_weights.numpy()
     assert 0.015 < head.std() < 0.025 and np.abs(head).max() <= 0.04  # truncated at 2 stddev
     assert model.encoder.pooler.kernel.numpy().std() > 0.5  # the encoder keeps its range
+
+
+def test_squad_trains_at_full_length_as_its_loss_reads_the_padding():
+  """The original's SQuAD loss is a softmax over all max_seq_length logits, the padding's
+  included: in training our span labeler computes them even with trim_padding (predictions, which
+  read real positions only, still run trimmed)."""
+  from bert_tf import heads
+  from bert_tf.config import BertConfig
+  config = BertConfig.from_dict(CONFIG)
+  rng = np.random.RandomState(0)
+  mask = np.zeros((2, 12), np.int32)
+  mask[0, :5], mask[1, :7] = 1, 1  # the longest is 7 of 12
+  inputs = {"input_ids": tf.constant(rng.randint(0, CONFIG["vocab_size"], (2, 12)) * mask),
+            "input_mask": tf.constant(mask), "segment_ids": tf.zeros((2, 12), tf.int32)}
+  full, trimmed = heads.BertSpanLabeler(config), heads.BertSpanLabeler(config, trim_padding=True)
+  full(inputs)
+  trimmed(inputs)
+  trimmed.set_weights(full.get_weights())
+  want, got = full(inputs, training=True), trimmed(inputs, training=True)
+  np.testing.assert_allclose(got["start_logits"], want["start_logits"], atol=1e-5)
+  assert np.abs(want["start_logits"].numpy()[:, 7:]).min() > 0  # real logits at the padding
+  assert np.all(trimmed(inputs)["start_logits"].numpy()[:, 7:] == 0)  # prediction: trimmed
