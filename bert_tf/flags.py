@@ -97,7 +97,7 @@ _GROUPS = {
     "training": ("do_train do_eval do_predict train_batch_size eval_batch_size predict_batch_size "
                  "batch_size learning_rate num_train_epochs warmup_proportion num_train_steps "
                  "num_warmup_steps max_eval_steps optimizer adam_bias_correction "
-                 "gradient_accumulation_steps seed eval_every_n_steps keep_best_metric "
+                 "gradient_accumulation_steps clip_norm_rule seed eval_every_n_steps keep_best_metric "
                  "early_stopping_patience pack_sequences max_instances_per_row"),
     "output": ("output_dir output_file overwrite output output_format export_dir "
                "export_tf1_checkpoint save_checkpoints_steps keep_checkpoint_max log_steps "
@@ -341,6 +341,12 @@ def define_training_runtime_flags():
   _define("integer", "gradient_accumulation_steps", 1, "Split each batch of --train_batch_size "
           "into this many micro-batches and apply their summed gradients once (same result, less "
           "memory).")
+  _define_enum("clip_norm_rule", "original", ["original", "per_position", "dense"],
+               "How the global norm that gradients are clipped to (1.0) is counted. per_position: "
+               "the word-embedding gradient as one row per looked-up position, a token seen k "
+               "times adding |g1|^2 + ... + |gk|^2, as the original on CPU/GPU (its lookup is a "
+               "gather); dense: the norm of the summed gradients, as the original with --use_tpu "
+               "(one-hot lookups). original: whichever the original used on this device.")
   _define("integer", "save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
   _define("integer", "keep_checkpoint_max", 5, "How many recent checkpoints to keep.")
   _define("integer", "iterations_per_loop", 1000, "How many steps to make in each estimator "

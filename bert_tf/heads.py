@@ -24,6 +24,11 @@ from bert_tf import modeling
 from bert_tf.errors import BertTfError
 
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+# The original's run_classifier.py and run_squad.py draw a new `output_weights` from a truncated
+# normal of stddev 0.02 whatever the config's initializer_range; every head here does. (The
+# dropout in front of the output layer stays the config's hidden_dropout_prob, where the original's
+# classifier hard-codes 0.1: README, "Different on purpose".)
+HEAD_INITIALIZER_RANGE = 0.02
 # Packed rows (bert_tf.packing_finetune) add positions and the instances attention stays inside.
 PACKED_INPUT_NAMES = ("position_ids", "instance_ids")
 
@@ -152,6 +157,9 @@ class _TaskModel(tf_keras.Model):
   attends left to right only (fine-tuning a --left_to_right pre-trained model as the paper does);
   the model then carries a `left_to_right` marker variable, so its checkpoints say so.
   """
+  # Whether training runs at full length even with trim_padding (a loss that reads the outputs at
+  # the padding).
+  untrimmed_in_training = False
 
   def __init__(self, config, dropout_rate, trim_padding=False, bilstm_units=None, causal=False,
                **kwargs):
@@ -176,7 +184,8 @@ class _TaskModel(tf_keras.Model):
     if self.bilstm is not None and "instance_ids" in inputs:
       raise BertTfError("--pack_sequences: not with --bilstm_head (its LSTM would read across "
                         "the examples of a row)")
-    inputs = trimmed_inputs(inputs) if self.trim_padding else encoder_inputs(inputs)
+    trim = self.trim_padding and not (training and self.untrimmed_in_training)
+    inputs = trimmed_inputs(inputs) if trim else encoder_inputs(inputs)
     return self.encoder(inputs, training=training), inputs
 
   def sequence_features(self, inputs, training):
@@ -214,8 +223,8 @@ class BertClassifier(_TaskModel):
   def __init__(self, config, num_labels, dropout_rate=None, name="bert_classifier", **kwargs):
     super().__init__(config, dropout_rate, name=name, **kwargs)
     self.num_labels = num_labels
-    self.classifier = OutputProjection(num_labels, self.head_input_size,
-                                       config.initializer_range, name="classifier")
+    self.classifier = OutputProjection(num_labels, self.head_input_size, HEAD_INITIALIZER_RANGE,
+                                       name="classifier")
 
   def call(self, inputs, training=False):
     if self.bilstm is None:
@@ -238,7 +247,7 @@ class BertMultipleChoice(_TaskModel):
                **kwargs):
     super().__init__(config, dropout_rate, name=name, **kwargs)
     self.num_choices = num_choices
-    self.classifier = OutputProjection(1, config.hidden_size, config.initializer_range,
+    self.classifier = OutputProjection(1, config.hidden_size, HEAD_INITIALIZER_RANGE,
                                        name="classifier")
 
   def call(self, inputs, training=False):
@@ -261,12 +270,15 @@ class BertSpanLabeler(_TaskModel):
   BiLSTM's outputs).
 
   The original run_squad.py applies no dropout before its output layer, so the default here is
-  none; pass dropout_rate to add some.
+  none; pass dropout_rate to add some. Its loss is a softmax over every position, the padding's
+  logits included, so training runs untrimmed: trimmed, a batch's loss (and the global norm its
+  gradients are clipped to) would depend on its longest sequence, which the original's does not.
   """
+  untrimmed_in_training = True
 
   def __init__(self, config, dropout_rate=0.0, name="bert_span_labeler", **kwargs):
     super().__init__(config, dropout_rate, name=name, **kwargs)
-    self.span_head = OutputProjection(2, self.head_input_size, config.initializer_range,
+    self.span_head = OutputProjection(2, self.head_input_size, HEAD_INITIALIZER_RANGE,
                                       scope="cls/squad", name="span_head")
 
   def call(self, inputs, training=False):
@@ -284,8 +296,8 @@ class BertTokenClassifier(_TaskModel):
                **kwargs):
     super().__init__(config, dropout_rate, name=name, **kwargs)
     self.num_labels = num_labels
-    self.classifier = OutputProjection(num_labels, self.head_input_size,
-                                       config.initializer_range, name="classifier")
+    self.classifier = OutputProjection(num_labels, self.head_input_size, HEAD_INITIALIZER_RANGE,
+                                       name="classifier")
 
   def call(self, inputs, training=False):
     sequence, _ = self.sequence_features(inputs, training)

@@ -7,6 +7,14 @@ The original (bert/optimization.py) updated every parameter p with gradient g as
   p = p - lr(step) * update
 with gradients clipped to global norm 1.0 first, and lr(step) = init_lr * step / warmup during
 warmup, else init_lr * (1 - step / num_train_steps) (step = updates done so far, from 0).
+
+The global norm the original clipped by is that of the gradients as TF1 produced them: on CPU and
+GPU its word-embedding lookup is a gather, whose gradient is an IndexedSlices with one row per
+looked-up position, and tf.clip_by_global_norm sums those rows' squared norms (a token seen k
+times adds |g1|^2 + ... + |gk|^2, not |g1 + ... + gk|^2). With --use_tpu (one-hot lookups) and
+wherever the table's gradient has a dense part too (run_pretraining.py's masked LM reads the
+table as its output weights) the gradient is dense, and so is its norm. CLIP_NORM_RULES names
+the two; bert_tf.training applies the rule (create_optimizer(clip_norm=None) then clips nothing).
 """
 import re
 
@@ -17,6 +25,26 @@ from bert_tf.errors import BertTfError
 
 EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 OPTIMIZER_TYPES = ("adamw", "lamb")
+# per_position: the original's on CPU/GPU (see the module docstring); dense: with --use_tpu.
+CLIP_NORM_RULES = ("per_position", "dense")
+# The variables whose IndexedSlices gradients count per position under the per_position rule: the
+# word embeddings only (the original looked token types up one-hot, always: dense).
+PER_POSITION_VARIABLES = ("word_embeddings",)
+
+
+def squared_norm(gradient):
+  """The squared L2 norm (float32 scalar) tf.global_norm counts for one gradient: of an
+  IndexedSlices, the sum of its rows' (repeated indices not summed first)."""
+  values = gradient.values if isinstance(gradient, tf.IndexedSlices) else gradient
+  return tf.reduce_sum(tf.square(tf.cast(values, tf.float32)))
+
+
+def clip_by_global_norm(gradients, clip_norm, global_squared_norm):
+  """gradients (dense) times clip_norm / max(global norm, clip_norm), as tf.clip_by_global_norm,
+  with the global norm sqrt(global_squared_norm) counted by the caller (see squared_norm)."""
+  norm = tf.sqrt(global_squared_norm)
+  scale = clip_norm * tf.minimum(1.0 / norm, 1.0 / clip_norm)
+  return [g * tf.cast(scale, g.dtype) for g in gradients]
 
 
 class WarmupLinearDecay(tf_keras.optimizers.schedules.LearningRateSchedule):
@@ -172,8 +200,9 @@ def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer_type=
   """The original's optimizer set-up (schedule, decay, clipping) as a tf_keras optimizer.
 
   adam_bias_correction=True gives "adamw" Adam's bias correction (see AdamWeightDecay); LAMB always
-  has it. Gradients are clipped to global norm `clip_norm` (after the cross-replica sum) by the
-  optimizer itself; optimizer.iterations is the global step.
+  has it. Gradients are clipped to the dense global norm `clip_norm` (after the cross-replica sum)
+  by the optimizer itself; clip_norm=None clips nothing (bert_tf.training clips by the rule it is
+  given, then applies). optimizer.iterations is the global step.
   """
   if optimizer_type not in OPTIMIZER_TYPES:
     raise BertTfError(f"--optimizer: {optimizer_type!r} is not one of {OPTIMIZER_TYPES}")

@@ -19,7 +19,7 @@ API (stable; later changes only add keyword arguments):
                 weight_decay_rate=0.01, save_checkpoints_steps=1000, keep_checkpoint_max=5,
                 steps_per_loop=1000, log_steps=100, gradient_accumulation_steps=1, metric_fn=None,
                 seed=None, use_xla=False, train_batch_size=None, adam_bias_correction=False,
-                evaluator=None)
+                evaluator=None, clip_norm_rule=None)
       model_fn()                      -> a tf_keras.Model (called inside strategy.scope()); a task
                                          model holds its encoder as `.encoder`.
       loss_fn(features, outputs)      -> float32 scalar: the mean loss of this replica's
@@ -48,7 +48,11 @@ API (stable; later changes only add keyword arguments):
       stop at once. TensorBoard summaries go to output_dir/train; a progress line
       (steps/s, examples/s, ETA) is logged every log_steps, and a live bar drawn on a terminal
       (bert_tf.scalars.TrainLog). Returns the trained model; global_step(model) gives its step,
-      model.train_summary the scalars of the last line.
+      model.train_summary the scalars of the last line. Gradients are clipped to global norm 1.0
+      after the cross-replica sum, the norm counted by clip_norm_rule (one of
+      bert_tf.optimization.CLIP_NORM_RULES; None: the original's on this device, "dense" on TPU,
+      else "per_position": the word-embedding gradient's rows, one per looked-up position of
+      every replica and micro-batch, each count on its own, as the original's CPU/GPU runs did).
 
   results = evaluate(strategy, model, eval_input_fn, metric_fn, loss_fn=None, steps=None,
                      global_step=None)
@@ -80,6 +84,7 @@ from bert_tf.errors import BertTfError
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+CLIP_NORM = 1.0  # the original's clip_by_global_norm(grads, clip_norm=1.0)
 
 
 # ---------------------------------------------------------------------------- set-up
@@ -165,7 +170,15 @@ def train_options(values):
               save_checkpoints_steps=values.save_checkpoints_steps,
               keep_checkpoint_max=values.keep_checkpoint_max,
               steps_per_loop=values.iterations_per_loop, log_steps=values.log_steps,
-              use_xla=values.use_xla, seed=values.seed)
+              use_xla=values.use_xla, seed=values.seed,
+              clip_norm_rule=clip_norm_rule(values))
+
+
+def clip_norm_rule(values):
+  """train()'s clip_norm_rule for --clip_norm_rule: None (the original's on the device) for
+  "original"."""
+  rule = getattr(values, "clip_norm_rule", "original")
+  return None if rule == "original" else rule
 
 
 # ---------------------------------------------------------------------------- model building
@@ -292,7 +305,7 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
           weight_decay_rate=0.01, save_checkpoints_steps=1000, keep_checkpoint_max=5,
           steps_per_loop=1000, log_steps=100, gradient_accumulation_steps=1, metric_fn=None,
           seed=None, use_xla=False, train_batch_size=None, adam_bias_correction=False,
-          evaluator=None):
+          evaluator=None, clip_norm_rule=None):
   """Trains model_fn()'s model to num_train_steps optimizer steps; see the module docstring."""
   _check_train_arguments(gradient_accumulation_steps, save_checkpoints_steps)
   tf.io.gfile.makedirs(output_dir)
@@ -302,7 +315,7 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
   state = _TrainState(strategy, model_fn, iterators.element_spec, metric_fn, dict(
       init_lr=learning_rate, num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
       optimizer_type=optimizer_type, weight_decay_rate=weight_decay_rate,
-      adam_bias_correction=adam_bias_correction))
+      adam_bias_correction=adam_bias_correction, clip_norm=None))
   if _is_chief(strategy):
     run_dir.check_same_run(output_dir, state.model, dict(
         learning_rate=learning_rate, num_warmup_steps=num_warmup_steps,
@@ -311,7 +324,8 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
   manager = _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoint,
                                    keep_checkpoint_max)
   train_loop = _train_loop_function(strategy, state, iterators, loss_fn, metric_fn,
-                                    gradient_accumulation_steps, use_xla)
+                                    gradient_accumulation_steps, use_xla,
+                                    _clip_norm_rule(strategy, clip_norm_rule))
   log = scalars.TrainLog(state, output_dir, num_train_steps, train_batch_size, log_steps,
                          chief=_is_chief(strategy), timed=not isinstance(
                              strategy, tf.distribute.MultiWorkerMirroredStrategy))
@@ -345,6 +359,15 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
     log.close()
   state.model.global_step = step
   return state.model
+
+
+def _clip_norm_rule(strategy, rule):
+  """The rule train() clips by: `rule`, or where None, the original's on this kind of device."""
+  if rule is None:
+    return "dense" if isinstance(strategy, tf.distribute.TPUStrategy) else "per_position"
+  if rule not in optimization.CLIP_NORM_RULES:
+    raise BertTfError(f"--clip_norm_rule: {rule!r} is not one of {optimization.CLIP_NORM_RULES}")
+  return rule
 
 
 def _check_train_arguments(gradient_accumulation_steps, save_checkpoints_steps):
@@ -423,14 +446,25 @@ def _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoi
   return manager
 
 
-def _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumulation, use_xla):
+def _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumulation, use_xla,
+                         clip_norm_rule="per_position"):
   """train_loop(num_steps) -> (last loss, whether every loss was finite): a tf.function running
-  num_steps optimizer steps on the replicas."""
+  num_steps optimizer steps on the replicas, each clipping its summed gradients to global norm
+  CLIP_NORM as counted by clip_norm_rule (see bert_tf.optimization)."""
   model, optimizer = state.model, state.optimizer
   trainable = model.trainable_variables
   denominator = float(strategy.num_replicas_in_sync * accumulation)
+  by_rows = [clip_norm_rule == "per_position" and
+             any(name in v.name for name in optimization.PER_POSITION_VARIABLES)
+             for v in trainable]
+  # Filled while tracing: the variables whose gradient came as rows (an IndexedSlices, one row per
+  # looked-up position) and counts in the norm row by row, not as its dense sum; those with no
+  # gradient (e.g. the pooler under a SQuAD head), which the original's optimizer leaves alone:
+  # no step, no weight decay.
+  counted_by_rows, no_gradient = set(), set()
 
   def micro_step(features):
+    """(loss, dense gradients, outputs, squared norm of the gradients counted by rows)."""
     with tf.GradientTape() as tape:
       outputs = model(features, training=True)
       loss = tf.cast(loss_fn(features, outputs), tf.float32)
@@ -440,27 +474,43 @@ def _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumul
     grads = tape.gradient(scaled, trainable)
     if state.loss_scaled:
       grads = optimizer.get_unscaled_gradients(grads)
+    rows_squared = tf.constant(0.0)
+    for i, g in enumerate(grads):
+      if g is None:
+        no_gradient.add(i)
+      elif by_rows[i] and isinstance(g, tf.IndexedSlices):
+        counted_by_rows.add(i)
+        rows_squared += optimization.squared_norm(g)  # [positions, H] rows
     grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
              for g, v in zip(grads, trainable)]
-    return loss, grads, outputs
+    return loss, grads, outputs, rows_squared
 
   @tf.function(jit_compile=use_xla or None)
   def compute_gradients(features):
     if accumulation == 1:
       return micro_step(features)
-    total_loss = tf.constant(0.0)
+    total_loss, total_rows = tf.constant(0.0), tf.constant(0.0)
     total = [tf.zeros_like(v) for v in trainable]
     for i in tf.range(accumulation):
       micro = tf.nest.map_structure(lambda t: t[i], features)  # pylint: disable=cell-var-from-loop
-      loss, grads, outputs = micro_step(micro)
+      loss, grads, outputs, rows_squared = micro_step(micro)
       state.update_metrics(metric_fn, micro, outputs, loss)
       total_loss += loss
+      total_rows += rows_squared
       total = [a + g for a, g in zip(total, grads)]
-    return total_loss / accumulation, total, None
+    return total_loss / accumulation, total, None, total_rows
 
   def replica_step(features):
-    loss, grads, outputs = compute_gradients(features)
-    optimizer.apply_gradients(zip(grads, trainable))
+    loss, grads, outputs, rows_squared = compute_gradients(features)
+    # The cross-replica sum first (the optimizer then skips its own), so that the clip sees the
+    # whole batch's gradients, as one device would: the rows of every replica's positions count.
+    context = tf.distribute.get_replica_context()
+    grads, rows_squared = context.all_reduce(tf.distribute.ReduceOp.SUM, (grads, rows_squared))
+    squared = tf.add_n([rows_squared] + [optimization.squared_norm(g) for i, g in enumerate(grads)
+                                         if i not in counted_by_rows])
+    grads = optimization.clip_by_global_norm(grads, CLIP_NORM, squared)
+    optimizer.apply_gradients([(g, v) for i, (g, v) in enumerate(zip(grads, trainable))
+                               if i not in no_gradient], skip_gradients_aggregation=True)
     if outputs is not None:  # with accumulation, compute_gradients updated them per micro-batch
       state.update_metrics(metric_fn, features, outputs, loss)
     return loss

@@ -93,3 +93,27 @@ def test_config_round_trip_has_no_keras_weight_decay():
       opt.get_config(), custom_objects={"WarmupLinearDecay": optimization.WarmupLinearDecay})
   assert again.weight_decay is None and again.weight_decay_rate == 0.01
   assert again.bias_correction
+
+
+def test_clip_counts_indexed_slices_rows_as_tf_clip_by_global_norm():
+  """An IndexedSlices gradient (a gather's: one row per looked-up position, repeats included)
+  counts row by row in the global norm, as TF1's tf.clip_by_global_norm counted it; its dense
+  sum would give another norm (here a larger one: row 1 is looked up twice)."""
+  rows = tf.IndexedSlices(tf.constant([[3.0, 0.0], [3.0, 0.0], [0.0, 4.0]]),
+                          tf.constant([1, 1, 2]), tf.constant([3, 2]))
+  dense = tf.constant([[0.0, 1.0, 2.0]])
+  expected, norm = tf.clip_by_global_norm([rows, dense], 1.0)
+  squared = optimization.squared_norm(rows) + optimization.squared_norm(dense)
+  assert float(squared) == pytest.approx(9 + 9 + 16 + 5)
+  assert float(norm) == pytest.approx(np.sqrt(39.0))
+  clipped = optimization.clip_by_global_norm(
+      [tf.convert_to_tensor(rows), dense], 1.0, squared)
+  np.testing.assert_allclose(clipped[0], tf.convert_to_tensor(expected[0]), rtol=1e-6)
+  np.testing.assert_allclose(clipped[1], expected[1], rtol=1e-6)
+  dense_squared = optimization.squared_norm(tf.convert_to_tensor(rows)) + 5.0
+  assert float(dense_squared) == pytest.approx(36 + 16 + 5)  # |3 + 3|^2: not the original's
+  # Under the clip norm, nothing changes (and a zero norm divides nothing by zero).
+  small = optimization.clip_by_global_norm([dense * 0.1], 1.0, tf.constant(0.05))
+  np.testing.assert_allclose(small[0], dense * 0.1)
+  zero = optimization.clip_by_global_norm([tf.zeros([2])], 1.0, tf.constant(0.0))
+  np.testing.assert_array_equal(zero[0], [0.0, 0.0])
