@@ -345,6 +345,7 @@ def write_vocabulary(path, tokens, overwrite):
 def run(values):
   """create_vocab.py: count words, learn, write (module docstring)."""
   check_values(values)
+  fileio.check_not_input(values.output_file, [("--input_file", values.input_file)], "--output_file")
   refuse_existing(values.output_file, values.overwrite)  # before hours of work, and after
   fileio.remove_stale_temporaries(values.output_file)
   input_files = records.input_files(values.input_file)
