@@ -302,6 +302,31 @@ def check_not_input(output, inputs, flag):
                           f"outside the input files (a rerun would read the output as input)")
 
 
+def check_dir_not_input(output_dir, names, inputs, flag="--output_dir"):
+  """check_not_input for each file `names` a run writes into `output_dir` (--output_dir may be
+  the data directory: only a file the run would replace is refused)."""
+  for name in names:
+    check_not_input(os.path.join(output_dir, name), inputs, flag)
+
+
+def check_checkpoint_not_input(output, inputs, flag="--output"):
+  """check_not_input for a checkpoint written at `output`: a prefix (its .index and .data files),
+  a directory (its model.safetensors) or a .safetensors file; `inputs` as check_not_input's, a
+  checkpoint among them (--input, --init_checkpoint) given as its prefix, directory or file."""
+  check_not_input(output, inputs, flag)
+  for input_flag, path in inputs:
+    if not path or "," in path:
+      continue
+    for written, read in ((f"{output}.index", f"{path}.index"),
+                          (output, os.path.join(path, "model.safetensors")),
+                          (os.path.join(output, "model.safetensors"), path),
+                          (os.path.join(output, "model.safetensors"),
+                           os.path.join(path, "model.safetensors"))):
+      if _same_file(written, read):
+        raise BertTfError(f"{flag}: {output} would write over {input_flag}={path}; expected "
+                          f"another path for the converted checkpoint")
+
+
 def _pid_alive(pid):
   try:
     os.kill(pid, 0)

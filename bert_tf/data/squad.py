@@ -360,6 +360,13 @@ def features_to_arrays(features):
 # run_squad.py's task for bert_tf.finetuning.
 
 
+def check_outputs(values):
+  """--train_file and --predict_file must not be files the run writes into --output_dir."""
+  fileio.check_dir_not_input(values.output_dir, squad_answers.OUTPUT_FILES + tuple(
+      SquadTask.record_files.values()), [("--train_file", values.train_file),
+                                         ("--predict_file", values.predict_file)])
+
+
 class SquadTask:
   """SQuAD 1.1 / 2.0: windowed features, BertSpanLabeler, the original's answer files and the
   official score (bert_tf.data.squad_answers)."""

@@ -1,0 +1,294 @@
+"""Faults of files and start-up thrown at the scripts (issue 31, its I/O half): outputs onto inputs,
+compressed input, encodings, files that are not vocabularies, full disks, gs:// without network,
+flags given twice, Ctrl-C, wrong types through the Python API, and everyday path mistakes.
+
+Each case asserts the exit status, the one `error:` line (naming the file or flag), no traceback,
+and the disk afterwards: inputs byte for byte as they were, no temporary file left; interrupts also
+that no child process remains. One tiny world is made once per module (a vocabulary, a config, a
+corpus, a tiny TF1 checkpoint); scripts run through run_script's pre-imported server, except where
+the test needs a real process (a file size limit, a signal).
+"""
+import bz2
+import gzip
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+
+import numpy as np
+import psutil
+import pytest
+
+from conftest import REPO, run_script
+
+WORDS = ["the", "dog", "is", "hairy", "cat", "sat", "on", "a", "mat", "it", "not", "big", "red",
+         "ran", "far", "away", "home", "and", "then", "slept", "all", "day", "long", "with"]
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ","] + WORDS
+CONFIG = {"vocab_size": len(VOCAB), "hidden_size": 16, "num_hidden_layers": 2,
+          "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 64,
+          "type_vocab_size": 2}
+PRETRAINING = ["--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=1"]
+
+
+def corpus_text(documents=30, seed=0):
+  rng = np.random.RandomState(seed)
+  return "\n\n".join("\n".join(" ".join(rng.choice(WORDS, 3 + i % 6)) + " ." for i in range(8))
+                     for _ in range(documents)) + "\n"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+  root = tmp_path_factory.mktemp("faults_io")
+  (root / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+  (root / "bert_config.json").write_text(json.dumps(CONFIG))
+  (root / "corpus.txt").write_text(corpus_text())
+  (root / "big.txt").write_text(corpus_text(2000, seed=1))
+  (root / "lines.txt").write_text("the dog is hairy .\nthe cat sat ||| on a mat .\n")
+  return root
+
+
+def snapshot(directory):
+  """{relative path: bytes} of every file under `directory`."""
+  files = {}
+  for parent, _, names in os.walk(directory):
+    for name in names:
+      path = os.path.join(parent, name)
+      if not os.path.islink(path):
+        with open(path, "rb") as f:
+          files[os.path.relpath(path, directory)] = f.read()
+  return files
+
+
+@pytest.fixture
+def work(world, tmp_path):
+  """A copy of the world in tmp_path; after the test, no temporary file may be left in it."""
+  for name in os.listdir(world):
+    if os.path.isfile(world / name):
+      (tmp_path / name).write_bytes((world / name).read_bytes())
+  yield tmp_path
+  left = [name for name in snapshot(tmp_path) if ".tmp-" in name or ".spool-" in name]
+  assert not left, left
+
+
+def one_error_line(done, *fragments, code=1):
+  """The run ended with `code` and one `error:` line holding every fragment; no traceback."""
+  assert done.returncode == code, done.stderr[-3000:]
+  assert "Traceback" not in done.stderr, done.stderr[-3000:]
+  errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+  assert len(errors) == 1, done.stderr[-3000:]
+  for fragment in fragments:
+    assert fragment in errors[0], errors[0]
+  return errors[0]
+
+
+def extract_features(work, checkpoint, *args):
+  """extract_features.py on the world's model; later flags win (absl takes the last)."""
+  return run_script("extract_features.py", f"--input_file={work / 'lines.txt'}",
+                    f"--vocab_file={work / 'vocab.txt'}",
+                    f"--bert_config_file={work / 'bert_config.json'}",
+                    f"--init_checkpoint={checkpoint}", f"--output_file={work / 'f.jsonl'}",
+                    "--max_seq_length=16", "--layers=-1", *args)
+
+
+def pretraining_data(work, *args):
+  return run_script("create_pretraining_data.py", f"--vocab_file={work / 'vocab.txt'}",
+                    *PRETRAINING, *args)
+
+
+# ------------------------------------------------------------------------------------------------
+# Outputs onto inputs.
+
+
+@pytest.mark.parametrize("how", ["same", "symlink", "hardlink", "glob", "vocab_in_list", "shard"])
+def test_create_pretraining_data_never_writes_over_its_input(work, how):
+  corpus = work / "corpus.txt"
+  before = snapshot(work)
+  input_file, output = str(corpus), str(corpus)
+  if how == "symlink":
+    os.symlink(corpus, work / "link.txt")
+    output = str(work / "link.txt")
+  elif how == "hardlink":
+    os.link(corpus, work / "hard.rec")
+    output = str(work / "hard.rec")
+  elif how == "glob":  # a new file the input glob would read on the next run
+    input_file, output = str(work / "c*.txt"), str(work / "corpus_records.txt")
+  elif how == "vocab_in_list":
+    output = f"{work / 'a.tfrecord'},{work / 'vocab.txt'}"
+  elif how == "shard":  # --num_shards names outputs <output_file>-0000i-of-0000N
+    for i in range(2):
+      (work / f"part-{i:05d}-of-00002").write_text(corpus_text(3, seed=i))
+    input_file, output = str(work / "part-*"), str(work / "part")
+  before = snapshot(work)
+  done = pretraining_data(work, f"--input_file={input_file}", f"--output_file={output}",
+                          "--num_shards=2" if how == "shard" else "--num_shards=1")
+  one_error_line(done, "--output_file: ", "expected", "--vocab_file" if how == "vocab_in_list"
+                 else "--input_file")
+  assert snapshot(work) == before
+
+
+def test_create_vocab_overwrite_onto_its_input_is_refused(work):
+  before = snapshot(work)
+  done = run_script("create_vocab.py", f"--input_file={work / 'corpus.txt'}",
+                    f"--output_file={work / 'corpus.txt'}", "--overwrite", "--vocab_size=200")
+  one_error_line(done, f"--output_file: {work / 'corpus.txt'} is --input_file")
+  assert snapshot(work) == before
+
+
+@pytest.mark.parametrize("onto", ["input_file", "vocab_file", "bert_config_file"])
+def test_extract_features_output_onto_an_input_is_refused(work, onto):
+  paths = {"input_file": work / "lines.txt", "vocab_file": work / "vocab.txt",
+           "bert_config_file": work / "bert_config.json"}
+  before = snapshot(work)
+  done = run_script("extract_features.py", *[f"--{k}={v}" for k, v in paths.items()],
+                    f"--init_checkpoint={work / 'none' / 'bert_model.ckpt'}",
+                    f"--output_file={paths[onto]}")
+  one_error_line(done, f"--output_file: {paths[onto]} is --{onto}")
+  assert snapshot(work) == before
+
+
+def test_run_squad_predict_file_named_as_its_predictions_is_refused(work):
+  (work / "out").mkdir()
+  predict = work / "out" / "predictions.json"
+  predict.write_text(json.dumps({"version": "1.1", "data": []}))
+  before = snapshot(work)
+  done = run_script("run_squad.py", f"--vocab_file={work / 'vocab.txt'}",
+                    f"--bert_config_file={work / 'bert_config.json'}", "--do_predict",
+                    f"--predict_file={predict}", f"--output_dir={work / 'out'}")
+  one_error_line(done, f"--output_dir: {predict} is --predict_file")
+  assert snapshot(work) == before
+
+
+@pytest.fixture(scope="module")
+def checkpoint(world):
+  """A tiny TF1 checkpoint of CONFIG's encoder: world/model/bert_model.ckpt."""
+  from bert_tf import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf import modeling  # pylint: disable=g-import-not-at-top
+  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  model = modeling.BertModel(BertConfig.from_dict(CONFIG))
+  ids = np.zeros([1, 4], np.int32)
+  model({"input_ids": ids, "input_mask": ids + 1, "segment_ids": ids})
+  (world / "model").mkdir()
+  return checkpoints.save_tf1_checkpoint(model, str(world / "model" / "bert_model.ckpt"))
+
+
+def test_convert_checkpoint_onto_its_input_is_refused(world, checkpoint):
+  before = snapshot(world / "model")
+  done = run_script("convert_checkpoint.py", f"--input={checkpoint}", f"--output={checkpoint}",
+                    f"--bert_config_file={world / 'bert_config.json'}", "--output_format=tf2")
+  one_error_line(done, f"--output: {checkpoint} is --input")
+  assert snapshot(world / "model") == before
+
+
+# ------------------------------------------------------------------------------------------------
+# Compressed input.
+
+
+def compress(path, how, name=None):
+  data = open(path, "rb").read()
+  target = f"{path}.{how}" if name is None else os.path.join(os.path.dirname(path), name)
+  with open(target, "wb") as f:
+    f.write({"gz": gzip.compress, "bz2": bz2.compress}[how](data))
+  return target
+
+
+@pytest.fixture(scope="module")
+def plain_records(world, tmp_path_factory):
+  path = tmp_path_factory.mktemp("plain") / "plain.tfrecord"
+  done = pretraining_data(world, f"--input_file={world / 'corpus.txt'}", f"--output_file={path}")
+  assert done.returncode == 0, done.stderr[-2000:]
+  return path.read_bytes()
+
+
+@pytest.mark.parametrize("how,name,workers", [("gz", None, 2), ("bz2", None, 1),
+                                              ("gz", "disguised.txt", 1)])
+def test_compressed_corpus_gives_the_same_records(work, plain_records, how, name, workers):
+  packed = compress(str(work / "corpus.txt"), how, name)
+  done = pretraining_data(work, f"--input_file={packed}", f"--output_file={work / 'c.tfrecord'}",
+                          f"--num_workers={workers}")
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert (work / "c.tfrecord").read_bytes() == plain_records
+
+
+def test_compressed_corpus_gives_the_same_vocabulary(work):
+  packed = compress(str(work / "corpus.txt"), "gz")
+  for source, output in ((work / "corpus.txt", "plain_vocab.txt"), (packed, "gz_vocab.txt")):
+    done = run_script("create_vocab.py", f"--input_file={source}", f"--output_file={work / output}",
+                      "--vocab_size=150")
+    assert done.returncode == 0, done.stderr[-2000:]
+  assert (work / "gz_vocab.txt").read_text() == (work / "plain_vocab.txt").read_text()
+  assert "invalid UTF-8" not in done.stderr
+
+
+def test_compressed_task_files_read_as_plain(work):
+  from bert_tf import fileio  # pylint: disable=g-import-not-at-top
+  from bert_tf.data import squad  # pylint: disable=g-import-not-at-top
+  from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
+  dataset = {"version": "1.1", "data": [{"paragraphs": [{"context": "the dog sat .", "qas": [
+      {"id": "q1", "question": "who sat ?", "answers": [{"text": "the dog", "answer_start": 0}]}]}]}]}
+  (work / "train.json").write_text(json.dumps(dataset))
+  assert squad.load_squad_json(compress(str(work / "train.json"), "bz2")) == dataset
+  (work / "train.tsv").write_text("a\tb\r\nc\td\n")
+  assert fileio.read_lines(compress(str(work / "train.tsv"), "gz")) == ["a\tb\n", "c\td\n"]
+  vocab = tokenization.load_vocab(compress(str(work / "vocab.txt"), "gz", "vocab_gz.txt"))
+  assert list(vocab) == VOCAB
+
+
+@pytest.mark.parametrize("damage", ["zip", "truncated"])
+def test_zip_and_truncated_gzip_input_end_in_one_line(work, damage):
+  if damage == "zip":
+    bad = str(work / "corpus.zip")
+    with zipfile.ZipFile(bad, "w") as z:
+      z.write(work / "corpus.txt", "corpus.txt")
+    expected = "a zip archive; expected a text file"
+  else:
+    packed = compress(str(work / "corpus.txt"), "gz")
+    bad = str(work / "cut.gz")
+    open(bad, "wb").write(open(packed, "rb").read()[:300])
+    expected = "a damaged or truncated gzip file"
+  before = snapshot(work)
+  done = pretraining_data(work, f"--input_file={bad}", f"--output_file={work / 'out.tfrecord'}")
+  one_error_line(done, f"--input_file: {bad}: {expected}")
+  assert snapshot(work) == before
+
+
+# ------------------------------------------------------------------------------------------------
+# Encodings.
+
+
+def test_latin1_input_to_extract_features_names_file_line_and_byte(work, checkpoint):
+  (work / "latin1.txt").write_bytes("the dog .\nthe café is big .\n".encode("latin-1"))
+  done = extract_features(work, checkpoint, f"--input_file={work / 'latin1.txt'}")
+  one_error_line(done, f"--input_file: {work / 'latin1.txt'}: not UTF-8 (line 2, byte 17 is 0xe9)",
+                 "expected UTF-8")
+  assert not (work / "f.jsonl").exists()
+
+
+@pytest.mark.parametrize("reader", ["squad", "vocab", "tsv", "corpus"])
+def test_utf16_files_are_named_as_utf16(work, reader):
+  from bert_tf import fileio  # pylint: disable=g-import-not-at-top
+  from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
+  from bert_tf.data import squad  # pylint: disable=g-import-not-at-top
+  from bert_tf.errors import BertTfError  # pylint: disable=g-import-not-at-top
+  path = work / "utf16.txt"
+  path.write_bytes("\n".join(VOCAB).encode("utf-16"))
+  if reader == "corpus":
+    done = pretraining_data(work, f"--input_file={path}", f"--output_file={work / 'o.tfrecord'}")
+    one_error_line(done, f"--input_file: {path}: UTF-16 text", "expected UTF-8")
+    return
+  read = {"squad": squad.load_squad_json, "vocab": tokenization.FullTokenizer,
+          "tsv": fileio.read_lines}[reader]
+  with pytest.raises(BertTfError, match=f"^{path}: UTF-16 text .*expected UTF-8"):
+    read(str(path))
+
+
+def test_utf8_byte_order_mark_gives_the_same_ids(work):
+  from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
+  (work / "bom_vocab.txt").write_bytes(b"\xef\xbb\xbf" + (work / "vocab.txt").read_bytes())
+  with_bom = tokenization.FullTokenizer(str(work / "bom_vocab.txt"))
+  plain = tokenization.FullTokenizer(str(work / "vocab.txt"))
+  assert with_bom.vocab == plain.vocab
+  assert with_bom.tokenize_to_ids("\ufeffthe dog sat") == plain.tokenize_to_ids("the dog sat")
