@@ -40,17 +40,24 @@ def _one_line(error):
   return None
 
 
+# What a writer adds to the path it was asked to write (temporary names, checkpoint shards, a
+# SavedModel's variables), removed in that order to name that path.
+_WRITER_SUFFIXES = (r"\.tempstate\d+$", r"_temp/part-\d+-of-\d+\.(data|index).*$",
+                    r"\.tmp-\d+.*$", r"\.(data-\d+-of-\d+|index)$", r"/variables/variables$")
+
+
 def _disk_full_where(error):
-  """The file a full disk stopped (from the error), else the output flags the run was given."""
-  filename = getattr(error, "filename", None)
-  if filename:
-    return re.sub(r"\.tmp-\d+$", "", str(filename))
-  message = str(getattr(error, "message", "") or "")
-  named = re.search(r"(\S+?)(?:\.tmp-\d+)?[;:,]? (?:No space left|File too large|Disk quota)",
-                    message)
-  if named and os.path.sep in named.group(1):
-    return named.group(1).rstrip(";:,")
-  return ", ".join(f"{flag}={value}" for flag, value in bert_flags.outputs_given()) or "writing"
+  """The path a full disk stopped (from the error), else the output flags the run was given."""
+  path = getattr(error, "filename", None)
+  if not path:
+    named = re.search(r"(\S+?)[;:,]? (?:No space left|File too large|Disk quota)",
+                      str(getattr(error, "message", "") or ""))
+    path = named.group(1) if named and os.path.sep in named.group(1) else None
+  if not path:
+    return ", ".join(f"{flag}={value}" for flag, value in bert_flags.outputs_given()) or "writing"
+  for suffix in _WRITER_SUFFIXES:
+    path = re.sub(suffix, "", str(path))
+  return path.rstrip("/") or "/"
 
 
 def _interrupted():

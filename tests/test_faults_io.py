@@ -292,3 +292,121 @@ def test_utf8_byte_order_mark_gives_the_same_ids(work):
   plain = tokenization.FullTokenizer(str(work / "vocab.txt"))
   assert with_bom.vocab == plain.vocab
   assert with_bom.tokenize_to_ids("\ufeffthe dog sat") == plain.tokenize_to_ids("the dog sat")
+
+
+# ------------------------------------------------------------------------------------------------
+# Vocabularies that are not the model's.
+
+
+def test_a_corpus_given_as_vocab_file_is_named(work):
+  (work / "mrpc").mkdir()
+  header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+  for split in ("train", "dev"):
+    (work / "mrpc" / f"{split}.tsv").write_text(header + "1\t1\t2\tthe dog .\tthe cat .\n")
+  before = snapshot(work)
+  done = run_script("run_classifier.py", "--task_name=MRPC", f"--data_dir={work / 'mrpc'}",
+                    f"--vocab_file={work / 'corpus.txt'}",
+                    f"--bert_config_file={work / 'bert_config.json'}", "--do_train",
+                    "--max_seq_length=16", f"--output_dir={work / 'out'}")
+  one_error_line(done, f"{work / 'corpus.txt'}: not a BERT vocabulary: it has no [CLS] or [SEP]")
+  assert {k: v for k, v in snapshot(work).items() if not k.startswith("out")} == before
+
+
+def test_extract_features_with_a_smaller_vocabulary_than_the_model(work, checkpoint):
+  (work / "small_config.json").write_text(json.dumps(dict(CONFIG, vocab_size=len(VOCAB) + 500)))
+  done = extract_features(work, checkpoint, f"--bert_config_file={work / 'small_config.json'}")
+  one_error_line(done, f"--vocab_file: {work / 'vocab.txt'} has {len(VOCAB)} tokens but the "
+                 f"model's vocab_size is {len(VOCAB) + 500} (--bert_config_file)")
+  assert not (work / "f.jsonl").exists()
+
+
+# ------------------------------------------------------------------------------------------------
+# Full disks: a file size limit (RLIMIT_FSIZE, SIGXFSZ ignored) makes writes fail with EFBIG as a
+# full disk fails them with ENOSPC; the message is the same for both.
+
+
+def _limit_file_size(size):
+  def limit():
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+  return limit
+
+
+def run_with_file_size_limit(size, script, *args):
+  return subprocess.run([sys.executable, os.path.join(REPO, script), *map(str, args)],
+                        preexec_fn=_limit_file_size(size), capture_output=True, text=True,
+                        timeout=120)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_records_onto_a_full_disk(work, workers):
+  before = snapshot(work)
+  output = work / "full.tfrecord"
+  done = run_with_file_size_limit(
+      50_000, "create_pretraining_data.py", f"--input_file={work / 'big.txt'}",
+      f"--output_file={output}", f"--vocab_file={work / 'vocab.txt'}", f"--num_workers={workers}",
+      *PRETRAINING)
+  where = str(output) if workers == 1 else f"--output_file={output}"
+  one_error_line(done, f"error: {where}: no space left on device")
+  assert snapshot(work) == before  # nothing half-written: no output, no spool, no temporary
+
+
+def test_create_vocab_overwrite_onto_a_full_disk_keeps_the_old_vocabulary(work):
+  before = snapshot(work)
+  done = run_with_file_size_limit(100, "create_vocab.py", f"--input_file={work / 'corpus.txt'}",
+                                  f"--output_file={work / 'vocab.txt'}", "--overwrite",
+                                  "--vocab_size=150")
+  one_error_line(done, f"error: {work / 'vocab.txt'}: no space left on device")
+  assert snapshot(work) == before
+
+
+class file_size_limit:  # pylint: disable=invalid-name
+  """This process's writes past `size` bytes fail with EFBIG, within the block."""
+
+  def __init__(self, size):
+    self.size = size
+
+  def __enter__(self):
+    self.saved = signal.signal(signal.SIGXFSZ, signal.SIG_IGN), resource.getrlimit(
+        resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (self.size, self.saved[1][1]))
+
+  def __exit__(self, *unused):
+    resource.setrlimit(resource.RLIMIT_FSIZE, self.saved[1])
+    signal.signal(signal.SIGXFSZ, self.saved[0])
+
+
+def test_features_checkpoints_and_saved_models_onto_a_full_disk_name_their_path(tmp_path, checkpoint):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf import cli  # pylint: disable=g-import-not-at-top
+  from bert_tf import feature_extraction  # pylint: disable=g-import-not-at-top
+  from bert_tf import modeling  # pylint: disable=g-import-not-at-top
+  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  config = BertConfig.from_dict(CONFIG)
+  extractor = feature_extraction.FeatureExtractor(config, [-1])
+  features = [feature_extraction.InputFeatures(i, ["[CLS]"] * 8, [2] * 8, [1] * 8, [0] * 8)
+              for i in range(40)]
+  model = modeling.BertModel(config)
+  ids = np.zeros([1, 4], np.int32)
+  model({"input_ids": ids, "input_mask": ids + 1, "segment_ids": ids})
+  writes = {
+      str(tmp_path / "f.jsonl"): lambda path: feature_extraction.write_features(
+          path, extractor, features, 8),
+      str(tmp_path / "ckpt-1"): lambda path: tf.train.Checkpoint(model=model).write(path),
+      str(tmp_path / "bert_model.ckpt"): lambda path: checkpoints.save_tf1_checkpoint(model, path),
+      str(tmp_path / "export"): lambda path: tf.saved_model.save(model, path),
+  }
+  for path, write in writes.items():
+    with file_size_limit(2000), pytest.raises(Exception) as raised:
+      write(path)
+    assert cli._one_line(raised.value) == (  # pylint: disable=protected-access
+        f"error: {path}: no space left on device (the disk is full, or the file passed a size "
+        f"limit); expected room to write it: free space or write elsewhere")
+  assert not [name for name in os.listdir(tmp_path) if ".tmp-" in name]
+  # ENOSPC from TensorFlow (ResourceExhaustedError) is the disk, not "out of memory".
+  full = tf.errors.ResourceExhaustedError(None, None, f"{tmp_path}/out/ckpt-2_temp/part-00000-of-"
+                                          f"00001.data-00000-of-00001.tempstate1; No space left "
+                                          f"on device")
+  assert cli._one_line(full).startswith(  # pylint: disable=protected-access
+      f"error: {tmp_path}/out/ckpt-2: no space left on device")
