@@ -9,9 +9,11 @@ corpus, a tiny TF1 checkpoint); scripts run through run_script's pre-imported se
 the test needs a real process (a file size limit, a signal).
 """
 import bz2
+import concurrent.futures
 import gzip
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -410,3 +412,102 @@ def test_features_checkpoints_and_saved_models_onto_a_full_disk_name_their_path(
                                           f"on device")
   assert cli._one_line(full).startswith(  # pylint: disable=protected-access
       f"error: {tmp_path}/out/ckpt-2: no space left on device")
+
+
+# ------------------------------------------------------------------------------------------------
+# Start-up: gs:// without network, a flag given twice.
+
+
+def test_gs_path_without_network_is_named_within_seconds(work):
+  run_script("create_vocab.py", "--helpshort")  # the runner's server started, not timed below
+  start = time.monotonic()
+  done = run_script("create_vocab.py", "--input_file=gs://no-such-bucket/corpus.txt",
+                    f"--output_file={work / 'v.txt'}")
+  one_error_line(done, "error: --input_file: gs://no-such-bucket/corpus.txt: cannot reach Google "
+                 "Cloud Storage")
+  assert time.monotonic() - start < 8
+  assert not (work / "v.txt").exists()
+
+
+def test_a_flag_given_twice_warns_and_takes_the_last(work):
+  done = run_script("create_vocab.py", f"--input_file={work / 'corpus.txt'}",
+                    f"--output_file={work / 'v.txt'}", "--vocab_size=150", "--vocab_size", "180",
+                    "--do_lower_case", "--nodo_lower_case", "--min_count=1", "--min_count=1")
+  assert done.returncode == 0, done.stderr[-2000:]
+  warnings = [line for line in done.stderr.splitlines() if line.startswith("warning: ")]
+  assert warnings == ["warning: --vocab_size is given 2 times (150, 180): using the last, 180",
+                      "warning: --do_lower_case is given 2 times (true, false): using the last, "
+                      "false"]
+  assert len((work / "v.txt").read_text().splitlines()) == 180
+
+
+# ------------------------------------------------------------------------------------------------
+# Ctrl-C.
+
+
+def _alive(processes):
+  return [p.pid for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_ctrl_c_in_create_pretraining_data_ends_in_one_line(work):
+  before = snapshot(work)
+  output = work / "int.tfrecord"
+  process = subprocess.Popen(
+      [sys.executable, os.path.join(REPO, "create_pretraining_data.py"),
+       f"--input_file={work / 'big.txt'}", f"--output_file={output}",
+       f"--vocab_file={work / 'vocab.txt'}", "--num_workers=2", "--progress_seconds=0",
+       "--dupe_factor=5", *PRETRAINING[:2]], stderr=subprocess.PIPE, text=True)
+  lines = []
+  for line in process.stderr:  # wait until it makes instances, its spool's workers at work
+    lines.append(line)
+    if "making instances:" in line and "pass 2/" in line:
+      break
+  children = psutil.Process(process.pid).children(recursive=True)
+  assert children, "".join(lines)
+  process.send_signal(signal.SIGINT)
+  rest = process.stderr.read()
+  assert process.wait(timeout=60) == 130, rest[-3000:]
+  assert "Traceback" not in rest and "KeyboardInterrupt" not in rest, rest[-3000:]
+  assert rest.splitlines()[-1] == (f"interrupted: nothing was written to --output_file={output}; "
+                                   f"nothing half-written is left")
+  psutil.wait_procs(children, timeout=10)
+  assert not _alive(children)
+  assert snapshot(work) == before
+
+
+def test_ctrl_c_in_training_keeps_the_last_checkpoint(work):
+  records = work / "pre.tfrecord"
+  assert pretraining_data(work, f"--input_file={work / 'corpus.txt'}",
+                          f"--output_file={records}").returncode == 0
+  out = work / "pre_out"
+  # run_script forks the run from its server; the run is the process whose working directory is
+  # `cwd` (made for it alone).
+  cwd = work / "cwd"
+  cwd.mkdir()
+  with concurrent.futures.ThreadPoolExecutor(1) as pool:
+    running = pool.submit(run_script, "run_pretraining.py", f"--input_file={records}",
+                          f"--output_dir={out}", f"--bert_config_file={work / 'bert_config.json'}",
+                          "--do_train", "--max_seq_length=32", "--max_predictions_per_seq=5",
+                          "--train_batch_size=4", "--num_train_steps=100000",
+                          "--save_checkpoints_steps=1", "--log_steps=1", cwd=cwd, timeout=300)
+    deadline = time.monotonic() + 240
+    while not (out / "model.ckpt-1.index").exists() and time.monotonic() < deadline:
+      assert not running.done(), running.result().stderr[-3000:]
+      time.sleep(0.1)
+    run = next(p for p in psutil.process_iter() if _cwd(p) == str(cwd))
+    run.send_signal(signal.SIGINT)
+    done = running.result()
+  assert done.returncode == 130, done.stderr[-3000:]
+  assert "Traceback" not in done.stderr, done.stderr[-3000:]
+  last = done.stderr.splitlines()[-1]
+  assert re.fullmatch(rf"interrupted: the latest checkpoint, {out}/model\.ckpt-(\d+), is kept "
+                      r"\(a rerun resumes from it\); nothing half-written is left", last), last
+  assert not [name for name in os.listdir(out) if "_temp" in name or ".tmp-" in name]
+  assert not _alive([run])
+
+
+def _cwd(process):
+  try:
+    return process.cwd()
+  except (psutil.Error, OSError):
+    return None
