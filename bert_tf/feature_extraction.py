@@ -55,6 +55,7 @@ def check_outputs(values):
   if values.init_checkpoint and "," not in values.init_checkpoint:
     inputs.append(("--init_checkpoint", glob_escape(values.init_checkpoint) + ".*"))
   fileio.check_not_input(values.output_file, inputs, "--output_file")
+  fileio.check_output_file(values.output_file, "--output_file")
 
 
 def _truncate_pair(tokens_a, tokens_b, max_length):

@@ -251,6 +251,7 @@ def atomic_output(path):
   """Yields a temporary path to write; renames it to `path` only if the block succeeds. The
   temporary file is removed whatever fails, the rename included; a full disk is a BertTfError
   naming `path`."""
+  check_output_file(path)
   tmp = temporary_name(path)
   try:
     yield tmp
@@ -265,6 +266,13 @@ def atomic_output(path):
 
 # ----------------------------------------------------------------------------------------------
 # Outputs that would replace inputs.
+
+
+def check_output_file(path, flag=None):
+  """Raises BertTfError when the path of an output file is a directory."""
+  if not is_url(path) and os.path.isdir(path):
+    raise BertTfError(f"{_where(path, flag)}: is a directory; expected the path of a file")
+
 
 def _has_glob(pattern):
   return re.search(r"[*?[]", pattern) is not None

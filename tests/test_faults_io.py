@@ -511,3 +511,69 @@ def _cwd(process):
     return process.cwd()
   except (psutil.Error, OSError):
     return None
+
+
+# ------------------------------------------------------------------------------------------------
+# The Python API with wrong types.
+
+
+@pytest.mark.parametrize("path", [42, None, b"out"])
+def test_predictor_load_of_a_path_that_is_not_one(path):
+  from bert_tf import predictor  # pylint: disable=g-import-not-at-top
+  with pytest.raises(TypeError, match=r"predictor.load: path should be a str or os.PathLike"):
+    predictor.load(path)
+
+
+TASK_CONFIG = {"export_kind": "classifier", "task_name": "MRPC", "do_lower_case": True,
+               "max_seq_length": 16, "label_list": ["0", "1"], "pair": True, "regression": False}
+
+
+@pytest.mark.parametrize("content,expected", [
+    (json.dumps([TASK_CONFIG]).encode(), "expected a JSON object .*, got a list"),
+    (json.dumps({k: v for k, v in TASK_CONFIG.items() if k != "max_seq_length"}).encode(),
+     "field 'max_seq_length' should be a int, is missing"),
+    (json.dumps(dict(TASK_CONFIG, do_lower_case="yes")).encode(),
+     "field 'do_lower_case' should be a bool, is a str"),
+    (json.dumps(TASK_CONFIG).encode("utf-16"), "UTF-16 text .*expected UTF-8"),
+])
+def test_predictor_load_of_a_bad_task_config(tmp_path, content, expected):
+  from bert_tf import predictor  # pylint: disable=g-import-not-at-top
+  from bert_tf.errors import BertTfError  # pylint: disable=g-import-not-at-top
+  (tmp_path / "task_config.json").write_bytes(content)
+  with pytest.raises(BertTfError, match=f"^{tmp_path / 'task_config.json'}: {expected}"):
+    predictor.load(str(tmp_path))
+  with pytest.raises(BertTfError, match=f"^{tmp_path / 'task_config.json'}: not a directory"):
+    predictor.load(tmp_path / "task_config.json")
+
+
+# ------------------------------------------------------------------------------------------------
+# Everyday path mistakes: a directory for a file, an empty file, a glob that matches nothing.
+
+
+@pytest.mark.parametrize("script,args,expected", [
+    ("create_pretraining_data.py", ["--input_file={w}/dir", "--output_file={w}/o.tfrecord"],
+     "--input_file: {w}/dir: is a directory; expected a file"),
+    ("create_pretraining_data.py", ["--input_file={w}/dir/*.txt", "--output_file={w}/o.tfrecord"],
+     "--input_file: '{w}/dir/*.txt' matches no file"),
+    ("create_vocab.py", ["--input_file={w}/empty.txt", "--output_file={w}/v.txt"],
+     "--input_file: no word in {w}/empty.txt (expected text; the files are empty or blank)"),
+    ("create_vocab.py", ["--input_file={w}/corpus.txt", "--output_file={w}/dir", "--overwrite"],
+     "--output_file: {w}/dir: is a directory; expected the path of a file"),
+    ("extract_features.py", ["--output_file={w}/dir"],
+     "--output_file: {w}/dir: is a directory; expected the path of a file"),
+    ("extract_features.py", ["--input_file={w}/empty.txt"], "--input_file: {w}/empty.txt is empty"),
+    ("extract_features.py", ["--vocab_file={w}/dir"], "{w}/dir: is a directory; expected a file"),
+])
+def test_everyday_path_mistakes_end_in_one_line(work, checkpoint, script, args, expected):
+  (work / "dir").mkdir()
+  (work / "empty.txt").write_text("")
+  before = snapshot(work)
+  args = [arg.format(w=work) for arg in args]
+  if script == "extract_features.py":
+    done = extract_features(work, checkpoint, *args)
+  elif script == "create_pretraining_data.py":
+    done = pretraining_data(work, *args)
+  else:
+    done = run_script(script, *args, "--vocab_size=150")
+  one_error_line(done, f"error: {expected.format(w=work)}")
+  assert snapshot(work) == before
