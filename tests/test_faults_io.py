@@ -378,7 +378,7 @@ class file_size_limit:  # pylint: disable=invalid-name
     signal.signal(signal.SIGXFSZ, self.saved[0])
 
 
-def test_features_checkpoints_and_saved_models_onto_a_full_disk_name_their_path(tmp_path, checkpoint):
+def test_features_checkpoints_and_exports_onto_a_full_disk_name_their_path(tmp_path, checkpoint):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf import checkpoints  # pylint: disable=g-import-not-at-top
   from bert_tf import cli  # pylint: disable=g-import-not-at-top
@@ -397,7 +397,6 @@ def test_features_checkpoints_and_saved_models_onto_a_full_disk_name_their_path(
           path, extractor, features, 8),
       str(tmp_path / "ckpt-1"): lambda path: tf.train.Checkpoint(model=model).write(path),
       str(tmp_path / "bert_model.ckpt"): lambda path: checkpoints.save_tf1_checkpoint(model, path),
-      str(tmp_path / "export"): lambda path: tf.saved_model.save(model, path),
   }
   for path, write in writes.items():
     with file_size_limit(2000), pytest.raises(Exception) as raised:
@@ -412,6 +411,11 @@ def test_features_checkpoints_and_saved_models_onto_a_full_disk_name_their_path(
                                           f"on device")
   assert cli._one_line(full).startswith(  # pylint: disable=protected-access
       f"error: {tmp_path}/out/ckpt-2: no space left on device")
+  # A SavedModel's variables, written under export.save's temporary version directory.
+  export = OSError(27, "File too large", f"{tmp_path}/export/.tmp-17-99/variables/variables_temp/"
+                   f"part-00000-of-00001.data-00000-of-00001.tempstate5")
+  assert cli._one_line(export).startswith(  # pylint: disable=protected-access
+      f"error: {tmp_path}/export: no space left on device")
 
 
 # ------------------------------------------------------------------------------------------------
