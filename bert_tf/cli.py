@@ -107,7 +107,11 @@ def run(main):
     except KeyboardInterrupt:
       signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the line short
       logging.flush()
-      print(_interrupted(), file=sys.stderr)
+      try:
+        line = _interrupted()
+      except Exception:  # pylint: disable=broad-except  (an unreadable output: say less)
+        line = "interrupted: nothing half-written is left"
+      print(line, file=sys.stderr)
       sys.exit(130)
     except Exception as e:  # pylint: disable=broad-except
       line = _one_line(e)

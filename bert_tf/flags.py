@@ -126,7 +126,8 @@ def outputs_given():
 def urls_given():
   """(--flag, path) of every path with a scheme (gs://, ...) in a string flag's value."""
   found = []
-  for name, flag in FLAGS._flags().items():  # pylint: disable=protected-access
+  for name in FLAGS:
+    flag = FLAGS[name]
     if name == flag.name and isinstance(flag.value, str) and "://" in flag.value:
       found.extend((f"--{name}", part.strip()) for part in flag.value.split(",") if "://" in part)
   return found

@@ -229,8 +229,10 @@ def test_compressed_task_files_read_as_plain(work):
   from bert_tf import fileio  # pylint: disable=g-import-not-at-top
   from bert_tf.data import squad  # pylint: disable=g-import-not-at-top
   from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
-  dataset = {"version": "1.1", "data": [{"paragraphs": [{"context": "the dog sat .", "qas": [
-      {"id": "q1", "question": "who sat ?", "answers": [{"text": "the dog", "answer_start": 0}]}]}]}]}
+  question = {"id": "q1", "question": "who sat ?",
+              "answers": [{"text": "the dog", "answer_start": 0}]}
+  dataset = {"version": "1.1",
+             "data": [{"paragraphs": [{"context": "the dog sat .", "qas": [question]}]}]}
   (work / "train.json").write_text(json.dumps(dataset))
   assert squad.load_squad_json(compress(str(work / "train.json"), "bz2")) == dataset
   (work / "train.tsv").write_text("a\tb\r\nc\td\n")
