@@ -43,7 +43,7 @@ def read_examples(input_file):
     text_a, text_b = (line, None) if match is None else (match.group(1), match.group(2))
     examples.append(InputExample(unique_id, text_a, text_b))
   if not examples:
-    raise BertTfError(f"--input_file: {input_file} is empty (expected one sentence a line, or "
+    raise BertTfError(f"{input_file}: --input_file is empty (expected one sentence a line, or "
                       f"`sentence A ||| sentence B`)")
   return examples
 

@@ -567,7 +567,7 @@ def test_predictor_load_of_a_bad_task_config(tmp_path, content, expected):
      "--output_file: {w}/dir: is a directory; expected the path of a file"),
     ("extract_features.py", ["--output_file={w}/dir"],
      "--output_file: {w}/dir: is a directory; expected the path of a file"),
-    ("extract_features.py", ["--input_file={w}/empty.txt"], "--input_file: {w}/empty.txt is empty"),
+    ("extract_features.py", ["--input_file={w}/empty.txt"], "{w}/empty.txt: --input_file is empty"),
     ("extract_features.py", ["--vocab_file={w}/dir"], "{w}/dir: is a directory; expected a file"),
 ])
 def test_everyday_path_mistakes_end_in_one_line(work, checkpoint, script, args, expected):
