@@ -14,6 +14,7 @@ from absl import flags  # noqa: E402
 
 from bert_tf import checkpoints  # noqa: E402
 from bert_tf import cli  # noqa: E402
+from bert_tf import fileio  # noqa: E402
 from bert_tf import flags as bert_flags  # noqa: E402
 from bert_tf import progress  # noqa: E402
 
@@ -36,6 +37,8 @@ def define_flags():
 
 def main(_):
   values = bert_flags.values()
+  fileio.check_checkpoint_not_input(values.output, [("--input", values.input), (
+      "--bert_config_file", values.bert_config_file), ("--vocab_file", values.vocab_file)])
   written = checkpoints.convert_checkpoint(values.input, values.output, values.bert_config_file,
                                            values.input_format, values.output_format,
                                            values.vocab_file)

@@ -32,7 +32,9 @@ def define_flags():
 
 
 def main(_):
-  finetuning.run(squad.SquadTask, bert_flags.values())
+  values = bert_flags.values()
+  squad.check_outputs(values)
+  finetuning.run(squad.SquadTask, values)
 
 
 if __name__ == "__main__":

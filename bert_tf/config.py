@@ -22,6 +22,9 @@ _FIELDS = {
     "initializer_range": (float, 0.02),
 }
 # Fields a bert_config.json must carry; the rest fall back to the defaults above.
+# Rows a config's vocab_size may have past its vocab.txt (padding for faster matrix shapes).
+VOCAB_PADDING = 128
+
 _REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
              "intermediate_size")
 # hidden_act names of a bert_config.json, as the original release means them (case does not
@@ -76,11 +79,15 @@ class BertConfig:
 
   def check_vocab_size(self, num_tokens, vocab_file, exact=False):
     """The one check of a vocabulary against the model's word embeddings: a token id past
-    vocab_size has no embedding (with `exact`, as for an export, the sizes must be equal)."""
-    if num_tokens > self.vocab_size or (exact and num_tokens != self.vocab_size):
+    vocab_size has no embedding, and a vocabulary far smaller than vocab_size is not the model's
+    (its ids would pick other tokens' embeddings). vocab_size may exceed it by padding only (fewer
+    than VOCAB_PADDING rows, as configs rounded up to a multiple of 8 or 64); with `exact`, as
+    for an export, the sizes must be equal."""
+    padding = self.vocab_size - num_tokens
+    if padding < 0 or padding >= (1 if exact else VOCAB_PADDING):
       raise BertTfError(f"--vocab_file: {vocab_file} has {num_tokens} tokens but the model's "
-                        f"vocab_size is {self.vocab_size}: use the vocab.txt the model was "
-                        f"trained with")
+                        f"vocab_size is {self.vocab_size} (--bert_config_file): use the vocab.txt "
+                        f"the model was trained with")
 
   @classmethod
   def from_dict(cls, json_object, source="BertConfig", hugging_face=None):

@@ -2,15 +2,18 @@
 per-token layer activations out) and the paper's feature-based NER model (Table 7): chosen
 layers of a frozen encoder into a two-layer BiLSTM and a linear classifier."""
 import collections
+import io
 import json
 import re
 import time
+from glob import escape as glob_escape
 
 import tensorflow as tf
 import tf_keras
 from absl import logging
 
 from bert_tf import checkpoints
+from bert_tf import fileio
 from bert_tf import heads
 from bert_tf import modeling
 from bert_tf import progress
@@ -30,20 +33,29 @@ FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four", "conc
 
 
 def read_examples(input_file):
-  """One example per line, `text_a` or `text_a ||| text_b`; unique_id is the line index."""
-  if not tf.io.gfile.exists(input_file):
-    raise BertTfError(f"{input_file}: --input_file not found")
+  """One example per line, `text_a` or `text_a ||| text_b`; unique_id is the line index. The file
+  is UTF-8 (a one-line error names the line and byte otherwise), or gzip/bzip2/xz of it."""
   examples = []
-  with tf.io.gfile.GFile(input_file, "r") as reader:
-    for unique_id, line in enumerate(reader):
-      line = tokenization.convert_to_unicode(line).strip()
-      match = re.match(r"^(.*) \|\|\| (.*)$", line)
-      text_a, text_b = (line, None) if match is None else (match.group(1), match.group(2))
-      examples.append(InputExample(unique_id, text_a, text_b))
+  text = fileio.read_text(input_file, "--input_file")
+  for unique_id, line in enumerate(io.StringIO(text.replace("\r", ""), newline="\n")):
+    line = line.strip()
+    match = re.match(r"^(.*) \|\|\| (.*)$", line)
+    text_a, text_b = (line, None) if match is None else (match.group(1), match.group(2))
+    examples.append(InputExample(unique_id, text_a, text_b))
   if not examples:
     raise BertTfError(f"{input_file}: --input_file is empty (expected one sentence a line, or "
                       f"`sentence A ||| sentence B`)")
   return examples
+
+
+def check_outputs(values):
+  """--output_file must not be (or link to) one of the run's input files."""
+  inputs = [("--input_file", values.input_file), ("--vocab_file", values.vocab_file),
+            ("--bert_config_file", values.bert_config_file)]
+  if values.init_checkpoint and "," not in values.init_checkpoint:
+    inputs.append(("--init_checkpoint", glob_escape(values.init_checkpoint) + ".*"))
+  fileio.check_not_input(values.output_file, inputs, "--output_file")
+  fileio.check_output_file(values.output_file, "--output_file")
 
 
 def _truncate_pair(tokens_a, tokens_b, max_length):
@@ -154,6 +166,7 @@ def write_features(output_file, extractor, features, batch_size):
 def run(values):
   """The whole of extract_features.py for its flag values."""
   start = time.time()
+  check_outputs(values)
   bert_config = BertConfig.from_json_file(values.bert_config_file)
   bert_config.check_sequence_length(values.max_seq_length)
   layer_indexes = parse_layers(values.layers, bert_config.num_hidden_layers)

@@ -85,6 +85,54 @@ def mark_required(*names):
       flag.help = _REQUIRED_MARK + flag.help
 
 
+def repeated_flags(argv):
+  """(name, values) of each flag that argv gives more than once with different values; absl takes
+  the last, as the original did (cli.run warns). A flag absl accepts many times (multi) is not
+  counted; --name value, --name=value, --bool and --nobool are read as absl reads them."""
+  given = {}
+  args = iter(argv[1:])
+  for arg in args:
+    if arg == "--":
+      break
+    if not arg.startswith("-") or arg == "-":
+      continue
+    name, has_value, value = arg.lstrip("-").partition("=")
+    if name not in FLAGS and name.startswith("no") and name[2:] in FLAGS and not has_value:
+      name, has_value, value = name[2:], True, "false"
+    if name not in FLAGS or name == "flagfile" or isinstance(FLAGS[name], flags.MultiFlag):
+      continue
+    flag = FLAGS[name]
+    if not has_value:
+      value = "true" if flag.boolean else next(args, "")
+    try:
+      parsed = flag.parser.parse(value)
+    except (ValueError, TypeError):
+      parsed = value
+    given.setdefault(flag.name, []).append((value, repr(parsed)))
+  return [(name, [value for value, _ in pairs]) for name, pairs in given.items()
+          if len({parsed for _, parsed in pairs}) > 1]
+
+
+# Flags that name where a run writes, in the order an interrupted run reports them.
+OUTPUT_FLAGS = ("output_dir", "output_file", "export_dir", "output")
+
+
+def outputs_given():
+  """(--flag, value) of each output flag the script has and was given."""
+  return [(f"--{name}", FLAGS[name].value) for name in OUTPUT_FLAGS
+          if name in FLAGS and FLAGS[name].value]
+
+
+def urls_given():
+  """(--flag, path) of every path with a scheme (gs://, ...) in a string flag's value."""
+  found = []
+  for name in FLAGS:
+    flag = FLAGS[name]
+    if name == flag.name and isinstance(flag.value, str) and "://" in flag.value:
+      found.extend((f"--{name}", part.strip()) for part in flag.value.split(",") if "://" in part)
+  return found
+
+
 # ------------------------------------------------------------------------------------------ help
 
 _REQUIRED_MARK = "[required] "

@@ -29,6 +29,7 @@ import os
 import tensorflow as tf
 
 from bert_tf import export
+from bert_tf import fileio
 from bert_tf import model_dir
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
@@ -78,6 +79,13 @@ def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None,
   bert_config_file, vocab_file: for an output_dir without bert_config.json / vocab.txt copies.
   dtype: the output_dir's model's (float32, bfloat16 or float16; an export keeps its own).
   """
+  if not isinstance(path, (str, os.PathLike)):
+    raise TypeError(f"predictor.load: path should be a str or os.PathLike naming an export or a "
+                    f"fine-tuning output_dir, got {type(path).__name__} {path!r}")
+  path = os.fspath(path)
+  if not tf.io.gfile.isdir(path):
+    raise BertTfError(f"{path}: {'not a directory' if tf.io.gfile.exists(path) else 'not found'}"
+                      f"; expected an export directory or a fine-tuning output_dir")
   if not isinstance(batch_size, int) or batch_size < 1:
     raise BertTfError(f"batch_size: expected a positive integer, got {batch_size!r}")
   if task is not None and task not in export.TASKS:
@@ -97,13 +105,23 @@ def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None,
   return loaded
 
 
+# The fields load() needs in task_config.json, and their types.
+_TASK_CONFIG_FIELDS = {"export_kind": str, "do_lower_case": bool, "max_seq_length": int}
+
+
 def _read_task_config(path):
   config_path = os.path.join(path, TASK_CONFIG_FILE)
-  with tf.io.gfile.GFile(config_path) as f:
-    try:
-      config = json.load(f)
-    except json.JSONDecodeError as e:
-      raise BertTfError(f"{config_path}: not valid JSON ({e})") from None
+  try:  # UTF-8 only: UTF-16 or other bytes are a BertTfError naming the file (fileio.read_text)
+    config = json.loads(fileio.read_text(config_path))
+  except json.JSONDecodeError as e:
+    raise BertTfError(f"{config_path}: not valid JSON ({e})") from None
+  if not isinstance(config, dict):
+    raise BertTfError(f"{config_path}: expected a JSON object (as finetuning writes it), got a "
+                      f"{type(config).__name__}")
+  for field, kind in _TASK_CONFIG_FIELDS.items():
+    if not isinstance(config.get(field), kind):
+      found = "missing" if field not in config else f"a {type(config[field]).__name__}"
+      raise BertTfError(f"{config_path}: field {field!r} should be a {kind.__name__}, is {found}")
   if config.get("export_kind") not in export.TASKS or config.get("feature_based"):
     what = "feature-based NER" if config.get("feature_based") else config.get("task_name")
     raise BertTfError(f"{config_path}: a {what or config.get('export_kind')} run; a predictor "

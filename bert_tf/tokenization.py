@@ -71,11 +71,13 @@ def printable_text(text):
 
 
 def load_vocab(vocab_file):
-  """Vocabulary file (a token a line) -> OrderedDict token -> id; a repeat keeps its first id."""
+  """Vocabulary file (a token a line, UTF-8, or gzip/bzip2/xz of it) -> OrderedDict token -> id;
+  a repeat keeps its first id. Text that is not UTF-8 (UTF-16, Latin-1 ...) is a one-line error
+  naming the file and the byte, as the original's strict tf.gfile text reader fails on it; a UTF-8
+  byte order mark is dropped (the original kept it in the first token, "\ufeff[PAD]")."""
   if not fileio.exists(vocab_file):
     raise BertTfError(f"{vocab_file}: vocabulary file not found")
-  with fileio.open_file(vocab_file, "rb") as reader:
-    content = convert_to_unicode(reader.read())
+  content = fileio.read_text(vocab_file)
   lines = content.split("\n")
   if lines and not lines[-1]:
     lines.pop()  # the original reads until readline() returns "": a final newline ends no token
@@ -85,6 +87,20 @@ def load_vocab(vocab_file):
     if token not in vocab:
       vocab[token] = len(vocab)
   return vocab
+
+
+# What every model input holds (FullTokenizer checks them): a file without them is not a BERT
+# vocabulary (a corpus or a label list given as --vocab_file).
+REQUIRED_TOKENS = ("[CLS]", "[SEP]")
+
+
+def check_special_tokens(vocab, vocab_file, tokens=REQUIRED_TOKENS):
+  """Raises BertTfError naming the file when the vocabulary lacks one of `tokens`."""
+  missing = [token for token in tokens if token not in vocab]
+  if missing:
+    raise BertTfError(f"{vocab_file}: not a BERT vocabulary: it has no {' or '.join(missing)} "
+                      f"({len(vocab)} lines; expected a token a line with [CLS], [SEP] and [UNK], "
+                      f"as a model's vocab.txt)")
 
 
 def convert_by_vocab(vocab, items):
@@ -285,6 +301,7 @@ class FullTokenizer(object):
 
   def __init__(self, vocab_file, do_lower_case=True, preserve_unused_tokens=False):
     self.vocab = load_vocab(vocab_file)
+    check_special_tokens(self.vocab, vocab_file)
     self.inv_vocab = {v: k for k, v in self.vocab.items()}
     self.do_lower_case = do_lower_case
     self.preserve_unused_tokens = preserve_unused_tokens

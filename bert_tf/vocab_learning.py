@@ -330,6 +330,7 @@ def learn_vocabulary(word_counts, num_pieces, min_count=1, max_unique_chars=1000
 
 
 def refuse_existing(path, overwrite):
+  fileio.check_output_file(path, "--output_file")
   if fileio.exists(path) and not overwrite:
     raise BertTfError(f"--output_file: {path} exists; choose another path or pass --overwrite")
 
@@ -345,6 +346,7 @@ def write_vocabulary(path, tokens, overwrite):
 def run(values):
   """create_vocab.py: count words, learn, write (module docstring)."""
   check_values(values)
+  fileio.check_not_input(values.output_file, [("--input_file", values.input_file)], "--output_file")
   refuse_existing(values.output_file, values.overwrite)  # before hours of work, and after
   fileio.remove_stale_temporaries(values.output_file)
   input_files = records.input_files(values.input_file)
@@ -353,6 +355,9 @@ def run(values):
   counter = count_words(input_files, values.do_lower_case, values.max_words_in_memory,
                         values.progress_seconds)
   count_seconds = time.monotonic() - start
+  if not counter.total:
+    raise BertTfError(f"--input_file: no word in {', '.join(input_files)} (expected text; the "
+                      f"files are empty or blank)")
   if counter.invalid_utf8_lines:
     logging.warning("%d lines held invalid UTF-8: those bytes were dropped (as the original "
                     "create_pretraining_data drops them)", counter.invalid_utf8_lines)

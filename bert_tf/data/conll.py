@@ -389,8 +389,7 @@ def read_label_list(path, flag="--label_file"):
   """One label a line, as training writes output_dir/label_list.txt."""
   if not tf.io.gfile.exists(path):
     raise BertTfError(f"{flag}: {path} not found")
-  with tf.io.gfile.GFile(path) as reader:
-    labels = [line.strip() for line in reader if line.strip()]
+  labels = [line.strip() for line in read_lines(path, flag) if line.strip()]
   if not labels:
     raise BertTfError(f"{flag}: {path} holds no label")
   return labels

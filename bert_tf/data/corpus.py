@@ -11,7 +11,6 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf import workers
 from bert_tf.progress import Progress
-from bert_tf.errors import BertTfError
 
 # Read input files in blocks of about this size; one block of whole lines is one unit of parallel work.
 _CHUNK_BYTES = 1 << 20
@@ -20,14 +19,19 @@ _CHUNK_BYTES = 1 << 20
 # ----------------------------------------------------------------------------------------------------
 # Reading and tokenizing.
 
-def _line_chunks(path):
-  """Blocks of whole lines of a file, as bytes (the last may lack a final newline)."""
-  with fileio.open_file(path, "rb") as reader:
+def _line_chunks(path, flag="--input_file"):
+  """Blocks of whole lines of a file, as bytes (the last may lack a final newline); a gzip, bzip2
+  or xz file gives the lines it holds, and UTF-16 text is a one-line error (fileio.open_input)."""
+  with fileio.open_input(path, flag) as reader:
     rest = b""
+    first = True
     while True:
       block = reader.read(_CHUNK_BYTES)
       if not block:
         break
+      if first:
+        fileio.refuse_utf16(block, path, flag)
+        first = False
       block = rest + block
       cut = block.rfind(b"\n") + 1
       if cut == 0:  # no newline yet: a line longer than a block
@@ -110,8 +114,6 @@ def read_corpus(input_files, tokenizer, num_workers=1, progress_seconds=30):
 
   def chunks():
     for path in input_files:
-      if not fileio.exists(path):
-        raise BertTfError(f"--input_file: {path} does not exist")
       yield from _line_chunks(path)
 
   def take(result):

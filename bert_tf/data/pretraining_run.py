@@ -53,6 +53,10 @@ def parsed(values):
   options.validate()
   input_files = records.input_files(values.input_file)
   output_files = [path for path in values.output_file.split(",") if path.strip()]
+  inputs = [("--input_file", values.input_file), ("--vocab_file", values.vocab_file)]
+  for shard in range(max(values.num_shards, 1)):
+    for path in shard_output_files(output_files, shard, max(values.num_shards, 1)):
+      fileio.check_not_input(path, inputs, "--output_file")
   return options, input_files, output_files
 
 

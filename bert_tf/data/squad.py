@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf import heads
 from bert_tf import records
 from bert_tf import squad_metrics
@@ -66,11 +67,10 @@ def _require(container, key, where, input_file):
 
 def load_squad_json(input_file):
   """The parsed file, checked to have the official layout data -> paragraphs -> qas."""
-  try:
-    with tf.io.gfile.GFile(input_file, "r") as reader:
-      dataset = json.load(reader)
-  except tf.errors.NotFoundError:
-    raise BertTfError(f"{input_file}: no such file") from None
+  if not fileio.exists(input_file):
+    raise BertTfError(f"{input_file}: no such file")
+  try:  # UTF-8 (a byte order mark dropped), or gzip/bzip2/xz of it: fileio.read_text
+    dataset = json.loads(fileio.read_text(input_file))
   except json.JSONDecodeError as e:
     raise BertTfError(f"{input_file}: not SQuAD JSON: {e}") from None
   data = _require(dataset, "data", "the top level", input_file)
@@ -358,6 +358,13 @@ def features_to_arrays(features):
 
 # ---------------------------------------------------------------------------------------------
 # run_squad.py's task for bert_tf.finetuning.
+
+
+def check_outputs(values):
+  """--train_file and --predict_file must not be files the run writes into --output_dir."""
+  fileio.check_dir_not_input(values.output_dir, squad_answers.OUTPUT_FILES + tuple(
+      SquadTask.record_files.values()), [("--train_file", values.train_file),
+                                         ("--predict_file", values.predict_file)])
 
 
 class SquadTask:

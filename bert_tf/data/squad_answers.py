@@ -27,6 +27,9 @@ RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "e
 _Candidate = collections.namedtuple("_Candidate", ["score", "feature_index", "start_index",
                                                    "end_index", "start_logit", "end_logit"])
 
+# What write_predictions writes into output_dir (run_squad.py checks no input file is one of them).
+OUTPUT_FILES = ("predictions.json", "nbest_predictions.json", "null_odds.json", "eval_results.json")
+
 
 def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
   """Projects the de-tokenized prediction back onto the original words' characters.
@@ -270,12 +273,13 @@ def write_answers(values, examples, features, results, dataset, output_dir=None)
   logging.info("Post-processed %d questions in %.2f s", len(examples), time.time() - start)
   predictions, evaluation = score(values, dataset, predictions, null_odds, best_non_null)
   output_dir = output_dir or values.output_dir
-  write_json(os.path.join(output_dir, "predictions.json"), predictions)
-  write_json(os.path.join(output_dir, "nbest_predictions.json"), nbest)
+  predictions_file, nbest_file, null_odds_file, results_file = OUTPUT_FILES
+  write_json(os.path.join(output_dir, predictions_file), predictions)
+  write_json(os.path.join(output_dir, nbest_file), nbest)
   if v2:
-    write_json(os.path.join(output_dir, "null_odds.json"), null_odds)
+    write_json(os.path.join(output_dir, null_odds_file), null_odds)
   if evaluation:
-    write_json(os.path.join(output_dir, "eval_results.json"), evaluation)
+    write_json(os.path.join(output_dir, results_file), evaluation)
     for key, value in evaluation.items():
       logging.info("  %s = %s", key, value)
   return evaluation
