@@ -19,7 +19,7 @@ API (stable; later changes only add keyword arguments):
                 weight_decay_rate=0.01, save_checkpoints_steps=1000, keep_checkpoint_max=5,
                 steps_per_loop=1000, log_steps=100, gradient_accumulation_steps=1, metric_fn=None,
                 seed=None, use_xla=False, train_batch_size=None, adam_bias_correction=False,
-                evaluator=None)
+                evaluator=None, run_shape=None)
       model_fn()                      -> a tf_keras.Model (called inside strategy.scope()); a task
                                          model holds its encoder as `.encoder`.
       loss_fn(features, outputs)      -> float32 scalar: the mean loss of this replica's
@@ -41,7 +41,8 @@ API (stable; later changes only add keyword arguments):
       resumed (global step, optimizer slots, input position, dropout RNG), and init_checkpoint is
       then ignored. Otherwise init_checkpoint (an original TF1 checkpoint, one of ours, or a Hugging
       Face directory) is loaded with bert_tf.checkpoints.init_from_checkpoint. A NaN/Inf loss raises
-      BertTfError without saving. evaluator (bert_tf.keep_best.Evaluator, optional): called as
+      BertTfError without saving. run_shape: recorded in output_dir/train_run.json (see
+      bert_tf.run_dir.check_run_shape). evaluator (bert_tf.keep_best.Evaluator, optional): called as
       evaluator(model, step) after the checkpoint of each step where evaluator.due(step,
       num_train_steps); training stops early when it returns True. On resume,
       evaluator.resume(model, step, num_train_steps) may evaluate a step a kill interrupted, or
@@ -74,6 +75,7 @@ import tf_keras
 from bert_tf import checkpoints
 from bert_tf import optimization
 from bert_tf import progress
+from bert_tf import records
 from bert_tf import run_dir
 from bert_tf import scalars
 from bert_tf.errors import BertTfError
@@ -292,7 +294,7 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
           weight_decay_rate=0.01, save_checkpoints_steps=1000, keep_checkpoint_max=5,
           steps_per_loop=1000, log_steps=100, gradient_accumulation_steps=1, metric_fn=None,
           seed=None, use_xla=False, train_batch_size=None, adam_bias_correction=False,
-          evaluator=None):
+          evaluator=None, run_shape=None):
   """Trains model_fn()'s model to num_train_steps optimizer steps; see the module docstring."""
   _check_train_arguments(gradient_accumulation_steps, save_checkpoints_steps)
   tf.io.gfile.makedirs(output_dir)
@@ -307,7 +309,7 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
     run_dir.check_same_run(output_dir, state.model, dict(
         learning_rate=learning_rate, num_warmup_steps=num_warmup_steps,
         train_batch_size=train_batch_size, optimizer_type=optimizer_type,
-        gradient_accumulation_steps=gradient_accumulation_steps))
+        gradient_accumulation_steps=gradient_accumulation_steps), run_shape)
   manager = _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoint,
                                    keep_checkpoint_max)
   train_loop = _train_loop_function(strategy, state, iterators, loss_fn, metric_fn,
@@ -328,7 +330,8 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
       if evaluator is not None:
         until_save = min(until_save, evaluator.every_n_steps - step % evaluator.every_n_steps)
       n = log.chunk_size(step, min(steps_per_loop, until_save, num_train_steps - step))
-      loss, all_finite = train_loop(tf.constant(n, tf.int32))
+      with records.naming_bad_records():
+        loss, all_finite = train_loop(tf.constant(n, tf.int32))
       step = int(state.optimizer.iterations.numpy())
       if not bool(all_finite):
         raise BertTfError(
@@ -413,14 +416,49 @@ def _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoi
                  f" (--init_checkpoint {init_checkpoint} is ignored)" if init_checkpoint else "")
     try:
       checkpoint.restore(latest).assert_existing_objects_matched()
-    except checkpoints.READ_ERRORS as e:
-      message = (getattr(e, "message", None) or str(e)).strip().splitlines()[0]
-      raise BertTfError(f"{latest}: cannot be read ({message}): the "
-                        f"latest checkpoint of --output_dir is damaged; move its files aside to "
-                        f"resume from the one before") from None
+    except checkpoints.READ_ERRORS + (AssertionError,) as e:
+      raise _restore_error(latest, e) from None
   elif init_checkpoint:
     _load_init_checkpoint(state.model, init_checkpoint)
   return manager
+
+
+class _AbandonedRestoreFilter:
+  """Drops what TensorFlow logs, when the objects of a failed restore are deleted, about the
+  values they never received: the run has already said what is wrong in one line."""
+
+  def filter(self, record):
+    message = record.getMessage()
+    return not ("deleted with unrestored values" in message or
+                "could not be found in the restored object" in message or
+                "checkpoint values were not used" in message.lower())
+
+
+_ABANDONED_RESTORE_FILTER = _AbandonedRestoreFilter()
+
+
+def silence_abandoned_restore():
+  """After a restore failed with a BertTfError: TensorFlow's warnings about its abandoned values
+  (logged when they are deleted, after the error line) are dropped."""
+  tf.get_logger().addFilter(_ABANDONED_RESTORE_FILTER)
+
+
+def _restore_error(latest, error):
+  """The BertTfError for a checkpoint of output_dir that could not be restored: damaged, or
+  written by a run whose input pipeline or model the flags no longer make."""
+  silence_abandoned_restore()
+  message = (getattr(error, "message", None) or str(error)).strip().splitlines()
+  message = message[0] if message else type(error).__name__
+  if "dataset iterator" in message or isinstance(error, AssertionError):
+    return BertTfError(
+        f"--output_dir: {latest} was written by a run whose "
+        f"{'input pipeline' if 'dataset iterator' in message else 'model'} these flags do not "
+        f"make (one made with other flags, such as --pack_sequences, --max_seq_length or "
+        f"--dynamic_masking): resume it with the flags it was started with, or give a new "
+        f"--output_dir")
+  return BertTfError(f"{latest}: cannot be read ({message}): the latest checkpoint of "
+                     f"--output_dir is damaged; move its files aside to resume from the one "
+                     f"before")
 
 
 def _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumulation, use_xla):
@@ -521,7 +559,8 @@ def evaluate(strategy, model, eval_input_fn, metric_fn, loss_fn=None, steps=None
     return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
   totals = {}
-  with progress.Progress("evaluating", total=steps, unit="batches") as shown:
+  with progress.Progress("evaluating", total=steps, unit="batches") as shown, \
+      records.naming_bad_records():
     for i, features in enumerate(dataset):
       if steps is not None and i >= steps:
         break
@@ -563,7 +602,8 @@ def predict(strategy, model, predict_input_fn, total=None):
 
     return strategy.run(replica_fn, args=(features,))
 
-  with progress.Progress("predicting", total=total, unit="batches") as shown:
+  with progress.Progress("predicting", total=total, unit="batches") as shown, \
+      records.naming_bad_records():
     for i, features in enumerate(dataset):
       local_results = strategy.experimental_local_results(predict_step(features))
       yield tf.nest.map_structure(lambda *t: np.concatenate([np.asarray(x) for x in t]),
