@@ -186,7 +186,7 @@ def _check_output_dir(values, task, config):
   run_dir.check_run_kind(output_dir, predictor.task_config(task, values))
   _check_checkpoint_model(values, config)
   if values.do_train:
-    run_dir.check_run_shape(output_dir, run_shape(values))
+    run_dir.check_run_shape(output_dir, run_shape(values), config)
     run_dir.check_init_checkpoint(output_dir, values.init_checkpoint)
   if values.do_train or tf.train.latest_checkpoint(output_dir):
     model_dir.check_vocab(output_dir, values.vocab_file)

@@ -34,6 +34,7 @@ import tensorflow as tf
 
 from bert_tf import checkpoints
 from bert_tf import progress
+from bert_tf import run_dir
 from bert_tf import scalars
 from bert_tf import training
 from bert_tf.errors import BertTfError
@@ -212,7 +213,7 @@ class BestKeeper:
     else:
       model.global_step = self.step
       return
-    training.silence_abandoned_restore()
+    run_dir.silence_abandoned_restore()
     raise BertTfError(f"--output_dir: {self.prefix}: the best weights kept there are not of this "
                       f"model ({error}): move {self.directory} aside, or give a new --output_dir")
 

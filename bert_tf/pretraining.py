@@ -223,8 +223,11 @@ def _run(values, start, strategy, config, held):
   if limits:
     logging.info("Packing up to %d instances and %d masked-LM predictions per row", *limits)
   run_dir.check_run_kind(values.output_dir)
+  shape = run_shape(values, limits)
+  # Evaluating the checkpoints of output_dir needs their model (the input may differ).
+  run_dir.check_run_shape(values.output_dir, shape if values.do_train else {
+      "left_to_right": shape["left_to_right"]}, config)
   if values.do_train:
-    run_dir.check_run_shape(values.output_dir, run_shape(values, limits))
     model_dir.check_vocab(values.output_dir, values.vocab_file)
     run_dir.check_init_checkpoint(values.output_dir, values.init_checkpoint)
 
@@ -243,7 +246,7 @@ def _run(values, start, strategy, config, held):
     held.keep()
     model = _train(values, strategy, config, model_fn, make_input_fn(values.train_batch_size, True),
                    use_nsp, metric_fn(use_nsp, row_statistics=bool(limits)),
-                   run_shape(values, limits))
+                   shape)
   result = _evaluate(values, strategy, model_fn, make_input_fn, use_nsp, model, bool(limits)) if (
       values.do_eval) else None
   if strategy.extended.should_checkpoint:

@@ -35,12 +35,7 @@ def check_same_run(output_dir, model, settings, run_shape=None):
   if tf.train.latest_checkpoint(output_dir) and tf.io.gfile.exists(path):
     with tf.io.gfile.GFile(path) as f:
       before = json.load(f)
-    old_config = before.get("bert_config") or {}
-    changed = sorted(k for k in set(old_config) | set(config) if old_config.get(k) != config.get(k))
-    if changed:
-      raise BertTfError(f"--bert_config_file: {output_dir} holds checkpoints of a model with "
-                        f"another config (differs in {', '.join(changed)}): give a new "
-                        f"--output_dir, or the config the run started with")
+    _check_config(output_dir, before, config)
     for key, value in settings.items():
       if key in before and before[key] != value:
         logging.warning("Resuming %s with %s=%s; the run started with %s", output_dir, key,
@@ -50,6 +45,16 @@ def check_same_run(output_dir, model, settings, run_shape=None):
   if run_shape:
     recorded["run_shape"] = run_shape
   write_text_atomically(path, json.dumps(recorded, indent=2, sort_keys=True) + "\n")
+
+
+def _check_config(output_dir, before, config):
+  """The config a run resumes with (a dict) is the one its train_run.json (`before`) records."""
+  old_config = before.get("bert_config") or {}
+  changed = sorted(k for k in set(old_config) | set(config) if old_config.get(k) != config.get(k))
+  if changed:
+    raise BertTfError(f"--bert_config_file: {output_dir} holds checkpoints of a model with "
+                      f"another config (differs in {', '.join(changed)}): give a new "
+                      f"--output_dir, or the config the run started with")
 
 
 def _recorded_run(output_dir):
@@ -65,12 +70,16 @@ def _recorded_run(output_dir):
                         f"the run in {output_dir} was started)") from None
 
 
-def check_run_shape(output_dir, run_shape):
+def check_run_shape(output_dir, run_shape, config=None):
   """Before a run resumes output_dir: run_shape ({flag name: value}, the options that change what
   its checkpoints hold or how its input is read, e.g. pack_sequences, left_to_right) must be what
   the run was started with (train_run.json's run_shape; runs from before it was recorded are not
-  checked). A BertTfError names the first flag that differs and the value to give."""
-  recorded = (_recorded_run(output_dir) or {}).get("run_shape") or {}
+  checked), and so must config (a BertConfig), when given. A BertTfError names the first flag
+  that differs and the value to give."""
+  before = _recorded_run(output_dir) or {}
+  if before and config is not None:
+    _check_config(output_dir, before, config.to_dict())
+  recorded = before.get("run_shape") or {}
   for flag in sorted(run_shape):
     if flag not in recorded or recorded[flag] == run_shape[flag]:
       continue
@@ -255,6 +264,45 @@ def _unlock(fd, path):
   except FileNotFoundError:
     pass
   os.close(fd)
+
+
+class _AbandonedRestoreFilter:
+  """Drops what TensorFlow logs, when the objects of a failed restore are deleted, about the
+  values they never received: the run has already said what is wrong in one line."""
+
+  def filter(self, record):
+    message = record.getMessage()
+    return not ("deleted with unrestored values" in message or
+                "could not be found in the restored object" in message or
+                "checkpoint values were not used" in message.lower())
+
+
+_ABANDONED_RESTORE_FILTER = _AbandonedRestoreFilter()
+
+
+def silence_abandoned_restore():
+  """After a restore failed with a BertTfError: TensorFlow's warnings about its abandoned values
+  (logged when they are deleted, after the error line) are dropped."""
+  tf.get_logger().addFilter(_ABANDONED_RESTORE_FILTER)
+
+
+def restore_error(latest, error):
+  """The BertTfError for the checkpoint `latest` of output_dir that training could not restore
+  (`error`): damaged, or written by a run whose input pipeline or model the flags no longer make
+  (one from before check_run_shape's record)."""
+  silence_abandoned_restore()
+  message = (getattr(error, "message", None) or str(error)).strip().splitlines()
+  message = message[0] if message else type(error).__name__
+  if "dataset iterator" in message or isinstance(error, AssertionError):
+    return BertTfError(
+        f"--output_dir: {latest} was written by a run whose "
+        f"{'input pipeline' if 'dataset iterator' in message else 'model'} these flags do not "
+        f"make (one made with other flags, such as --pack_sequences, --max_seq_length or "
+        f"--dynamic_masking): resume it with the flags it was started with, or give a new "
+        f"--output_dir")
+  return BertTfError(f"{latest}: cannot be read ({message}): the latest checkpoint of "
+                     f"--output_dir is damaged; move its files aside to resume from the one "
+                     f"before")
 
 
 def remove_unfinished_saves(output_dir):

@@ -417,48 +417,10 @@ def _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoi
     try:
       checkpoint.restore(latest).assert_existing_objects_matched()
     except checkpoints.READ_ERRORS + (AssertionError,) as e:
-      raise _restore_error(latest, e) from None
+      raise run_dir.restore_error(latest, e) from None
   elif init_checkpoint:
     _load_init_checkpoint(state.model, init_checkpoint)
   return manager
-
-
-class _AbandonedRestoreFilter:
-  """Drops what TensorFlow logs, when the objects of a failed restore are deleted, about the
-  values they never received: the run has already said what is wrong in one line."""
-
-  def filter(self, record):
-    message = record.getMessage()
-    return not ("deleted with unrestored values" in message or
-                "could not be found in the restored object" in message or
-                "checkpoint values were not used" in message.lower())
-
-
-_ABANDONED_RESTORE_FILTER = _AbandonedRestoreFilter()
-
-
-def silence_abandoned_restore():
-  """After a restore failed with a BertTfError: TensorFlow's warnings about its abandoned values
-  (logged when they are deleted, after the error line) are dropped."""
-  tf.get_logger().addFilter(_ABANDONED_RESTORE_FILTER)
-
-
-def _restore_error(latest, error):
-  """The BertTfError for a checkpoint of output_dir that could not be restored: damaged, or
-  written by a run whose input pipeline or model the flags no longer make."""
-  silence_abandoned_restore()
-  message = (getattr(error, "message", None) or str(error)).strip().splitlines()
-  message = message[0] if message else type(error).__name__
-  if "dataset iterator" in message or isinstance(error, AssertionError):
-    return BertTfError(
-        f"--output_dir: {latest} was written by a run whose "
-        f"{'input pipeline' if 'dataset iterator' in message else 'model'} these flags do not "
-        f"make (one made with other flags, such as --pack_sequences, --max_seq_length or "
-        f"--dynamic_masking): resume it with the flags it was started with, or give a new "
-        f"--output_dir")
-  return BertTfError(f"{latest}: cannot be read ({message}): the latest checkpoint of "
-                     f"--output_dir is damaged; move its files aside to resume from the one "
-                     f"before")
 
 
 def _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumulation, use_xla):

@@ -161,6 +161,13 @@ CASES = {
                 "--max_seq_length=48"],
         r"--max_seq_length: .* made with --max_seq_length=32, not 48: pass --max_seq_length=32",
         lambda w, d: d),
+    "classifier_resumed_with_another_config": (
+        "run_classifier.py", lambda w, d: (d.mkdir(), (d / "c.json").write_text(json.dumps(
+            dict(CONFIG, intermediate_size=24))), classifier_flags(
+            w, copy_of(w, "cls", d / "out"), "--do_train", "--num_train_epochs=2") + [
+                f"--bert_config_file={d / 'c.json'}"])[-1],
+        r"--bert_config_file: .* holds checkpoints of a model with another config \(differs in "
+        r"intermediate_size\)", lambda w, d: d),
     # --- 2. export with the wrong --task ---------------------------------------------------------
     "export_classifier_as_ner": (
         "export_savedmodel.py", lambda w, d: [
