@@ -69,6 +69,7 @@ carries its tag (as run_ner). A text longer than max_seq_length - 2 pieces is wi
 windows a long sentence (conll.window_spans: labelled chunks of half a window with context on both
 sides), every word tagged in its chunk's window.
 """
+import json
 import os
 import time
 
@@ -522,7 +523,37 @@ def export_from_values(task, values, init_checkpoint, weights=None):
                 regression=regression, dtype=values.dtype, **squad_options)
 
 
+def check_task_config(task, values, init_checkpoint):
+  """When init_checkpoint is a fine-tuning run's output_dir (or a checkpoint in one), its
+  task_config.json must say --task (and, for a classifier, --task_name): a sentence classifier's
+  head reads as a token tagger's, so a mismatch would export a model that serves nonsense."""
+  from bert_tf import predictor  # pylint: disable=g-import-not-at-top  (it imports this module)
+  directory = (init_checkpoint if tf.io.gfile.isdir(init_checkpoint)
+               else os.path.dirname(init_checkpoint))
+  path = os.path.join(directory or ".", predictor.TASK_CONFIG_FILE)
+  if not tf.io.gfile.exists(path):
+    return
+  with tf.io.gfile.GFile(path, "rb") as f:
+    try:
+      config = json.loads(f.read().decode("utf-8-sig"))
+    except ValueError:
+      config = None
+  if not isinstance(config, dict):
+    raise BertTfError(f"--init_checkpoint: {path} is not a task_config.json of bert_tf (a JSON "
+                      f"object)")
+  kind, task_name = config.get("export_kind"), config.get("task_name")
+  if kind != task:
+    raise BertTfError(f"--task: {path} says {directory} holds a fine-tuned "
+                      f"{kind or 'multiple-choice'} model{f' ({task_name})' if task_name else ''}"
+                      f", not {task}: {f'pass --task={kind}' if kind else 'it cannot be exported'}")
+  if (task == "classifier" and task_name and values.task_name
+      and task_name.lower() != values.task_name.lower()):
+    raise BertTfError(f"--task_name: {path} says {directory} holds a model fine-tuned on "
+                      f"{task_name}, not {values.task_name}: pass --task_name={task_name}")
+
+
 def run(values):
   """The whole of export_savedmodel.py for its flag values; returns the export directory."""
   tokenization.validate_case_matches_checkpoint(values.do_lower_case, values.init_checkpoint)
+  check_task_config(values.task, values, values.init_checkpoint)
   return export_from_values(values.task, values, values.init_checkpoint)

@@ -68,7 +68,7 @@ RECORD_FILES = {"train": "train.tf_record", "dev": "eval.tf_record", "test": "pr
 # What the closing summary leaves out of the files a run wrote in output_dir.
 NOT_RESULTS = ("*.tf_record", "checkpoint", "*.index", "*.data-*-of-*", "train_run.json",
                model_dir.CONFIG_FILE, model_dir.VOCAB_FILE, scalars.CURVES_FILE,
-               predictor.TASK_CONFIG_FILE)
+               predictor.TASK_CONFIG_FILE, run_dir.LOCK_FILE)
 
 
 def config_and_tokenizer(values):
@@ -96,8 +96,9 @@ def finetuning_steps(values, num_examples, what):
   return num_train_steps, int(num_train_steps * values.warmup_proportion)
 
 
-def finetune(values, strategy, config, task, model_fn, evaluator=None):
-  """Writes the task's training records and trains on them; returns the model.
+def finetune(values, strategy, config, task, model_fn, train_records, evaluator=None):
+  """Trains on the task's training records (train_records: what write_train_records returned for
+  output_dir's train.tf_record); returns the model.
 
   The records are shuffled over a buffer as large as the training set (up to
   MAX_FINETUNE_SHUFFLE_BUFFER), not the original's 100: train files keep the order of the task's
@@ -110,7 +111,7 @@ def finetune(values, strategy, config, task, model_fn, evaluator=None):
   if strategy.extended.should_checkpoint:
     model_dir.write_model_files(values.output_dir, config, values.vocab_file)
   train_file = os.path.join(values.output_dir, RECORD_FILES["train"])
-  num_examples, num_records, what = task.write_train_records(train_file)
+  num_examples, num_records, what = train_records
   layout = packing_finetune.task_layout(values, task, is_training=True)
   rows = layout.count_rows(train_file) if layout else None
   num_train_steps, num_warmup_steps = finetuning_steps(
@@ -138,16 +139,31 @@ def finetune(values, strategy, config, task, model_fn, evaluator=None):
       strategy, model_fn, task.loss_fn, train_input_fn, num_train_steps, values.learning_rate,
       num_warmup_steps, values.output_dir, init_checkpoint=values.init_checkpoint,
       metric_fn=metric_fn, train_batch_size=values.train_batch_size,
-      evaluator=evaluator, **training.train_options(values))
+      evaluator=evaluator, run_shape=run_shape(values), **training.train_options(values))
   if values.export_tf1_checkpoint and strategy.extended.should_checkpoint:
     run_dir.export_weights(model, values.output_dir)
   return model
 
 
+def run_shape(values):
+  """The options that change what a fine-tuning run's checkpoints hold or how its input is read
+  (its train.tf_record, the packed rows): resuming the run needs the same (run_dir)."""
+  shape = {"max_seq_length": values.max_seq_length}
+  for flag in ("pack_sequences", "left_to_right", "bilstm_head"):
+    if hasattr(values, flag):
+      shape[flag] = bool(getattr(values, flag))
+  if getattr(values, "pack_sequences", False):
+    shape["max_instances_per_row"] = values.max_instances_per_row
+  return shape
+
+
 def run(task_class, values):
   """Fine-tunes, evaluates and predicts as the flags say; exports with --export_dir.
 
-  Returns {split: what the task's finish_split returned}.
+  Returns {split: what the task's finish_split returned}. Every check of the flags, of the data
+  and of what --output_dir already holds comes before anything is written there; a run that fails
+  before training leaves --output_dir as it found it (see run_dir.claim, which also keeps a
+  second run out of it meanwhile).
   """
   start = time.time()
   phases = [phase for phase in ("do_train", "do_eval", "do_predict") if hasattr(values, phase)]
@@ -155,26 +171,51 @@ def run(task_class, values):
     raise BertTfError(f"{'/'.join('--' + phase for phase in phases)}: at least one must be True")
   config, tokenizer = config_and_tokenizer(values)
   task = task_class(values, tokenizer)
-  layout = packing_finetune.task_layout(values, task, is_training=False)
   plan = keep_best.plan(values, task)
-  keeper = _keeper(values, plan)
   # Python-only work above; the strategy must come before the first TensorFlow op.
   strategy = training.setup_runtime(values)
-  tf.io.gfile.makedirs(values.output_dir)
-  if getattr(values, "do_train", False) and strategy.extended.should_checkpoint:  # the chief
-    predictor.write_task_config(task, values)  # what predictor.load(output_dir) builds
-  model_fn = task.model_fn(config, training.trim_padding(values))
+  chief = strategy.extended.should_checkpoint
+  with run_dir.claim(values.output_dir, hold=chief) as held:
+    return _run(values, start, strategy, config, task, plan, held)
+
+
+def _check_output_dir(values, task, config):
+  """What --output_dir holds is this run's to go on with (or nothing): the same task, model,
+  vocabulary and run shape."""
+  output_dir = values.output_dir
+  run_dir.check_run_kind(output_dir, predictor.task_config(task, values))
   _check_checkpoint_model(values, config)
-  # Every split's data are read (and a bad row reported) before training starts.
+  if values.do_train:
+    run_dir.check_run_shape(output_dir, run_shape(values), config)
+    run_dir.check_init_checkpoint(output_dir, values.init_checkpoint)
+  if values.do_train or tf.train.latest_checkpoint(output_dir):
+    model_dir.check_vocab(output_dir, values.vocab_file)
+
+
+def _run(values, start, strategy, config, task, plan, held):
+  """run() in its claimed --output_dir."""
+  layout = packing_finetune.task_layout(values, task, is_training=False)
+  keeper = _keeper(values, plan)
+  _check_output_dir(values, task, config)
+  model_fn = task.model_fn(config, training.trim_padding(values))
+  # Every split's data are read (and a bad row reported) before anything else is written.
+  train_records = None
+  if values.do_train:
+    train_records = task.write_train_records(
+        os.path.join(values.output_dir, RECORD_FILES["train"]))
   splits = {}
   for split, batch_size in _splits(values, plan, task):
     path = os.path.join(values.output_dir, getattr(task, "record_files", RECORD_FILES)[split])
     splits[split] = (path, batch_size, task.write_split_records(split, path))
+  chief = strategy.extended.should_checkpoint
   model = None
   if values.do_train:
+    held.keep()
+    if chief:
+      predictor.write_task_config(task, values)  # what predictor.load(output_dir) builds
     evaluator = _evaluator(plan, task, strategy, splits, values.output_dir, layout)
     try:
-      model = finetune(values, strategy, config, task, model_fn, evaluator)
+      model = finetune(values, strategy, config, task, model_fn, train_records, evaluator)
     finally:
       if evaluator is not None:
         evaluator.close()
@@ -201,7 +242,6 @@ def run(task_class, values):
     if unpack is not None:
       batches = unpack(batches)
     results[split] = task.finish_split(split, state, batches, training.global_step(model))
-  chief = strategy.extended.should_checkpoint
   if results.get("dev") and chief:
     scalars.write_eval_scalars(values.output_dir, results["dev"], training.global_step(model))
   export_path = None

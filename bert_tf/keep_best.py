@@ -34,6 +34,7 @@ import tensorflow as tf
 
 from bert_tf import checkpoints
 from bert_tf import progress
+from bert_tf import run_dir
 from bert_tf import scalars
 from bert_tf import training
 from bert_tf.errors import BertTfError
@@ -202,9 +203,19 @@ class BestKeeper:
                           json.dumps(self.state, indent=2, sort_keys=True) + "\n")
 
   def restore(self, model):
-    """Loads the best weights into a built model; sets its global_step to the best step."""
-    tf.train.Checkpoint(model=model).read(self.prefix).assert_existing_objects_matched()
-    model.global_step = self.step
+    """Loads the best weights into a built model; sets its global_step to the best step. Weights
+    of another model (a best/ another task or head left) are a BertTfError naming best/."""
+    try:
+      tf.train.Checkpoint(model=model).read(self.prefix).assert_existing_objects_matched()
+    except (ValueError, AssertionError) + checkpoints.READ_ERRORS as e:
+      message = (getattr(e, "message", None) or str(e)).strip().splitlines()
+      error = message[0][:300] if message else type(e).__name__
+    else:
+      model.global_step = self.step
+      return
+    run_dir.silence_abandoned_restore()
+    raise BertTfError(f"--output_dir: {self.prefix}: the best weights kept there are not of this "
+                      f"model ({error}): move {self.directory} aside, or give a new --output_dir")
 
   def describe(self):
     return f"{self.prefix} (step {self.step}, {self.metric} {progress.format_figure(self.value)})"

@@ -60,6 +60,25 @@ def write_model_files(output_dir, config, vocab_file=None):
                     vocab_path, vocab_file)
 
 
+def check_vocab(output_dir, vocab_file):
+  """Before a training run writes into output_dir (or evaluates the checkpoints there): a
+  vocab.txt already in output_dir must be --vocab_file's very vocabulary. It is the vocabulary
+  the directory's model was made with (or one the user put there): going on with another would
+  read every token id as some other token, and copying over it would replace it. A BertTfError
+  names both files."""
+  vocab_path = os.path.join(output_dir, VOCAB_FILE)
+  if not vocab_file or not tf.io.gfile.exists(vocab_path):
+    return
+  if not tf.io.gfile.exists(vocab_file) or _read_bytes(vocab_path) == _read_bytes(vocab_file):
+    return
+  if tf.train.latest_checkpoint(output_dir):
+    raise BertTfError(f"--vocab_file: {vocab_file} differs from {vocab_path}, the vocabulary of "
+                      f"the checkpoints in {output_dir}: pass --vocab_file={vocab_path} to go on "
+                      f"with them, or give a new --output_dir")
+  raise BertTfError(f"--vocab_file: {vocab_file} differs from {vocab_path}, already in "
+                    f"--output_dir: give a new --output_dir (or move {vocab_path} aside)")
+
+
 def vocab_beside(path):
   """vocab.txt in the directory `path` is or names a file of (a checkpoint prefix, a Hugging Face
   directory), or None."""

@@ -166,18 +166,37 @@ def input_fn(input_files, max_seq_length, max_predictions_per_seq, batch_size, i
                                           is_training, seed))
 
 
+def run_shape(values, limits):
+  """The options that change what a pretraining run's checkpoints hold or how its input is read:
+  resuming the run needs the same (bert_tf.run_dir.check_run_shape). limits: the packed row
+  limits (None unpacked)."""
+  shape = {"left_to_right": bool(values.left_to_right),
+           "pack_sequences": bool(getattr(values, "pack_sequences", False)),
+           "dynamic_masking": bool(getattr(values, "dynamic_masking", False)),
+           "max_seq_length": values.max_seq_length}
+  if limits:
+    shape["max_instances_per_row"], shape["max_predictions_per_row"] = limits
+  return shape
+
+
 def run(values):
   """Trains (--do_train) and evaluates (--do_eval) as the flag values say; returns the eval
-  results (or None)."""
+  results (or None). Every check of the flags, the records and what --output_dir holds comes
+  before anything is written there (run_dir.claim, which also keeps a second run out of it)."""
   start = time.time()
   strategy = training.setup_runtime(values)
   if not values.do_train and not values.do_eval:
     raise BertTfError("--do_train/--do_eval: at least one of them must be True")
   config = BertConfig.from_json_file(values.bert_config_file)
   config.check_sequence_length(values.max_seq_length)
-  tf.io.gfile.makedirs(values.output_dir)
+  with run_dir.claim(values.output_dir, hold=strategy.extended.should_checkpoint) as held:
+    return _run(values, start, strategy, config, held)
+
+
+def _check_input_files(values, masking):
+  """The --input_file records (the first of each file: a later one of other lengths is named
+  when the pipeline reads it); returns the files."""
   input_files = records.input_files(values.input_file, "--input_file")
-  masking = dynamic_masking.DynamicMasking.from_values(values, config.vocab_size)
   logging.info("*** Input Files ***")
   name_to_features = dynamic_masking.records_arguments(
       masking, values.max_seq_length, values.max_predictions_per_seq, False, 0)["name_to_features"]
@@ -192,11 +211,25 @@ def run(values):
     raise BertTfError(f"--input_file: {', '.join(empty)}: no record in "
                       f"{'any of these files' if len(empty) > 1 else 'the file'} (empty or "
                       f"unfinished: make it with create_pretraining_data.py)")
+  return input_files
 
+
+def _run(values, start, strategy, config, held):
+  """run() in its claimed --output_dir."""
+  masking = dynamic_masking.DynamicMasking.from_values(values, config.vocab_size)
+  input_files = _check_input_files(values, masking)
   use_nsp = not (values.no_nsp or values.left_to_right)
   limits = packing.row_limits(values) if getattr(values, "pack_sequences", False) else None
   if limits:
     logging.info("Packing up to %d instances and %d masked-LM predictions per row", *limits)
+  run_dir.check_run_kind(values.output_dir)
+  shape = run_shape(values, limits)
+  # Evaluating the checkpoints of output_dir needs their model (the input may differ).
+  run_dir.check_run_shape(values.output_dir, shape if values.do_train else {
+      "left_to_right": shape["left_to_right"]}, config)
+  if values.do_train:
+    model_dir.check_vocab(values.output_dir, values.vocab_file)
+    run_dir.check_init_checkpoint(values.output_dir, values.init_checkpoint)
 
   def model_fn():
     return modeling.BertPretrainer(config, causal=values.left_to_right)
@@ -210,8 +243,10 @@ def run(values):
 
   model = None
   if values.do_train:
+    held.keep()
     model = _train(values, strategy, config, model_fn, make_input_fn(values.train_batch_size, True),
-                   use_nsp, metric_fn(use_nsp, row_statistics=bool(limits)))
+                   use_nsp, metric_fn(use_nsp, row_statistics=bool(limits)),
+                   shape)
   result = _evaluate(values, strategy, model_fn, make_input_fn, use_nsp, model, bool(limits)) if (
       values.do_eval) else None
   if strategy.extended.should_checkpoint:
@@ -253,7 +288,7 @@ def _summary(values, start, model, result):
       step, model if values.do_train else None, result)
 
 
-def _train(values, strategy, config, model_fn, train_input_fn, use_nsp, train_metric_fn):
+def _train(values, strategy, config, model_fn, train_input_fn, use_nsp, train_metric_fn, shape):
   if strategy.extended.should_checkpoint:
     model_dir.write_model_files(values.output_dir, config, values.vocab_file)
   logging.info("***** Running training *****")
@@ -262,7 +297,7 @@ def _train(values, strategy, config, model_fn, train_input_fn, use_nsp, train_me
       strategy, model_fn, loss_fn(use_nsp), train_input_fn, values.num_train_steps,
       values.learning_rate, values.num_warmup_steps, values.output_dir,
       init_checkpoint=values.init_checkpoint, metric_fn=train_metric_fn,
-      train_batch_size=values.train_batch_size, **training.train_options(values))
+      train_batch_size=values.train_batch_size, run_shape=shape, **training.train_options(values))
   if values.export_tf1_checkpoint and strategy.extended.should_checkpoint:
     run_dir.export_weights(model, values.output_dir)
   return model

@@ -7,6 +7,7 @@ pipelines, or by record when there are fewer files, repeats, shuffles the files 
 them, shuffles records (seeded), batches per replica and prefetches).
 """
 import collections
+import contextlib
 
 from bert_tf import fileio
 from bert_tf.errors import BertTfError
@@ -147,27 +148,72 @@ def parse_fn(name_to_features, source="records"):
   return parse
 
 
+def _mismatch(example, name_to_features):
+  """What of a tf.train.Example disagrees with the schema (a phrase), or None."""
+  for name, spec in name_to_features.items():
+    if name not in example.features.feature:
+      return f"records have no feature {name!r}; expected {sorted(name_to_features)}"
+    feature = example.features.feature[name]
+    length = len(feature.int64_list.value) + len(feature.float_list.value)
+    expected = spec.shape[0] if spec.shape else 1
+    if length != expected:
+      return (f"feature {name!r} has length {length} but the flags expect {expected} (check "
+              f"--max_seq_length / --max_predictions_per_seq)")
+  return None
+
+
 def check_record_shapes(path, name_to_features):
   """Reads the first record of `path` and raises a clear error if its features disagree with the
-  schema; returns False when the file holds no record."""
+  schema; returns False when the file holds no record. (A later record that disagrees fails the
+  input pipeline, where naming_bad_records finds it.)"""
   try:
     first = list(tf.data.TFRecordDataset(path).take(1))
   except tf.errors.DataLossError as e:
     raise BertTfError(f"{path}: not a TFRecord file, or truncated or corrupt "
                       f"({e.message.strip().splitlines()[0]})") from None
   for raw in first:
-    example = tf.train.Example.FromString(raw.numpy())
-    for name, spec in name_to_features.items():
-      if name not in example.features.feature:
-        raise BertTfError(f"{path}: records have no feature {name!r}; expected "
-                          f"{sorted(name_to_features)}")
-      feature = example.features.feature[name]
-      length = len(feature.int64_list.value) + len(feature.float_list.value)
-      expected = spec.shape[0] if spec.shape else 1
-      if length != expected:
-        raise BertTfError(f"{path}: feature {name!r} has length {length} but the flags expect "
-                          f"{expected} (check --max_seq_length / --max_predictions_per_seq)")
+    mismatch = _mismatch(tf.train.Example.FromString(raw.numpy()), name_to_features)
+    if mismatch:
+      raise BertTfError(f"{path}: {mismatch}")
   return bool(first)
+
+
+# Every record file an input_fn of records_input_fn reads, with its schema: where
+# naming_bad_records looks for a record the pipeline could not parse.
+_SOURCES = {}
+
+
+def find_bad_record(path, name_to_features):
+  """(1-based number, what disagrees) of the first record of `path` whose features disagree with
+  the schema, or None."""
+  for number, raw in enumerate(tf.data.TFRecordDataset(path), 1):
+    try:
+      mismatch = _mismatch(tf.train.Example.FromString(raw.numpy()), name_to_features)
+    except Exception:  # pylint: disable=broad-except  (protobuf's DecodeError)
+      mismatch = "not a tf.train.Example"
+    if mismatch:
+      return number, mismatch
+  return None
+
+
+@contextlib.contextmanager
+def naming_bad_records():
+  """Around the steps that read records: an input pipeline that fails to parse a record (one of
+  other lengths than the first's, which check_record_shapes read) raises a BertTfError naming
+  the file and the record, found by reading the files it read, instead of TensorFlow's
+  InvalidArgumentError."""
+  try:
+    yield
+  except tf.errors.InvalidArgumentError as e:
+    if "parse serialized Example" not in (e.message or "") and "ParseSingleExample" not in (
+        e.message or ""):
+      raise
+    for path, name_to_features in list(_SOURCES.items()):
+      found = find_bad_record(path, name_to_features)
+      if found:
+        raise BertTfError(f"{path}: record {found[0]}: {found[1]}; the records before it have "
+                          f"the expected lengths (every record must)") from None
+    raise
 
 
 def input_files(patterns, flag_name="--input_file"):
@@ -205,6 +251,8 @@ def records_input_fn(input_files, name_to_features, batch_size, is_training, see
   that read files of their own. batch_map_fn maps each batch.
   """
   input_files = list(input_files)
+  for path in input_files:
+    _SOURCES[path] = name_to_features
   drop_remainder = is_training if drop_remainder is None else drop_remainder
   repeat = is_training if repeat is None else repeat
 

@@ -19,7 +19,7 @@ API (stable; later changes only add keyword arguments):
                 weight_decay_rate=0.01, save_checkpoints_steps=1000, keep_checkpoint_max=5,
                 steps_per_loop=1000, log_steps=100, gradient_accumulation_steps=1, metric_fn=None,
                 seed=None, use_xla=False, train_batch_size=None, adam_bias_correction=False,
-                evaluator=None, clip_norm_rule=None)
+                evaluator=None, clip_norm_rule=None, run_shape=None)
       model_fn()                      -> a tf_keras.Model (called inside strategy.scope()); a task
                                          model holds its encoder as `.encoder`.
       loss_fn(features, outputs)      -> float32 scalar: the mean loss of this replica's
@@ -41,7 +41,8 @@ API (stable; later changes only add keyword arguments):
       resumed (global step, optimizer slots, input position, dropout RNG), and init_checkpoint is
       then ignored. Otherwise init_checkpoint (an original TF1 checkpoint, one of ours, or a Hugging
       Face directory) is loaded with bert_tf.checkpoints.init_from_checkpoint. A NaN/Inf loss raises
-      BertTfError without saving. evaluator (bert_tf.keep_best.Evaluator, optional): called as
+      BertTfError without saving. run_shape: recorded in output_dir/train_run.json (see
+      bert_tf.run_dir.check_run_shape). evaluator (bert_tf.keep_best.Evaluator, optional): called as
       evaluator(model, step) after the checkpoint of each step where evaluator.due(step,
       num_train_steps); training stops early when it returns True. On resume,
       evaluator.resume(model, step, num_train_steps) may evaluate a step a kill interrupted, or
@@ -78,6 +79,7 @@ import tf_keras
 from bert_tf import checkpoints
 from bert_tf import optimization
 from bert_tf import progress
+from bert_tf import records
 from bert_tf import run_dir
 from bert_tf import scalars
 from bert_tf.errors import BertTfError
@@ -305,7 +307,7 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
           weight_decay_rate=0.01, save_checkpoints_steps=1000, keep_checkpoint_max=5,
           steps_per_loop=1000, log_steps=100, gradient_accumulation_steps=1, metric_fn=None,
           seed=None, use_xla=False, train_batch_size=None, adam_bias_correction=False,
-          evaluator=None, clip_norm_rule=None):
+          evaluator=None, clip_norm_rule=None, run_shape=None):
   """Trains model_fn()'s model to num_train_steps optimizer steps; see the module docstring."""
   _check_train_arguments(gradient_accumulation_steps, save_checkpoints_steps)
   tf.io.gfile.makedirs(output_dir)
@@ -320,7 +322,7 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
     run_dir.check_same_run(output_dir, state.model, dict(
         learning_rate=learning_rate, num_warmup_steps=num_warmup_steps,
         train_batch_size=train_batch_size, optimizer_type=optimizer_type,
-        gradient_accumulation_steps=gradient_accumulation_steps))
+        gradient_accumulation_steps=gradient_accumulation_steps), run_shape)
   manager = _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoint,
                                    keep_checkpoint_max)
   train_loop = _train_loop_function(strategy, state, iterators, loss_fn, metric_fn,
@@ -342,7 +344,8 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
       if evaluator is not None:
         until_save = min(until_save, evaluator.every_n_steps - step % evaluator.every_n_steps)
       n = log.chunk_size(step, min(steps_per_loop, until_save, num_train_steps - step))
-      loss, all_finite = train_loop(tf.constant(n, tf.int32))
+      with records.naming_bad_records():
+        loss, all_finite = train_loop(tf.constant(n, tf.int32))
       step = int(state.optimizer.iterations.numpy())
       if not bool(all_finite):
         raise BertTfError(
@@ -436,11 +439,8 @@ def _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoi
                  f" (--init_checkpoint {init_checkpoint} is ignored)" if init_checkpoint else "")
     try:
       checkpoint.restore(latest).assert_existing_objects_matched()
-    except checkpoints.READ_ERRORS as e:
-      message = (getattr(e, "message", None) or str(e)).strip().splitlines()[0]
-      raise BertTfError(f"{latest}: cannot be read ({message}): the "
-                        f"latest checkpoint of --output_dir is damaged; move its files aside to "
-                        f"resume from the one before") from None
+    except checkpoints.READ_ERRORS + (AssertionError,) as e:
+      raise run_dir.restore_error(latest, e) from None
   elif init_checkpoint:
     _load_init_checkpoint(state.model, init_checkpoint)
   return manager
@@ -571,7 +571,8 @@ def evaluate(strategy, model, eval_input_fn, metric_fn, loss_fn=None, steps=None
     return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
   totals = {}
-  with progress.Progress("evaluating", total=steps, unit="batches") as shown:
+  with progress.Progress("evaluating", total=steps, unit="batches") as shown, \
+      records.naming_bad_records():
     for i, features in enumerate(dataset):
       if steps is not None and i >= steps:
         break
@@ -613,7 +614,8 @@ def predict(strategy, model, predict_input_fn, total=None):
 
     return strategy.run(replica_fn, args=(features,))
 
-  with progress.Progress("predicting", total=total, unit="batches") as shown:
+  with progress.Progress("predicting", total=total, unit="batches") as shown, \
+      records.naming_bad_records():
     for i, features in enumerate(dataset):
       local_results = strategy.experimental_local_results(predict_step(features))
       yield tf.nest.map_structure(lambda *t: np.concatenate([np.asarray(x) for x in t]),
