@@ -205,10 +205,12 @@ def pretraining_records(path):
 def mirrored_wrapper(path):
   """A script runner that splits the CPU into 2 logical devices, then runs the script it is given."""
   path.write_text(
-      "import runpy, sys\nimport tensorflow as tf\n"
+      "import os, runpy, sys\nimport tensorflow as tf\n"
       "cpu = tf.config.list_physical_devices('CPU')[0]\n"
       "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] "
-      "* 2)\nsys.argv = sys.argv[1:]\nrunpy.run_path(sys.argv[0], run_name='__main__')\n")
+      "* 2)\nsys.argv = sys.argv[1:]\n"
+      "sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))  # as `python script` would\n"
+      "runpy.run_path(sys.argv[0], run_name='__main__')\n")
   return path
 
 
