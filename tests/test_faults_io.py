@@ -316,12 +316,24 @@ def test_a_corpus_given_as_vocab_file_is_named(work):
   assert {k: v for k, v in snapshot(work).items() if not k.startswith("out")} == before
 
 
-def test_extract_features_with_a_smaller_vocabulary_than_the_model(work, checkpoint):
-  (work / "small_config.json").write_text(json.dumps(dict(CONFIG, vocab_size=len(VOCAB) + 500)))
+def test_extract_features_with_a_far_smaller_vocabulary_than_the_model(work, checkpoint):
+  (work / "small_config.json").write_text(json.dumps(dict(CONFIG, vocab_size=30522)))
   done = extract_features(work, checkpoint, f"--bert_config_file={work / 'small_config.json'}")
   one_error_line(done, f"--vocab_file: {work / 'vocab.txt'} has {len(VOCAB)} tokens but the "
-                 f"model's vocab_size is {len(VOCAB) + 500} (--bert_config_file)")
+                 f"model's vocab_size is 30522 (--bert_config_file)")
   assert not (work / "f.jsonl").exists()
+  # The rule (BertConfig.check_vocab_size, for every script that pairs a vocab with a config):
+  # padding rows and create_vocab's shortfall pass, a vocabulary of another model does not.
+  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.errors import BertTfError  # pylint: disable=g-import-not-at-top
+  for vocab_size, num_tokens, fits in ((30528, 30522, True), (1000, 600, True), (30522, 8000, False),
+                                       (30522, 30523, False), (30522, 119547, False)):
+    config = BertConfig.from_dict(dict(CONFIG, vocab_size=vocab_size))
+    if fits:
+      config.check_vocab_size(num_tokens, "v.txt")
+    else:
+      with pytest.raises(BertTfError, match=f"v.txt has {num_tokens} tokens"):
+        config.check_vocab_size(num_tokens, "v.txt")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -534,7 +546,7 @@ TASK_CONFIG = {"export_kind": "classifier", "task_name": "MRPC", "do_lower_case"
                "max_seq_length": 16, "label_list": ["0", "1"], "pair": True, "regression": False}
 
 
-@pytest.mark.parametrize("content,expected", [
+@pytest.mark.parametrize("content,expected", ids=["list", "missing", "wrong_type", "utf16"], argvalues=[
     (json.dumps([TASK_CONFIG]).encode(), "expected a JSON object .*, got a list"),
     (json.dumps({k: v for k, v in TASK_CONFIG.items() if k != "max_seq_length"}).encode(),
      "field 'max_seq_length' should be a int, is missing"),
@@ -569,7 +581,8 @@ def test_predictor_load_of_a_bad_task_config(tmp_path, content, expected):
      "--output_file: {w}/dir: is a directory; expected the path of a file"),
     ("extract_features.py", ["--input_file={w}/empty.txt"], "{w}/empty.txt: --input_file is empty"),
     ("extract_features.py", ["--vocab_file={w}/dir"], "{w}/dir: is a directory; expected a file"),
-])
+], ids=["input_dir", "glob_of_nothing", "empty_corpus", "vocab_onto_dir", "features_onto_dir",
+        "empty_lines", "vocab_dir"])
 def test_everyday_path_mistakes_end_in_one_line(work, checkpoint, script, args, expected):
   (work / "dir").mkdir()
   (work / "empty.txt").write_text("")
