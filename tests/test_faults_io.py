@@ -326,8 +326,9 @@ def test_extract_features_with_a_far_smaller_vocabulary_than_the_model(work, che
   # padding rows and create_vocab's shortfall pass, a vocabulary of another model does not.
   from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
   from bert_tf.errors import BertTfError  # pylint: disable=g-import-not-at-top
-  for vocab_size, num_tokens, fits in ((30528, 30522, True), (1000, 600, True), (30522, 8000, False),
-                                       (30522, 30523, False), (30522, 119547, False)):
+  for vocab_size, num_tokens, fits in ((30528, 30522, True), (1000, 600, True),
+                                       (30522, 8000, False), (30522, 30523, False),
+                                       (30522, 119547, False)):
     config = BertConfig.from_dict(dict(CONFIG, vocab_size=vocab_size))
     if fits:
       config.check_vocab_size(num_tokens, "v.txt")
@@ -546,7 +547,8 @@ TASK_CONFIG = {"export_kind": "classifier", "task_name": "MRPC", "do_lower_case"
                "max_seq_length": 16, "label_list": ["0", "1"], "pair": True, "regression": False}
 
 
-@pytest.mark.parametrize("content,expected", ids=["list", "missing", "wrong_type", "utf16"], argvalues=[
+@pytest.mark.parametrize("content,expected", ids=["list", "missing", "wrong_type", "utf16"],
+                         argvalues=[
     (json.dumps([TASK_CONFIG]).encode(), "expected a JSON object .*, got a list"),
     (json.dumps({k: v for k, v in TASK_CONFIG.items() if k != "max_seq_length"}).encode(),
      "field 'max_seq_length' should be a int, is missing"),
