@@ -494,23 +494,28 @@ def test_ctrl_c_in_create_pretraining_data_ends_in_one_line(work):
   assert snapshot(work) == before
 
 
-def test_ctrl_c_in_training_keeps_the_last_checkpoint(work):
-  records = work / "pre.tfrecord"
-  assert pretraining_data(work, f"--input_file={work / 'corpus.txt'}",
-                          f"--output_file={records}").returncode == 0
-  out = work / "pre_out"
+def test_ctrl_c_in_training_into_its_data_dir_keeps_the_last_checkpoint(work, checkpoint):
+  """Fine-tuning with --output_dir equal to --data_dir (allowed: the run writes only names of its
+  own, bert_config.json, vocab.txt, task_config.json, *.tf_record, checkpoints, results), stopped
+  by Ctrl-C after its first checkpoint: status 130, one line naming the checkpoint kept, no data
+  file replaced, nothing half-written."""
+  header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+  for split in ("train", "dev", "test"):
+    (work / f"{split}.tsv").write_text(header + "1\t1\t2\tthe dog .\tthe cat .\n" * 4)
+  before = snapshot(work)
   # run_script forks the run from its server; the run is the process whose working directory is
   # `cwd` (made for it alone).
   cwd = work / "cwd"
   cwd.mkdir()
   with concurrent.futures.ThreadPoolExecutor(1) as pool:
-    running = pool.submit(run_script, "run_pretraining.py", f"--input_file={records}",
-                          f"--output_dir={out}", f"--bert_config_file={work / 'bert_config.json'}",
-                          "--do_train", "--max_seq_length=32", "--max_predictions_per_seq=5",
-                          "--train_batch_size=4", "--num_train_steps=100000",
-                          "--save_checkpoints_steps=1", "--log_steps=1", cwd=cwd, timeout=300)
+    running = pool.submit(
+        run_script, "run_classifier.py", "--task_name=MRPC", f"--data_dir={work}",
+        f"--output_dir={work}", f"--vocab_file={work / 'vocab.txt'}",
+        f"--bert_config_file={work / 'bert_config.json'}", f"--init_checkpoint={checkpoint}",
+        "--do_train", "--train_batch_size=1", "--num_train_epochs=100000", "--max_seq_length=16",
+        "--save_checkpoints_steps=1", "--log_steps=1", cwd=cwd, timeout=300)
     deadline = time.monotonic() + 240
-    while not (out / "model.ckpt-1.index").exists() and time.monotonic() < deadline:
+    while not (work / "model.ckpt-1.index").exists() and time.monotonic() < deadline:
       assert not running.done(), running.result().stderr[-3000:]
       time.sleep(0.1)
     run = next(p for p in psutil.process_iter() if _cwd(p) == str(cwd))
@@ -519,9 +524,11 @@ def test_ctrl_c_in_training_keeps_the_last_checkpoint(work):
   assert done.returncode == 130, done.stderr[-3000:]
   assert "Traceback" not in done.stderr, done.stderr[-3000:]
   last = done.stderr.splitlines()[-1]
-  assert re.fullmatch(rf"interrupted: the latest checkpoint, {out}/model\.ckpt-(\d+), is kept "
+  assert re.fullmatch(rf"interrupted: the latest checkpoint, {work}/model\.ckpt-(\d+), is kept "
                       r"\(a rerun resumes from it\); nothing half-written is left", last), last
-  assert not [name for name in os.listdir(out) if "_temp" in name or ".tmp-" in name]
+  after = snapshot(work)
+  assert {name: after[name] for name in before} == before
+  assert not [name for name in os.listdir(work) if "_temp" in name]
   assert not _alive([run])
 
 
@@ -598,3 +605,4 @@ def test_everyday_path_mistakes_end_in_one_line(work, checkpoint, script, args, 
     done = run_script(script, *args, "--vocab_size=150")
   one_error_line(done, f"error: {expected.format(w=work)}")
   assert snapshot(work) == before
+
