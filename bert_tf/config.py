@@ -22,7 +22,7 @@ _FIELDS = {
     "initializer_range": (float, 0.02),
 }
 # Fields a bert_config.json must carry; the rest fall back to the defaults above.
-# Rows a config's vocab_size may have past its vocab.txt (padding for faster matrix shapes).
+# Rows a config's vocab_size may always have past its vocab.txt (padding for faster matrix shapes).
 VOCAB_PADDING = 128
 
 _REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -79,12 +79,14 @@ class BertConfig:
 
   def check_vocab_size(self, num_tokens, vocab_file, exact=False):
     """The one check of a vocabulary against the model's word embeddings: a token id past
-    vocab_size has no embedding, and a vocabulary far smaller than vocab_size is not the model's
-    (its ids would pick other tokens' embeddings). vocab_size may exceed it by padding only (fewer
-    than VOCAB_PADDING rows, as configs rounded up to a multiple of 8 or 64); with `exact`, as
-    for an export, the sizes must be equal."""
-    padding = self.vocab_size - num_tokens
-    if padding < 0 or padding >= (1 if exact else VOCAB_PADDING):
+    vocab_size has no embedding, and a vocabulary that leaves most rows unused is not the
+    model's (an 8,000-piece vocab.txt on a 30,522-row model: its ids pick other tokens' rows).
+    Rows past the vocabulary are allowed as padding (fewer than VOCAB_PADDING, as configs rounded
+    up to a multiple of 8 or 64) or as create_vocab's shortfall (a corpus that could not fill
+    vocab_size: fewer than half the rows); with `exact`, as for an export, the sizes are equal."""
+    unused = self.vocab_size - num_tokens
+    shortfall = unused >= VOCAB_PADDING and num_tokens < self.vocab_size / 2
+    if unused < 0 or shortfall or (exact and unused):
       raise BertTfError(f"--vocab_file: {vocab_file} has {num_tokens} tokens but the model's "
                         f"vocab_size is {self.vocab_size} (--bert_config_file): use the vocab.txt "
                         f"the model was trained with")

@@ -2,6 +2,11 @@
 
 Local paths use Python's own I/O; only a URL imports TensorFlow for tf.io.gfile. create_pretraining_data
 runs without TensorFlow this way: importing it takes longer than making a small corpus's records.
+
+Inputs are read through open_input / read_text: gzip, bzip2 and xz are decompressed (told by their
+first bytes), text must be UTF-8, and a missing file, a directory, a zip archive or UTF-16 text is a
+one-line error. Outputs are checked against inputs (check_not_input) before a run starts, and a full
+disk while writing one is a one-line error naming it (atomic_output).
 """
 import bz2
 import contextlib
