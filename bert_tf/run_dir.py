@@ -126,9 +126,13 @@ def check_run_kind(output_dir, task_config=None):
       raise BertTfError(f"--output_dir: {output_dir} holds a {_describe_task(before)} run "
                         f"({TASK_CONFIG_FILE}), not a pretraining one: give another --output_dir")
     if not _same_task(before, task_config):
-      raise BertTfError(f"--output_dir: {output_dir} holds a {_describe_task(before)} run "
-                        f"({TASK_CONFIG_FILE}), not {_describe_task(task_config)}: give another "
-                        f"--output_dir")
+      was, now = f"{_describe_task(before)} run", _describe_task(task_config)
+      if was == f"{now} run":  # the same task with other labels (NER's come from its data)
+        differs = sorted(k for k in set(before) & set(task_config) if before[k] != task_config[k])
+        was += f" with {', '.join(f'{k}={before[k]}' for k in differs)}"
+        now = f"this run's {', '.join(f'{k}={task_config[k]}' for k in differs)}"
+      raise BertTfError(f"--output_dir: {output_dir} holds a {was} ({TASK_CONFIG_FILE}), not "
+                        f"{now}: give another --output_dir")
     return
   latest = tf.train.latest_checkpoint(output_dir)
   if task_config is None or not latest:

@@ -14,14 +14,12 @@ import os
 import re
 import shutil
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 
-from conftest import REPO, run_script
+from conftest import run_script
 
 WORDS = ["the", "dog", "is", "hairy", "cat", "sat", "on", "a", "mat", "it", "not", "big", "red",
          "ran", "far", "away", "home", "and", "then", "slept"]
@@ -339,30 +337,30 @@ def test_a_second_run_into_a_held_output_dir_refuses_and_a_killed_holder_blocks_
     world, tmp_path):
   output_dir = tmp_path / "out"
   lock = output_dir / ".bert_tf.lock"
-  first = subprocess.Popen(
-      [sys.executable, os.path.join(REPO, "run_pretraining.py"),
-       *pretraining_flags(world, output_dir, None, "--do_train", "--num_train_steps=100000",
-                          "--save_checkpoints_steps=100000")],
-      cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-  try:
+  with concurrent.futures.ThreadPoolExecutor(1) as pool:
+    first = pool.submit(run_script, "run_pretraining.py", *pretraining_flags(
+        world, output_dir, None, "--do_train", "--num_train_steps=100000",
+        "--save_checkpoints_steps=100000"), timeout=300)
     deadline = time.time() + 120
-    while time.time() < deadline and not (lock.exists() and lock.read_text()):
-      assert first.poll() is None, first.stderr.read()[-3000:]
-      time.sleep(0.1)
-    holder = f"pid {first.pid} on "
-    assert lock.read_text().startswith(holder)
-    second = run_script("run_pretraining.py", *pretraining_flags(world, output_dir, None,
-                                                                 "--do_train"))
-    last = _one_error_line(second, rf"--output_dir: .*out is in use by another run \({holder}")
-    assert "wait for it to end, or give another --output_dir" in last
-    third = run_script("run_classifier.py", *classifier_flags(world, output_dir, "--do_train"))
-    _one_error_line(third, rf"--output_dir: .*out is in use by another run \({holder}")
-    assert first.poll() is None  # the refused runs left the holder alone
-  finally:
-    first.send_signal(signal.SIGKILL)
-    first.wait(timeout=60)
-  assert not _alive(first.pid)
-  assert lock.read_text().startswith(f"pid {first.pid} ")  # what a SIGKILL leaves behind
+    while time.time() < deadline and not (lock.exists() and lock.read_text().endswith("\n")):
+      assert not first.done(), first.result().stderr[-3000:]
+      time.sleep(0.05)
+    holder = lock.read_text().strip()
+    pid = int(re.fullmatch(r"pid (\d+) on .+", holder).group(1))
+    try:
+      second = run_script("run_pretraining.py", *pretraining_flags(world, output_dir, None,
+                                                                   "--do_train"))
+      last = _one_error_line(second, rf"--output_dir: .*out is in use by another run "
+                                     rf"\({re.escape(holder)}, holding .*\.bert_tf\.lock\)")
+      assert "wait for it to end, or give another --output_dir" in last
+      third = run_script("run_classifier.py", *classifier_flags(world, output_dir, "--do_train"))
+      _one_error_line(third, rf"--output_dir: .*out is in use by another run \({re.escape(holder)}")
+      assert _alive(pid) and not first.done()  # the refused runs left the holder alone
+    finally:
+      os.kill(pid, signal.SIGKILL)
+    assert first.result().returncode == -signal.SIGKILL
+  assert not _alive(pid)
+  assert lock.read_text().strip() == holder  # what a SIGKILL leaves behind ...
   # ... blocks nothing: the next run trains, and its lock file goes when it ends.
   done = run_script("run_pretraining.py", *pretraining_flags(world, output_dir, None,
                                                              "--do_train"))
