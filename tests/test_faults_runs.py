@@ -203,6 +203,10 @@ CASES = {
             f"--data_dir={d}", f"--vocab_file={w['vocab']}", f"--bert_config_file={w['config']}",
             "--do_train", f"--output_dir={d}/out", "--max_seq_length=32"])[-1],
         r"train\.csv", lambda w, d: d),
+    "classifier_too_few_examples_for_a_batch": (
+        "run_classifier.py", lambda w, d: (d.mkdir(), classifier_flags(
+            w, d / "out", "--do_train", "--train_batch_size=16"))[-1],
+        r"--train_batch_size: 8 training examples make no full batch of 16", lambda w, d: d),
     "eval_only_into_a_new_output_dir": (
         "run_classifier.py", lambda w, d: (d.mkdir(), classifier_flags(w, d / "out", "--do_eval"))[
             -1], r"--output_dir: .* holds no checkpoint and no --init_checkpoint was given",
