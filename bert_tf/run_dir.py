@@ -21,6 +21,7 @@ from bert_tf.fileio import write_text_atomically
 
 RUN_FILE = "train_run.json"
 LOCK_FILE = ".bert_tf.lock"  # holds `pid <pid> on <host>` while a run uses the directory
+TASK_CONFIG_FILE = "task_config.json"  # bert_tf.predictor's, written by fine-tuning runs
 CHECKPOINT_NAME = "model.ckpt"  # checkpoints are model.ckpt-<step>, as the original's Estimator
 
 
@@ -83,17 +84,14 @@ def check_run_shape(output_dir, run_shape, config=None):
   for flag in sorted(run_shape):
     if flag not in recorded or recorded[flag] == run_shape[flag]:
       continue
-    before, now = recorded[flag], run_shape[flag]
-    if isinstance(before, bool) and isinstance(now, bool):
-      made = f"with --{flag}: pass it" if before else f"without --{flag}: leave it out"
+    was, now = recorded[flag], run_shape[flag]
+    if isinstance(was, bool) and isinstance(now, bool):
+      made = f"with --{flag}: pass it" if was else f"without --{flag}: leave it out"
     else:
-      made = (f"with --{flag}={before}, not {now}: pass --{flag}={before}" if before is not None
+      made = (f"with --{flag}={was}, not {now}: pass --{flag}={was}" if was is not None
               else f"without --{flag}: leave it out")
     raise BertTfError(f"--{flag}: {output_dir} holds checkpoints of a run made {made} to resume "
                       f"it, or give a new --output_dir")
-
-
-TASK_CONFIG_FILE = "task_config.json"  # bert_tf.predictor's, written by fine-tuning runs
 
 
 def _describe_task(config):

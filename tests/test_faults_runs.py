@@ -111,6 +111,16 @@ def copy_of(w, name, case_dir):
   return str(case_dir)
 
 
+def without_run_shape(output_dir):
+  """A run directory as runs wrote them before train_run.json recorded run_shape."""
+  path = os.path.join(output_dir, "train_run.json")
+  recorded = json.loads(open(path).read())
+  del recorded["run_shape"]
+  with open(path, "w") as f:
+    f.write(json.dumps(recorded))
+  return output_dir
+
+
 def with_best_of_another_model(w, case_dir):
   """A copy of the classifier run whose best/ holds the weights of a one-output (STS-B-like)
   classifier, as keep_best writes them."""
@@ -139,6 +149,12 @@ CASES = {
         "run_pretraining.py", lambda w, d: pretraining_flags(
             w, copy_of(w, "packed", d), None, "--do_train", "--num_train_steps=4"),
         r"--pack_sequences: .* made with --pack_sequences: pass it to resume it", lambda w, d: d),
+    "pretraining_packed_from_before_the_record_resumed_unpacked": (
+        "run_pretraining.py", lambda w, d: pretraining_flags(
+            w, without_run_shape(copy_of(w, "packed", d)), None, "--do_train",
+            "--num_train_steps=4"),
+        r"--output_dir: .*model\.ckpt-2 was written by a run whose input pipeline these flags do "
+        r"not make \(one made with other flags, such as --pack_sequences", None),
     "pretraining_unpacked_resumed_packed": (
         "run_pretraining.py", lambda w, d: pretraining_flags(
             w, copy_of(w, "pre", d), None, "--do_train", "--num_train_steps=4",
