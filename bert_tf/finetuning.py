@@ -96,9 +96,22 @@ def finetuning_steps(values, num_examples, what):
   return num_train_steps, int(num_train_steps * values.warmup_proportion)
 
 
-def finetune(values, strategy, config, task, model_fn, train_records, evaluator=None):
+def train_plan(values, task, train_records):
+  """(layout, rows, num_train_steps, num_warmup_steps) of training on output_dir's
+  train.tf_record (train_records: what the task's write_train_records returned for it): the
+  packing_finetune.Layout with --pack_sequences (else None) and its number of rows. A BertTfError
+  when they make no batch."""
+  num_examples, _, what = train_records
+  layout = packing_finetune.task_layout(values, task, is_training=True)
+  rows = layout.count_rows(os.path.join(values.output_dir, RECORD_FILES["train"])) if (
+      layout) else None
+  return (layout, rows) + finetuning_steps(
+      values, rows or num_examples, f"packed rows of {what}" if layout else what)
+
+
+def finetune(values, strategy, config, task, model_fn, train_records, steps, evaluator=None):
   """Trains on the task's training records (train_records: what write_train_records returned for
-  output_dir's train.tf_record); returns the model.
+  output_dir's train.tf_record; steps: train_plan's for them); returns the model.
 
   The records are shuffled over a buffer as large as the training set (up to
   MAX_FINETUNE_SHUFFLE_BUFFER), not the original's 100: train files keep the order of the task's
@@ -111,11 +124,8 @@ def finetune(values, strategy, config, task, model_fn, train_records, evaluator=
   if strategy.extended.should_checkpoint:
     model_dir.write_model_files(values.output_dir, config, values.vocab_file)
   train_file = os.path.join(values.output_dir, RECORD_FILES["train"])
-  num_examples, num_records, what = train_records
-  layout = packing_finetune.task_layout(values, task, is_training=True)
-  rows = layout.count_rows(train_file) if layout else None
-  num_train_steps, num_warmup_steps = finetuning_steps(
-      values, rows or num_examples, f"packed rows of {what}" if layout else what)
+  num_examples, num_records, _ = train_records
+  layout, rows, num_train_steps, num_warmup_steps = steps
   logging.info("***** Running training *****")
   logging.info("  Num examples = %d (%d records)", num_examples, num_records)
   if layout:
@@ -175,8 +185,8 @@ def run(task_class, values):
   # Python-only work above; the strategy must come before the first TensorFlow op.
   strategy = training.setup_runtime(values)
   chief = strategy.extended.should_checkpoint
-  with run_dir.claim(values.output_dir, hold=chief) as held:
-    return _run(values, start, strategy, config, task, plan, held)
+  with run_dir.claim(values.output_dir, hold=chief):
+    return _run(values, start, strategy, config, task, plan)
 
 
 def _check_output_dir(values, task, config):
@@ -192,17 +202,18 @@ def _check_output_dir(values, task, config):
     model_dir.check_vocab(output_dir, values.vocab_file)
 
 
-def _run(values, start, strategy, config, task, plan, held):
+def _run(values, start, strategy, config, task, plan):
   """run() in its claimed --output_dir."""
   layout = packing_finetune.task_layout(values, task, is_training=False)
   keeper = _keeper(values, plan)
   _check_output_dir(values, task, config)
   model_fn = task.model_fn(config, training.trim_padding(values))
   # Every split's data are read (and a bad row reported) before anything else is written.
-  train_records = None
+  train_records = steps = None
   if values.do_train:
     train_records = task.write_train_records(
         os.path.join(values.output_dir, RECORD_FILES["train"]))
+    steps = train_plan(values, task, train_records)
   splits = {}
   for split, batch_size in _splits(values, plan, task):
     path = os.path.join(values.output_dir, getattr(task, "record_files", RECORD_FILES)[split])
@@ -210,12 +221,12 @@ def _run(values, start, strategy, config, task, plan, held):
   chief = strategy.extended.should_checkpoint
   model = None
   if values.do_train:
-    held.keep()
     if chief:
       predictor.write_task_config(task, values)  # what predictor.load(output_dir) builds
     evaluator = _evaluator(plan, task, strategy, splits, values.output_dir, layout)
     try:
-      model = finetune(values, strategy, config, task, model_fn, train_records, evaluator)
+      model = finetune(values, strategy, config, task, model_fn, train_records, steps,
+                       evaluator)
     finally:
       if evaluator is not None:
         evaluator.close()

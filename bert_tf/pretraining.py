@@ -189,8 +189,8 @@ def run(values):
     raise BertTfError("--do_train/--do_eval: at least one of them must be True")
   config = BertConfig.from_json_file(values.bert_config_file)
   config.check_sequence_length(values.max_seq_length)
-  with run_dir.claim(values.output_dir, hold=strategy.extended.should_checkpoint) as held:
-    return _run(values, start, strategy, config, held)
+  with run_dir.claim(values.output_dir, hold=strategy.extended.should_checkpoint):
+    return _run(values, start, strategy, config)
 
 
 def _check_input_files(values, masking):
@@ -214,7 +214,7 @@ def _check_input_files(values, masking):
   return input_files
 
 
-def _run(values, start, strategy, config, held):
+def _run(values, start, strategy, config):
   """run() in its claimed --output_dir."""
   masking = dynamic_masking.DynamicMasking.from_values(values, config.vocab_size)
   input_files = _check_input_files(values, masking)
@@ -243,7 +243,6 @@ def _run(values, start, strategy, config, held):
 
   model = None
   if values.do_train:
-    held.keep()
     model = _train(values, strategy, config, model_fn, make_input_fn(values.train_batch_size, True),
                    use_nsp, metric_fn(use_nsp, row_statistics=bool(limits)),
                    shape)

@@ -21,6 +21,7 @@ from bert_tf.fileio import write_text_atomically
 
 RUN_FILE = "train_run.json"
 LOCK_FILE = ".bert_tf.lock"  # holds `pid <pid> on <host>` while a run uses the directory
+TASK_CONFIG_FILE = "task_config.json"  # bert_tf.predictor's, written by fine-tuning runs
 CHECKPOINT_NAME = "model.ckpt"  # checkpoints are model.ckpt-<step>, as the original's Estimator
 
 
@@ -83,17 +84,14 @@ def check_run_shape(output_dir, run_shape, config=None):
   for flag in sorted(run_shape):
     if flag not in recorded or recorded[flag] == run_shape[flag]:
       continue
-    before, now = recorded[flag], run_shape[flag]
-    if isinstance(before, bool) and isinstance(now, bool):
-      made = f"with --{flag}: pass it" if before else f"without --{flag}: leave it out"
+    was, now = recorded[flag], run_shape[flag]
+    if isinstance(was, bool) and isinstance(now, bool):
+      made = f"with --{flag}: pass it" if was else f"without --{flag}: leave it out"
     else:
-      made = (f"with --{flag}={before}, not {now}: pass --{flag}={before}" if before is not None
+      made = (f"with --{flag}={was}, not {now}: pass --{flag}={was}" if was is not None
               else f"without --{flag}: leave it out")
     raise BertTfError(f"--{flag}: {output_dir} holds checkpoints of a run made {made} to resume "
                       f"it, or give a new --output_dir")
-
-
-TASK_CONFIG_FILE = "task_config.json"  # bert_tf.predictor's, written by fine-tuning runs
 
 
 def _describe_task(config):
@@ -126,9 +124,13 @@ def check_run_kind(output_dir, task_config=None):
       raise BertTfError(f"--output_dir: {output_dir} holds a {_describe_task(before)} run "
                         f"({TASK_CONFIG_FILE}), not a pretraining one: give another --output_dir")
     if not _same_task(before, task_config):
-      raise BertTfError(f"--output_dir: {output_dir} holds a {_describe_task(before)} run "
-                        f"({TASK_CONFIG_FILE}), not {_describe_task(task_config)}: give another "
-                        f"--output_dir")
+      was, now = f"{_describe_task(before)} run", _describe_task(task_config)
+      if was == f"{now} run":  # the same task with other labels (NER's come from its data)
+        differs = sorted(k for k in set(before) & set(task_config) if before[k] != task_config[k])
+        was += f" with {', '.join(f'{k}={before[k]}' for k in differs)}"
+        now = f"this run's {', '.join(f'{k}={task_config[k]}' for k in differs)}"
+      raise BertTfError(f"--output_dir: {output_dir} holds a {was} ({TASK_CONFIG_FILE}), not "
+                        f"{now}: give another --output_dir")
     return
   latest = tf.train.latest_checkpoint(output_dir)
   if task_config is None or not latest:
@@ -155,28 +157,26 @@ def check_init_checkpoint(output_dir, init_checkpoint):
 
 
 class _Claim:
-  """What claim() yields: keep() once the run starts writing results of its own (its model
-  files, checkpoints), after which a failure no longer removes a directory the claim created."""
+  """A claimed output_dir, as found: undo() puts it back so after a failed run."""
 
   def __init__(self, output_dir, created):
-    self.output_dir, self.created, self.kept = output_dir, created, False
-    self.found = None if created else set(_names(output_dir))
-
-  def keep(self):
-    self.kept = True
+    self.output_dir, self.created = output_dir, created
+    self.found = set() if created else set(_names(output_dir))
+    self.latest = tf.train.latest_checkpoint(output_dir)
 
   def undo(self):
-    """Before keep(): removes the directory the claim created, or what the run added to the one
-    it found (record files, its lock); what was there stays."""
-    if self.kept:
+    """Unless the run saved a checkpoint: removes the directory the claim created, or what the
+    run added to the one it found (record files, model files, its lock); what was there stays."""
+    if tf.train.latest_checkpoint(self.output_dir) != self.latest:
       return
     if self.created:
-      logging.info("Removing %s: this run made it and ends before training", self.created)
+      logging.info("Removing %s: the run that made it ends before its first checkpoint",
+                   self.created)
       tf.io.gfile.rmtree(self.created)
       return
-    for name in sorted(set(_names(self.output_dir)) - (self.found or set())):
+    for name in sorted(set(_names(self.output_dir)) - self.found):
       path = os.path.join(self.output_dir, name)
-      logging.info("Removing %s: this run wrote it and ends before training", path)
+      logging.info("Removing %s: the run that wrote it ends before its first checkpoint", path)
       if tf.io.gfile.isdir(path):
         tf.io.gfile.rmtree(path)
       else:
@@ -201,15 +201,17 @@ def _missing_ancestors(path):
 
 @contextlib.contextmanager
 def claim(output_dir, hold=True):
-  """`with claim(output_dir) as held:` makes output_dir (a BertTfError if it is a file) and, with
-  hold, holds it for this process: a second run into the same directory meanwhile stops at once
-  with a BertTfError naming the process that holds it. The hold is an flock on
+  """`with claim(output_dir):` makes output_dir (a BertTfError if it is a file) and, with hold
+  (the chief of a run), holds it for this process: a second run into the same directory meanwhile
+  stops at once with a BertTfError naming the process that holds it. The hold is an flock on
   output_dir/.bert_tf.lock (local directories only), so it ends with the process, however it
-  ends: the file a killed run leaves blocks nothing. On an exception before held.keep(), a
-  directory the claim created is removed again, with everything the run wrote into it, and what
-  the run added to a directory it found is removed: a run that fails on its input (or before it
-  trains) leaves --output_dir as it found it (files it rewrote, such as its own record files,
-  aside)."""
+  ends: the file a killed run leaves blocks nothing.
+
+  With hold, a run that ends with an exception before it saved a checkpoint leaves output_dir as
+  it found it: a directory the claim created is removed again, with everything the run wrote
+  into it; from one it found, what the run added is removed (files it rewrote, such as its own
+  record files, stay rewritten). So a run that fails on its input, its flags or what the
+  directory holds leaves nothing behind."""
   if tf.io.gfile.exists(output_dir) and not tf.io.gfile.isdir(output_dir):
     raise BertTfError(f"--output_dir: {output_dir} is a file, not a directory")
   created = _missing_ancestors(output_dir)
@@ -217,17 +219,15 @@ def claim(output_dir, hold=True):
     tf.io.gfile.makedirs(output_dir)
   except tf.errors.OpError as e:
     raise BertTfError(f"--output_dir: cannot create {output_dir} ({e.message.strip()})") from None
-  held = _Claim(output_dir, created)
-  lock = None
+  lock = _lock(output_dir) if hold and "://" not in output_dir else None  # refused: nothing undone
   try:
-    lock = _lock(output_dir) if hold and "://" not in output_dir else None
-    yield held
-  except BaseException:
-    if lock is not None:
-      _unlock(*lock)
-      lock = None
-    held.undo()
-    raise
+    held = _Claim(output_dir, created) if hold else None
+    try:
+      yield
+    except BaseException:
+      if held is not None:
+        held.undo()  # still holding the directory
+      raise
   finally:
     if lock is not None:
       _unlock(*lock)

@@ -14,14 +14,12 @@ import os
 import re
 import shutil
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 
-from conftest import REPO, run_script
+from conftest import run_script
 
 WORDS = ["the", "dog", "is", "hairy", "cat", "sat", "on", "a", "mat", "it", "not", "big", "red",
          "ran", "far", "away", "home", "and", "then", "slept"]
@@ -113,6 +111,16 @@ def copy_of(w, name, case_dir):
   return str(case_dir)
 
 
+def without_run_shape(output_dir):
+  """A run directory as runs wrote them before train_run.json recorded run_shape."""
+  path = os.path.join(output_dir, "train_run.json")
+  recorded = json.loads(open(path).read())
+  del recorded["run_shape"]
+  with open(path, "w") as f:
+    f.write(json.dumps(recorded))
+  return output_dir
+
+
 def with_best_of_another_model(w, case_dir):
   """A copy of the classifier run whose best/ holds the weights of a one-output (STS-B-like)
   classifier, as keep_best writes them."""
@@ -141,6 +149,12 @@ CASES = {
         "run_pretraining.py", lambda w, d: pretraining_flags(
             w, copy_of(w, "packed", d), None, "--do_train", "--num_train_steps=4"),
         r"--pack_sequences: .* made with --pack_sequences: pass it to resume it", lambda w, d: d),
+    "pretraining_packed_from_before_the_record_resumed_unpacked": (
+        "run_pretraining.py", lambda w, d: pretraining_flags(
+            w, without_run_shape(copy_of(w, "packed", d)), None, "--do_train",
+            "--num_train_steps=4"),
+        r"--output_dir: .*model\.ckpt-2 was written by a run whose input pipeline these flags do "
+        r"not make \(one made with other flags, such as --pack_sequences", None),
     "pretraining_unpacked_resumed_packed": (
         "run_pretraining.py", lambda w, d: pretraining_flags(
             w, copy_of(w, "pre", d), None, "--do_train", "--num_train_steps=4",
@@ -205,6 +219,10 @@ CASES = {
             f"--data_dir={d}", f"--vocab_file={w['vocab']}", f"--bert_config_file={w['config']}",
             "--do_train", f"--output_dir={d}/out", "--max_seq_length=32"])[-1],
         r"train\.csv", lambda w, d: d),
+    "classifier_too_few_examples_for_a_batch": (
+        "run_classifier.py", lambda w, d: (d.mkdir(), classifier_flags(
+            w, d / "out", "--do_train", "--train_batch_size=16"))[-1],
+        r"--train_batch_size: 8 training examples make no full batch of 16", lambda w, d: d),
     "eval_only_into_a_new_output_dir": (
         "run_classifier.py", lambda w, d: (d.mkdir(), classifier_flags(w, d / "out", "--do_eval"))[
             -1], r"--output_dir: .* holds no checkpoint and no --init_checkpoint was given",
@@ -339,30 +357,30 @@ def test_a_second_run_into_a_held_output_dir_refuses_and_a_killed_holder_blocks_
     world, tmp_path):
   output_dir = tmp_path / "out"
   lock = output_dir / ".bert_tf.lock"
-  first = subprocess.Popen(
-      [sys.executable, os.path.join(REPO, "run_pretraining.py"),
-       *pretraining_flags(world, output_dir, None, "--do_train", "--num_train_steps=100000",
-                          "--save_checkpoints_steps=100000")],
-      cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-  try:
+  with concurrent.futures.ThreadPoolExecutor(1) as pool:
+    first = pool.submit(run_script, "run_pretraining.py", *pretraining_flags(
+        world, output_dir, None, "--do_train", "--num_train_steps=100000",
+        "--save_checkpoints_steps=100000"), timeout=300)
     deadline = time.time() + 120
-    while time.time() < deadline and not (lock.exists() and lock.read_text()):
-      assert first.poll() is None, first.stderr.read()[-3000:]
-      time.sleep(0.1)
-    holder = f"pid {first.pid} on "
-    assert lock.read_text().startswith(holder)
-    second = run_script("run_pretraining.py", *pretraining_flags(world, output_dir, None,
-                                                                 "--do_train"))
-    last = _one_error_line(second, rf"--output_dir: .*out is in use by another run \({holder}")
-    assert "wait for it to end, or give another --output_dir" in last
-    third = run_script("run_classifier.py", *classifier_flags(world, output_dir, "--do_train"))
-    _one_error_line(third, rf"--output_dir: .*out is in use by another run \({holder}")
-    assert first.poll() is None  # the refused runs left the holder alone
-  finally:
-    first.send_signal(signal.SIGKILL)
-    first.wait(timeout=60)
-  assert not _alive(first.pid)
-  assert lock.read_text().startswith(f"pid {first.pid} ")  # what a SIGKILL leaves behind
+    while time.time() < deadline and not (lock.exists() and lock.read_text().endswith("\n")):
+      assert not first.done(), first.result().stderr[-3000:]
+      time.sleep(0.05)
+    holder = lock.read_text().strip()
+    pid = int(re.fullmatch(r"pid (\d+) on .+", holder).group(1))
+    try:
+      second = run_script("run_pretraining.py", *pretraining_flags(world, output_dir, None,
+                                                                   "--do_train"))
+      last = _one_error_line(second, rf"--output_dir: .*out is in use by another run "
+                                     rf"\({re.escape(holder)}, holding .*\.bert_tf\.lock\)")
+      assert "wait for it to end, or give another --output_dir" in last
+      third = run_script("run_classifier.py", *classifier_flags(world, output_dir, "--do_train"))
+      _one_error_line(third, rf"--output_dir: .*out is in use by another run \({re.escape(holder)}")
+      assert _alive(pid) and not first.done()  # the refused runs left the holder alone
+    finally:
+      os.kill(pid, signal.SIGKILL)
+    assert first.result().returncode == -signal.SIGKILL
+  assert not _alive(pid)
+  assert lock.read_text().strip() == holder  # what a SIGKILL leaves behind ...
   # ... blocks nothing: the next run trains, and its lock file goes when it ends.
   done = run_script("run_pretraining.py", *pretraining_flags(world, output_dir, None,
                                                              "--do_train"))
