@@ -7,6 +7,7 @@ import random
 import subprocess
 import sys
 
+from bert_tf import precision
 import script_runner
 from conftest import REPO
 
@@ -64,13 +65,21 @@ def test_dry_run_prints_every_step_and_writes_the_tables(tmp_path):
   assert list(found) == list(STEPS), done.stdout[-3000:]
   assert {status for status, _ in found.values()} == {"OK"}, found
   assert "parity tests found" in found["parity"][1]
-  assert "float16+xla+packed " in found["pretraining"][1] and " seq/s" in found["pretraining"][1]
-  assert "bfloat16 accuracy " in found["mrpc"][1] and "CPU float32: 0.5000" in found["mrpc"][1]
+  assert "float16+packed " in found["pretraining"][1] and " seq/s" in found["pretraining"][1]
+  assert "auto accuracy " in found["mrpc"][1] and "CPU float32: 0.5000" in found["mrpc"][1]
+  # The script-level test of --dtype=auto (issue 34): run_classifier here (no GPU, an AVX2-only
+  # CPU) picks float32 and says why; the export of step 5 resolves auto the same way.
+  cpuinfo = precision.read_cpuinfo()
+  expected, why = precision.choose("auto", "cpu", (), cpuinfo)
+  assert expected == "float32" and precision.cpu_bf16_flags(cpuinfo) == []
+  classifier_log = (tmp_path / "work" / "logs" / "mrpc_auto.log").read_text()
+  assert f"--dtype=auto: float32 ({why})" in classifier_log
+  assert "exported with --dtype=auto" in found["serving"][1]
   assert "batch-1 p50 " in found["serving"][1] and "pairs/s" in found["serving"][1]
   out = tmp_path / "out"
   summary = (out / "device_check_summary.md").read_text()
-  assert "| float16 | yes | yes |" in summary
-  assert "| bfloat16 | 0." in summary  # the MRPC row
+  assert "| float16 | no | yes |" in summary
+  assert "| auto | 0." in summary  # the MRPC row
   assert "Compare with: NVIDIA DeepLearningExamples" in summary
   log = (out / "device_check.log").read_text()
   assert all(line in log for line in done.stdout.splitlines() if line.startswith("["))
@@ -78,7 +87,7 @@ def test_dry_run_prints_every_step_and_writes_the_tables(tmp_path):
   assert [s[1] for s in results["steps"]] == list(STEPS[:-1])
   runs = results["facts"]["pretraining"]
   assert len(runs) == 1 and all(r["sequences_per_s"] > 0 and r["loss"] > 0 for r in runs)
-  assert not (tmp_path / "work" / "pretrain_float16_xla_packed").exists()  # its checkpoints go
+  assert not (tmp_path / "work" / "pretrain_float16_packed").exists()  # its checkpoints go
 
 
 def test_without_tensorflow_each_step_still_prints_its_line(tmp_path):

@@ -14,9 +14,6 @@ from bert_tf import pretraining
 from bert_tf import training
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
-from conftest import run_script
-from test_run_pretraining import command
-from test_training import write_pretraining_records
 
 AVX2_ONLY = ("processor\t: 0\nvendor_id\t: AuthenticAMD\n"
              "flags\t\t: fpu sse sse2 avx avx2 fma bmi2\nprocessor\t: 1\n"
@@ -103,16 +100,8 @@ def test_the_precision_list_is_defined_once():
   assert precision.AUTO_RULE in bert_flags.FLAGS["dtype"].help
 
 
-def test_run_pretraining_with_dtype_auto_picks_float32_here(tmp_path):
-  """This machine (no GPU, an AVX2-only CPU) trains in float32 and says why."""
-  expected, why = precision.choose("auto", "cpu", (), precision.read_cpuinfo())
-  assert expected == "float32"  # this project's machines have no bfloat16 instructions
-  records = str(tmp_path / "records.tfrecord")
-  write_pretraining_records(records, 16, seq_length=16, max_predictions=4)
-  done = run_script(*command(tmp_path, str(tmp_path / "out"), "--do_train", "--dtype=auto",
-                             "--num_train_steps=1", records=records)[1:], timeout=240)
-  assert done.returncode == 0, done.stderr[-3000:]
-  assert f"--dtype=auto: float32 ({why})" in done.stderr
+# The script-level test of --dtype=auto (run_classifier and export_savedmodel picking float32
+# here) is the dry run of bench/device_check.sh: tests/test_device_check.py.
 
 
 # ------------------------------------------------------------- what runs in float32 under bf16
