@@ -212,11 +212,14 @@ def step_setup(args, runner, facts):
     facts["importable"] = found
     missing = [m for m, _ in MODULES if not found.get(m)]
   if not found.get("tensorflow"):
-    why = facts.get("install") or ("--no_install" if args.no_install else "not installed")
-    return "FAIL", (f"TensorFlow is missing: {' '.join(runner.python)} cannot import it, and "
-                    f"installing it failed ({why}); steps 2-5 need it. Give --wheelhouse DIR "
-                    f"holding the wheels of {GPU_EXTRA} (about 3.5 GB with its CUDA 12 "
-                    "libraries) or run where a package registry is reachable")
+    if "install" in facts:
+      why = f"pip install failed: {facts['install']}"
+    else:
+      why = "--no_install given" if args.no_install else "the dry run installs nothing"
+    return "FAIL", (f"TensorFlow is missing: {' '.join(runner.python)} cannot import it ({why}); "
+                    f"steps 2-5 need it. Give --wheelhouse DIR holding the wheels of "
+                    f"{GPU_EXTRA} (about 3.5 GB with its CUDA 12 libraries), or run where a "
+                    "package registry is reachable")
   if missing:
     needs = ", ".join(f"{m} ({dict(MODULES)[m]})" for m in missing)
     return "OK", f"TensorFlow importable; missing: {needs}"

@@ -91,13 +91,20 @@ def test_dry_run_prints_every_step_and_writes_the_tables(tmp_path):
 
 
 def test_without_tensorflow_each_step_still_prints_its_line(tmp_path):
-  """A Python that cannot import TensorFlow (here: one without the project's site-packages):
-  step 0 says so and why in one line, steps 2-5 are skipped, and the summary is written."""
-  done = run_check(tmp_path, "--no_install", "--budget_s=60", python=f"{sys.executable} -I -S")
+  """A Python that cannot import TensorFlow (here: one without site-packages, pip included):
+  step 0 tries to install from the (empty) wheelhouse, says in one line that TensorFlow is
+  missing and why, steps 2-5 are skipped, and the summary is written."""
+  wheelhouse = tmp_path / "wheels"
+  wheelhouse.mkdir()
+  done = run_check(tmp_path, f"--wheelhouse={wheelhouse}", "--budget_s=60",
+                   python=f"{sys.executable} -I -S")
   assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
   found = step_lines(done.stdout)
   assert list(found) == list(STEPS), done.stdout
+  assert f"--no-index --find-links {wheelhouse} -r " in done.stdout  # the install it tried
+  assert "tensorflow[and-cuda]==2.20.*" in done.stdout
   assert found["setup"][0] == "FAIL" and "TensorFlow is missing" in found["setup"][1]
+  assert "pip install failed: " in found["setup"][1]
   assert "TensorFlow: missing" in found["devices"][1]
   for name in ("parity", "pretraining", "mrpc", "serving"):
     assert found[name] == ("SKIP", "TensorFlow is missing (step 0)")
