@@ -423,13 +423,14 @@ def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_s
   export() saves it, bert_tf.predictor calls it). A checkpoint with a --bilstm_head BiLSTM gives a
   model with that BiLSTM.
 
-  dtype float32, bfloat16 or float16: bfloat16 gives the outputs of a mixed_bfloat16 model.
+  dtype float32, bfloat16 or float16: bfloat16 gives the outputs of a mixed_bfloat16 model;
+  auto: bert_tf.precision's choice for this machine.
 
   label_list: the classifier's label names (None for regression) or NER's tags.
   squad_options: max_query_length, doc_stride, max_answer_length, n_best_size,
   null_score_diff_threshold.
   """
-  from bert_tf import training  # pylint: disable=g-import-not-at-top
+  from bert_tf import precision  # pylint: disable=g-import-not-at-top
   if task not in TASKS:
     raise BertTfError(f"--task: {task!r} is not one of {', '.join(TASKS)}")
   config.check_sequence_length(max_seq_length)
@@ -439,8 +440,7 @@ def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_s
     raise BertTfError("--task_name/--label_file: the label list is needed")
   tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case)
   config.check_vocab_size(len(tokenizer.vocab), vocab_file, exact=True)
-  if dtype not in training.PRECISIONS:
-    raise BertTfError(f"--dtype: {dtype!r} is not one of {sorted(training.PRECISIONS)}")
+  dtype = precision.resolve(dtype, warn=False)  # auto: what this machine would train in
   previous = tf_keras.mixed_precision.global_policy()
   # The plain policy, not the mixed one training uses: the matmul weights are then stored in
   # bfloat16 (float16), the very numbers the mixed policy casts them to at every call, without

@@ -17,12 +17,12 @@ import types
 
 from absl import flags
 
+from bert_tf import precision
 from bert_tf.errors import BertTfError
 
 FLAGS = flags.FLAGS
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
-PRECISIONS = ("float32", "bfloat16", "float16")
 OPTIMIZERS = ("adamw", "lamb")
 
 
@@ -354,9 +354,11 @@ def define_squad_flags():
 
 
 def define_dtype_flag():
-  _define_enum("dtype", "float32", list(PRECISIONS), "Compute precision: float32, bfloat16 "
-          "(mixed_bfloat16: bf16 compute, float32 variables) or float16 (mixed_float16 with "
-          "dynamic loss scaling).")
+  _define_enum("dtype", "float32", list(precision.CHOICES), "Compute precision: float32 (the "
+          "original's), bfloat16 (mixed_bfloat16: bf16 compute, float32 variables; on a CPU "
+          "without bfloat16 instructions it is emulated, slower than float32, and a warning "
+          "says so), float16 (mixed_float16 with dynamic loss scaling) or auto: "
+          f"{precision.AUTO_RULE}.")
 
 
 def define_runtime_flags(training=True):

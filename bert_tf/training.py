@@ -9,7 +9,9 @@ API (stable; later changes only add keyword arguments):
       setup_runtime(values) with their flag values (bert_tf.flags.values()), which does this,
       then set_precision and set_seed; trim_padding(values) and train_options(values) give the
       other runtime choices.
-  set_precision(dtype)        dtype in PRECISIONS: float32 | bfloat16 | float16 (loss-scaled)
+  set_precision(dtype, strategy=None)
+      dtype: float32 | bfloat16 | float16 (loss-scaled) | auto (bert_tf.precision); returns the
+      concrete one
   set_seed(seed, deterministic=True)
       seeds Python/NumPy/TF, enables op determinism and makes dropout layers draw from
       tf.random.Generator objects, whose state the loop checkpoints (exact resume).
@@ -78,6 +80,7 @@ import tf_keras
 
 from bert_tf import checkpoints
 from bert_tf import optimization
+from bert_tf import precision
 from bert_tf import progress
 from bert_tf import records
 from bert_tf import run_dir
@@ -85,7 +88,7 @@ from bert_tf import scalars
 from bert_tf.errors import BertTfError
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
-PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+PRECISIONS = precision.PRECISIONS
 CLIP_NORM = 1.0  # the original's clip_by_global_norm(grads, clip_norm=1.0)
 
 
@@ -121,11 +124,13 @@ def get_strategy(distribution_strategy="one_device", num_gpus=None, tpu_name=Non
   return tf.distribute.MirroredStrategy(devices)
 
 
-def set_precision(dtype):
-  """Sets the global Keras policy: bfloat16 and float16 compute with float32 variables."""
-  if dtype not in PRECISIONS:
-    raise BertTfError(f"--dtype: {dtype!r} is not one of {sorted(PRECISIONS)}")
+def set_precision(dtype, strategy=None, cpuinfo=None):
+  """Sets the global Keras policy (bfloat16 and float16 compute with float32 variables) for
+  --dtype, "auto" resolved for the strategy's devices (bert_tf.precision.resolve, which also warns
+  when bfloat16 would be emulated); returns the concrete dtype."""
+  dtype = precision.resolve(dtype, strategy, cpuinfo)
   tf_keras.mixed_precision.set_global_policy(PRECISIONS[dtype])
+  return dtype
 
 
 def set_seed(seed, deterministic=True):
@@ -153,7 +158,8 @@ def setup_runtime(values):
       strategy.num_replicas_in_sync != values.num_tpu_cores):
     logging.warning("--num_tpu_cores=%d, but the TPU has %d cores: all of them are used",
                     values.num_tpu_cores, strategy.num_replicas_in_sync)
-  set_precision(values.dtype)
+  # The concrete dtype from here on (an export after training reads it too).
+  values.dtype = set_precision(values.dtype, strategy)
   if hasattr(values, "seed"):
     set_seed(values.seed, deterministic=values.deterministic)
   return strategy

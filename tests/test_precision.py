@@ -1,0 +1,168 @@
+"""--dtype: auto's choice, the warning for emulated bfloat16 (CPU flags passed in, so nothing here
+depends on this machine's CPU), and what runs in float32 under mixed_bfloat16."""
+import collections
+from unittest import mock
+
+import pytest
+import tensorflow as tf
+import tf_keras
+
+from bert_tf import heads
+from bert_tf import modeling
+from bert_tf import precision
+from bert_tf import pretraining
+from bert_tf import training
+from bert_tf.config import BertConfig
+from bert_tf.errors import BertTfError
+
+AVX2_ONLY = ("processor\t: 0\nvendor_id\t: AuthenticAMD\n"
+             "flags\t\t: fpu sse sse2 avx avx2 fma bmi2\nprocessor\t: 1\n"
+             "flags\t\t: fpu sse sse2 avx avx2 fma bmi2\n")
+AVX512_BF16 = "flags\t\t: fpu avx2 avx512f avx512_bf16 avx512_vnni\n"
+SAPPHIRE_RAPIDS = "flags\t\t: avx2 avx512f avx512_bf16 amx_bf16 amx_tile amx_int8\n"
+GRAVITON3 = "processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n"
+GRAVITON2 = "processor\t: 0\nFeatures\t: fp asimd atomics\n"
+
+
+def test_cpu_bf16_flags_read_from_cpuinfo_text():
+  assert precision.cpu_bf16_flags(AVX2_ONLY) == []
+  assert precision.cpu_bf16_flags(AVX512_BF16) == ["avx512_bf16"]
+  assert precision.cpu_bf16_flags(SAPPHIRE_RAPIDS) == ["amx_bf16", "avx512_bf16"]
+  assert precision.cpu_bf16_flags(GRAVITON3) == ["bf16"]
+  assert precision.cpu_bf16_flags(GRAVITON2) == []
+  assert precision.cpu_bf16_flags("") is None  # no /proc/cpuinfo: unknown, not "none"
+
+
+@pytest.mark.parametrize("device,capabilities,cpuinfo,expected", [
+    ("tpu", (), AVX2_ONLY, "bfloat16"),
+    ("gpu", ((8, 0),), AVX2_ONLY, "bfloat16"),
+    ("gpu", ((9, 0), (9, 0)), "", "bfloat16"),
+    ("gpu", ((7, 0),), SAPPHIRE_RAPIDS, "float32"),  # V100: no bf16 tensor cores
+    ("gpu", ((8, 6), (7, 5)), AVX2_ONLY, "float32"),  # every GPU must have them
+    ("gpu", (), AVX2_ONLY, "float32"),  # capability unknown
+    ("cpu", (), AVX512_BF16, "bfloat16"),
+    ("cpu", (), SAPPHIRE_RAPIDS, "bfloat16"),
+    ("cpu", (), GRAVITON3, "bfloat16"),
+    ("cpu", (), AVX2_ONLY, "float32"),
+    ("cpu", (), "", "float32"),
+])
+def test_auto_chooses_bfloat16_only_where_the_hardware_has_it(device, capabilities, cpuinfo,
+                                                              expected):
+  chosen, why = precision.choose("auto", device, capabilities, cpuinfo)
+  assert chosen == expected and why
+  for dtype in precision.PRECISIONS:  # an explicit --dtype is kept as given
+    assert precision.choose(dtype, device, capabilities, cpuinfo) == (dtype, None)
+
+
+def test_emulation_warning_only_for_bfloat16_on_a_cpu_without_it():
+  warning = precision.emulation_warning("bfloat16", "cpu", AVX2_ONLY)
+  assert "\n" not in warning and "slower than float32" in warning and "avx512_bf16" in warning
+  assert precision.emulation_warning("bfloat16", "cpu", SAPPHIRE_RAPIDS) is None
+  assert precision.emulation_warning("bfloat16", "cpu", GRAVITON3) is None
+  assert precision.emulation_warning("bfloat16", "cpu", "") is None  # flags unknown: no claim
+  assert precision.emulation_warning("bfloat16", "gpu", AVX2_ONLY) is None
+  assert precision.emulation_warning("bfloat16", "tpu", AVX2_ONLY) is None
+  assert precision.emulation_warning("float32", "cpu", AVX2_ONLY) is None
+  assert precision.emulation_warning("float16", "cpu", AVX2_ONLY) is None
+
+
+def test_set_precision_resolves_auto_logs_why_and_warns_once():
+  """On this (GPU-less) test process: the CPU flags decide."""
+  try:
+    with mock.patch.object(precision.logging, "info") as info, \
+        mock.patch.object(precision.logging, "warning") as warning:
+      assert training.set_precision("auto", cpuinfo=SAPPHIRE_RAPIDS) == "bfloat16"
+      assert tf_keras.mixed_precision.global_policy().name == "mixed_bfloat16"
+      assert "--dtype=auto: %s (%s)" == info.call_args[0][0]
+      assert info.call_args[0][1:] == ("bfloat16", precision.choose(
+          "auto", "cpu", (), SAPPHIRE_RAPIDS)[1])
+      warning.assert_not_called()
+      assert training.set_precision("auto", cpuinfo=AVX2_ONLY) == "float32"
+      assert tf_keras.mixed_precision.global_policy().name == "float32"
+      warning.assert_not_called()
+      assert training.set_precision("bfloat16", cpuinfo=AVX2_ONLY) == "bfloat16"
+      warning.assert_called_once_with(precision.emulation_warning("bfloat16", "cpu", AVX2_ONLY))
+      assert training.set_precision("float16", cpuinfo=AVX2_ONLY) == "float16"
+      assert tf_keras.mixed_precision.global_policy().name == "mixed_float16"
+      assert warning.call_count == 1
+    with pytest.raises(BertTfError, match="--dtype: 'bf16' is not one of .*auto"):
+      training.set_precision("bf16")
+  finally:
+    training.set_precision("float32")
+
+
+def test_the_precision_list_is_defined_once():
+  from bert_tf import flags as bert_flags  # pylint: disable=g-import-not-at-top
+  bert_flags.define_dtype_flag()
+  assert tuple(bert_flags.FLAGS["dtype"].parser.enum_values) == precision.CHOICES
+  assert training.PRECISIONS is precision.PRECISIONS
+  assert bert_flags.FLAGS["dtype"].default == "float32"
+  assert precision.AUTO_RULE in bert_flags.FLAGS["dtype"].help
+
+
+# The script-level test of --dtype=auto (run_classifier and export_savedmodel picking float32
+# here) is the dry run of bench/device_check.sh: tests/test_device_check.py.
+
+
+# ------------------------------------------------------------- what runs in float32 under bf16
+
+TINY = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                  intermediate_size=24, max_position_embeddings=16)
+
+
+def _training_step_ops(model, loss_fn, features):
+  """({op type: {output dtypes}} of one traced training step's forward, loss and gradients, the
+  gradients' dtypes), traced without running."""
+
+  @tf.function
+  def step(features):
+    with tf.GradientTape() as tape:
+      loss = loss_fn(features, model(features, training=True))
+    return loss, tape.gradient(loss, model.trainable_variables)
+
+  concrete = step.get_concrete_function(features)
+  dtypes = collections.defaultdict(set)
+  for op in concrete.graph.get_operations():
+    for output in op.outputs:
+      if output.dtype.is_floating:
+        dtypes[op.type].add(output.dtype.name)
+  gradient_dtypes = {t.dtype.name for t in tf.nest.flatten(concrete.structured_outputs[1],
+                                                          expand_composites=True)
+                     if t.dtype.is_floating}
+  return dtypes, gradient_dtypes
+
+
+@pytest.mark.parametrize("task", ["classifier", "pretrainer"])
+def test_mixed_bfloat16_keeps_softmax_layernorm_loss_logits_and_gradients_in_float32(task):
+  ids = tf.constant([[2, 5, 6, 3, 0, 0]] * 2)
+  features = {"input_ids": ids, "input_mask": tf.cast(ids > 0, tf.int32),
+              "segment_ids": tf.zeros_like(ids), "label_ids": tf.constant([0, 1])}
+  training.set_precision("bfloat16", cpuinfo=SAPPHIRE_RAPIDS)
+  try:
+    if task == "classifier":
+      model = heads.BertClassifier(TINY, num_labels=2)
+      loss_fn = lambda f, o: heads.sparse_cross_entropy(f["label_ids"], o["logits"])
+      logits = ("logits",)
+    else:
+      model = modeling.BertPretrainer(TINY)
+      features.update(masked_lm_positions=tf.constant([[1, 2]] * 2),
+                      masked_lm_ids=tf.constant([[5, 6]] * 2),
+                      masked_lm_weights=tf.ones([2, 2]),
+                      next_sentence_labels=tf.constant([[0], [1]]))
+      loss_fn = pretraining.loss_fn()
+      logits = ("mlm_logits", "nsp_logits")
+    outputs = model(features, training=True)
+    dtypes, gradient_dtypes = _training_step_ops(model, loss_fn, features)
+  finally:
+    training.set_precision("float32")
+  assert {outputs[name].dtype for name in logits} == {tf.float32}
+  assert dtypes["MatMul"] >= {"bfloat16"}  # the policy is on: the dense layers run in bf16
+  assert dtypes["Softmax"] == {"float32"}  # attention probabilities
+  assert dtypes["Mean"] == dtypes["SquaredDifference"] == dtypes["Rsqrt"] == {"float32"}  # LN
+  # The variables are float32, so are their gradients, and so is the optimizer's global-norm
+  # clip of them (bert_tf.optimization).
+  assert gradient_dtypes == {"float32"}
+  if task == "classifier":
+    assert dtypes["SparseSoftmaxCrossEntropyWithLogits"] == {"float32"}
+  else:  # pretraining's own cross-entropy: log-sum-exp of the float32 logits
+    assert dtypes["Exp"] == dtypes["Log"] == {"float32"}
