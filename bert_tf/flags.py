@@ -145,8 +145,8 @@ _GROUPS = {
     "training": ("do_train do_eval do_predict train_batch_size eval_batch_size predict_batch_size "
                  "batch_size learning_rate num_train_epochs warmup_proportion num_train_steps "
                  "num_warmup_steps max_eval_steps optimizer adam_bias_correction "
-                 "gradient_accumulation_steps clip_norm_rule seed eval_every_n_steps keep_best_metric "
-                 "early_stopping_patience pack_sequences max_instances_per_row"),
+                 "gradient_accumulation_steps clip_norm_rule seed eval_every_n_steps "
+                 "keep_best_metric early_stopping_patience pack_sequences max_instances_per_row"),
     "output": ("output_dir output_file overwrite output output_format export_dir "
                "export_tf1_checkpoint save_checkpoints_steps keep_checkpoint_max log_steps "
                "verbose_logging progress_seconds"),

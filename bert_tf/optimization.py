@@ -39,6 +39,21 @@ def squared_norm(gradient):
   return tf.reduce_sum(tf.square(tf.cast(values, tf.float32)))
 
 
+def clip_norm_rule_of_flag(flag_value):
+  """--clip_norm_rule's value as bert_tf.training.train's clip_norm_rule: None (the original's
+  on the device) for "original"."""
+  return None if flag_value == "original" else flag_value
+
+
+def resolve_clip_norm_rule(rule, on_tpu):
+  """The rule to clip by: `rule`, or where None, the original's on this kind of device."""
+  if rule is None:
+    return "dense" if on_tpu else "per_position"
+  if rule not in CLIP_NORM_RULES:
+    raise BertTfError(f"--clip_norm_rule: {rule!r} is not one of {CLIP_NORM_RULES}")
+  return rule
+
+
 def clip_by_global_norm(gradients, clip_norm, global_squared_norm):
   """gradients (dense) times clip_norm / max(global norm, clip_norm), as tf.clip_by_global_norm,
   with the global norm sqrt(global_squared_norm) counted by the caller (see squared_norm)."""

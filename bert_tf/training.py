@@ -179,14 +179,7 @@ def train_options(values):
               keep_checkpoint_max=values.keep_checkpoint_max,
               steps_per_loop=values.iterations_per_loop, log_steps=values.log_steps,
               use_xla=values.use_xla, seed=values.seed,
-              clip_norm_rule=clip_norm_rule(values))
-
-
-def clip_norm_rule(values):
-  """train()'s clip_norm_rule for --clip_norm_rule: None (the original's on the device) for
-  "original"."""
-  rule = getattr(values, "clip_norm_rule", "original")
-  return None if rule == "original" else rule
+              clip_norm_rule=optimization.clip_norm_rule_of_flag(values.clip_norm_rule))
 
 
 # ---------------------------------------------------------------------------- model building
@@ -333,7 +326,9 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
                                    keep_checkpoint_max)
   train_loop = _train_loop_function(strategy, state, iterators, loss_fn, metric_fn,
                                     gradient_accumulation_steps, use_xla,
-                                    _clip_norm_rule(strategy, clip_norm_rule))
+                                    optimization.resolve_clip_norm_rule(
+                                        clip_norm_rule, on_tpu=isinstance(
+                                            strategy, tf.distribute.TPUStrategy)))
   log = scalars.TrainLog(state, output_dir, num_train_steps, train_batch_size, log_steps,
                          chief=_is_chief(strategy), timed=not isinstance(
                              strategy, tf.distribute.MultiWorkerMirroredStrategy))
@@ -368,15 +363,6 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
     log.close()
   state.model.global_step = step
   return state.model
-
-
-def _clip_norm_rule(strategy, rule):
-  """The rule train() clips by: `rule`, or where None, the original's on this kind of device."""
-  if rule is None:
-    return "dense" if isinstance(strategy, tf.distribute.TPUStrategy) else "per_position"
-  if rule not in optimization.CLIP_NORM_RULES:
-    raise BertTfError(f"--clip_norm_rule: {rule!r} is not one of {optimization.CLIP_NORM_RULES}")
-  return rule
 
 
 def _check_train_arguments(gradient_accumulation_steps, save_checkpoints_steps):
@@ -512,9 +498,8 @@ def _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumul
     # whole batch's gradients, as one device would: the rows of every replica's positions count.
     context = tf.distribute.get_replica_context()
     grads, rows_squared = context.all_reduce(tf.distribute.ReduceOp.SUM, (grads, rows_squared))
-    squared = tf.add_n([rows_squared] + [optimization.squared_norm(g) for i, g in enumerate(grads)
-                                         if i not in counted_by_rows])
-    grads = optimization.clip_by_global_norm(grads, CLIP_NORM, squared)
+    grads = optimization.clip_by_global_norm(grads, CLIP_NORM, rows_squared + tf.add_n(
+        [optimization.squared_norm(g) for i, g in enumerate(grads) if i not in counted_by_rows]))
     optimizer.apply_gradients([(g, v) for i, (g, v) in enumerate(zip(grads, trainable))
                                if i not in no_gradient], skip_gradients_aggregation=True)
     if outputs is not None:  # with accumulation, compute_gradients updated them per micro-batch

@@ -117,3 +117,13 @@ def test_clip_counts_indexed_slices_rows_as_tf_clip_by_global_norm():
   np.testing.assert_allclose(small[0], dense * 0.1)
   zero = optimization.clip_by_global_norm([tf.zeros([2])], 1.0, tf.constant(0.0))
   np.testing.assert_array_equal(zero[0], [0.0, 0.0])
+
+
+def test_clip_norm_rule_defaults_to_the_originals_on_the_device():
+  assert optimization.resolve_clip_norm_rule(None, on_tpu=False) == "per_position"
+  assert optimization.resolve_clip_norm_rule(None, on_tpu=True) == "dense"
+  assert optimization.resolve_clip_norm_rule("dense", on_tpu=False) == "dense"
+  assert optimization.clip_norm_rule_of_flag("original") is None
+  assert optimization.clip_norm_rule_of_flag("per_position") == "per_position"
+  with pytest.raises(BertTfError, match="--clip_norm_rule"):
+    optimization.resolve_clip_norm_rule("rows", on_tpu=False)

@@ -203,7 +203,7 @@ def pretraining_records(path):
 
 
 def mirrored_wrapper(path):
-  """A script runner that splits the CPU into 2 logical devices, then runs the script it is given."""
+  """A script runner: splits the CPU into 2 logical devices, then runs the script it is given."""
   path.write_text(
       "import os, runpy, sys\nimport tensorflow as tf\n"
       "cpu = tf.config.list_physical_devices('CPU')[0]\n"
