@@ -169,6 +169,9 @@ class _Claim:
     run added to the one it found (record files, model files, its lock); what was there stays."""
     if tf.train.latest_checkpoint(self.output_dir) != self.latest:
       return
+    added = set(_names(self.output_dir)) - self.found
+    if any(name.endswith(".index") for name in added):
+      return  # a checkpoint was written, though the run ended before it was recorded as latest
     if self.created:
       logging.info("Removing %s: the run that made it ends before its first checkpoint",
                    self.created)

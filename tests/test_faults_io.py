@@ -514,7 +514,8 @@ def test_ctrl_c_in_training_into_its_data_dir_keeps_the_last_checkpoint(work, ch
         "--do_train", "--train_batch_size=1", "--num_train_epochs=100000", "--max_seq_length=16",
         "--save_checkpoints_steps=1", "--log_steps=1", cwd=cwd, timeout=300)
     deadline = time.monotonic() + 240
-    while not (work / "model.ckpt-1.index").exists() and time.monotonic() < deadline:
+    # the checkpoint is whole once the `checkpoint` file names it (written after its files)
+    while not (work / "checkpoint").exists() and time.monotonic() < deadline:
       assert not running.done(), running.result().stderr[-3000:]
       time.sleep(0.1)
     run = next(p for p in psutil.process_iter() if _cwd(p) == str(cwd))
