@@ -97,13 +97,15 @@ def train_timing(log_path):
 
 
 def step_losses(log_path):
-  """{step: loss} of a run_classifier log's `step N/M loss L` lines ."""
-  losses = {}
+  """{(previous logged step, step): loss} of a run_classifier log's `step N/M loss L` lines (a
+  line's loss is the mean over the steps since the line before it)."""
+  losses, previous = {}, 0
   with open(log_path, encoding="utf-8", errors="replace") as f:
     for line in f:
       match = re.search(r"\] step (\d+)/\d+ loss ([0-9.e+-]+)", line)
       if match:
-        losses[int(match[1])] = float(match[2])
+        losses[previous, int(match[1])] = float(match[2])
+        previous = int(match[1])
   return losses
 
 
@@ -116,12 +118,15 @@ def paired_losses(work_dir, seeds, dtypes):
     if len(dtypes) < 2 or not all(os.path.exists(log) for log in logs):
       continue
     runs = [step_losses(log) for log in logs]
-    steps = sorted(set(runs[0]).intersection(*runs[1:]))
-    if steps:
-      diffs = [max(abs(r[step] - runs[0][step]) for r in runs[1:]) for step in steps]
-      lines.append(f"seed {seed}: training loss of {' vs '.join(dtypes)} at the {len(steps)} "
-                   f"logged steps: max difference {max(diffs):.4f}, mean {statistics.mean(diffs):.4f}"
-                   f" (losses {min(runs[0].values()):.3f}-{max(runs[0].values()):.3f})")
+    # The lines that average the same steps in every run (the lines come every 30 s or so).
+    spans = sorted(set(runs[0]).intersection(*runs[1:]), key=lambda span: span[1])
+    if spans:
+      diffs = [max(abs(r[span] - runs[0][span]) for r in runs[1:]) for span in spans]
+      worst = spans[diffs.index(max(diffs))][1]
+      lines.append(f"seed {seed}: training loss of {' vs '.join(dtypes)} over the same steps "
+                   f"({len(spans)} lines, to step {spans[-1][1]}): max difference "
+                   f"{max(diffs):.4f} (at step {worst}), mean {statistics.mean(diffs):.4f} "
+                   f"(losses {min(runs[0].values()):.3f}-{max(runs[0].values()):.3f})")
   return lines
 
 

@@ -35,9 +35,12 @@ def test_timing_table_and_paired_losses(tmp_path):
   # Past midnight: 38 s from the start of the first step, 4 steps in the 30 s after it.
   seconds, rate, steps = bench.train_timing(str(tmp_path / "float32_seed1.log"))
   assert (seconds, steps) == (38.0, 5) and abs(rate - 4 / 30) < 1e-9
-  assert bench.step_losses(str(tmp_path / "bfloat16_seed1.log")) == {2: 0.7, 5: 0.5003}
+  assert bench.step_losses(str(tmp_path / "bfloat16_seed1.log")) == {(0, 2): 0.7, (2, 5): 0.5003}
   [line] = bench.paired_losses(str(tmp_path), [1], ["float32", "bfloat16"])
-  assert "at the 2 logged steps: max difference 0.0003" in line
+  assert "(2 lines, to step 5): max difference 0.0003 (at step 5)" in line
+  # A line that averages other steps than its peer's is not compared.
+  (tmp_path / "bfloat16_seed1.log").write_text(LOG.format(last="0.9").replace(" step 2/5", " x"))
+  assert not bench.paired_losses(str(tmp_path), [1], ["float32", "bfloat16"])
   runs = [dict(dtype=d, seed=s, accuracy=a, f1=0.8, steps=5, train_seconds=38.0,
                steps_per_second=0.1, wall_seconds=60.0)
           for d, s, a in (("float32", 1, 0.75), ("float32", 2, 0.8), ("bfloat16", 1, 0.7))]
