@@ -2,6 +2,8 @@
 # The built-in demo: text -> pretraining records -> a short pretraining -> fine-tuning -> a SavedModel
 # that answers a sentence. Everything it reads is made by demo/make_demo_data.py.
 # Usage: bash demo.sh ["a sentence to classify"]
+# Every stage runs in float32: on a CPU without bfloat16 instructions (AVX2 only) --dtype=bfloat16
+# is emulated and slower.
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PY:-.venv/bin/python}
@@ -9,15 +11,24 @@ OUT=${DEMO_OUT:-demo_out}
 SENTENCE=${1:-"the movie was not terrible , the music was brilliant ."}
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-3}
 # With a sentence and a model already exported by an earlier run: just ask it.
+ASK=(demo/ask.py --export_dir="$OUT/export" --vocab_file="$OUT/data/vocab.txt"
+     --label_names=negative,positive)
 if [ $# -ge 1 ] && [ -d "$OUT/export" ]; then
-  exec $PY demo/ask.py --export_dir="$OUT/export" "$SENTENCE"
+  exec $PY "${ASK[@]}" "$SENTENCE"
 fi
 rm -rf "$OUT"
 start=$SECONDS
 trap 'echo "demo failed at the stage above: its log is under $OUT/ (*.log)" >&2' ERR
 stage() { echo; echo "=== [$((SECONDS - start)) s] $*"; }
 # absl's log prefix off, so the figures read plainly.
-plain() { sed -E 's/^[IWE][0-9]{4} [0-9:.]+ +[0-9]+ [A-Za-z0-9_]+\.py:[0-9]+\] //'; }
+plain() { sed -uE 's/^[IWE][0-9]{4} [0-9:.]+ +[0-9]+ [A-Za-z0-9_]+\.py:[0-9]+\] //'; }
+# shown LOG PATTERN COMMAND...: the command's whole output into LOG, and its lines that match
+# PATTERN on the terminal as they come (training logs a step line at least every 30 s).
+shown() {
+  local log=$1 pattern=$2
+  shift 2
+  "$@" 2>&1 | tee "$log" | plain | { grep --line-buffered -E "$pattern" || true; } | sed -u 's/^/  /'
+}
 
 stage "1/5 making the demo data (corpus, vocab, config, labelled set)"
 $PY demo/make_demo_data.py --output_dir="$OUT/data"
@@ -32,13 +43,12 @@ for part in corpus heldout; do
 done
 
 stage "3/5 run_pretraining.py (a small BERT: L=2, H=128)"
-$PY run_pretraining.py --bert_config_file="$OUT/data/bert_config.json" \
+shown "$OUT/pretrain.log" "^step |^First step" \
+  $PY run_pretraining.py --bert_config_file="$OUT/data/bert_config.json" \
   --input_file="$OUT/corpus.tfrecord" --output_dir="$OUT/pretrain" --do_train \
   --max_seq_length=64 --max_predictions_per_seq=10 --train_batch_size=64 \
   --num_train_steps=${DEMO_PRETRAIN_STEPS:-1500} --num_warmup_steps=100 --learning_rate=1e-3 \
-  --save_checkpoints_steps=500 --iterations_per_loop=100 --log_steps=250 --dtype=bfloat16 \
-  > "$OUT/pretrain.log" 2>&1
-plain < "$OUT/pretrain.log" | grep -E "^step " | sed 's/^/  /' || true
+  --save_checkpoints_steps=500 --iterations_per_loop=100 --log_steps=250
 $PY run_pretraining.py --bert_config_file="$OUT/data/bert_config.json" \
   --input_file="$OUT/heldout.tfrecord" --output_dir="$OUT/pretrain" --do_eval \
   --max_seq_length=64 --max_predictions_per_seq=10 --eval_batch_size=64 --max_eval_steps=50 \
@@ -46,11 +56,12 @@ $PY run_pretraining.py --bert_config_file="$OUT/data/bert_config.json" \
 echo "held-out pretraining eval:"; sed 's/^/  /' "$OUT/pretrain/eval_results.txt"
 
 stage "4/5 run_classifier.py (sst-2 layout) from the pretrained checkpoint"
-$PY run_classifier.py --task_name=sst-2 --data_dir="$OUT/data/sst-2" \
+shown "$OUT/classifier.log" "^step |^First step" \
+  $PY run_classifier.py --task_name=sst-2 --data_dir="$OUT/data/sst-2" \
   --vocab_file="$OUT/data/vocab.txt" --bert_config_file="$OUT/data/bert_config.json" \
   --init_checkpoint="$OUT/pretrain" --output_dir="$OUT/classifier" --do_train --do_eval \
   --max_seq_length=64 --train_batch_size=32 --learning_rate=1e-4 --num_train_epochs=2 \
-  --dtype=bfloat16 > "$OUT/classifier.log" 2>&1
+  --log_steps=30
 echo "dev results:"; sed 's/^/  /' "$OUT/classifier/eval_results.txt"
 
 stage "5/5 export_savedmodel.py, then ask it"
@@ -58,6 +69,6 @@ $PY export_savedmodel.py --task=classifier --task_name=sst-2 \
   --vocab_file="$OUT/data/vocab.txt" --bert_config_file="$OUT/data/bert_config.json" \
   --init_checkpoint="$OUT/classifier" --export_dir="$OUT/export" --max_seq_length=64 \
   > "$OUT/export.log" 2>&1
-$PY demo/ask.py --export_dir="$OUT/export" "$SENTENCE" 2> "$OUT/ask.log"
+$PY "${ASK[@]}" "$SENTENCE" 2> "$OUT/ask.log"
 
 stage "done"

@@ -160,8 +160,13 @@ def run_summary(output_dir, start, written, global_step, trained_model=None, eva
   train = read_scalars(os.path.join(output_dir, "train"))
   curves = plot_curves(output_dir, train)
   figures = {"global_step": global_step}
-  if trained_model is not None and train.get("loss"):
-    figures["final training loss"] = train["loss"][-1][1]
+  # The loss of the run's last `step N/M loss ...` line (the mean since the line before it), the
+  # same figure; a run that trained no step here has only the event files' last point.
+  last_line = getattr(trained_model, "train_summary", None) or {}
+  if "loss" in last_line:
+    figures["final training loss"] = last_line["loss"]
+  elif trained_model is not None and train.get("loss"):
+    figures["last logged training loss"] = train["loss"][-1][1]
   figures.update(progress_lib.headline(eval_results))
   checkpoint = tf.train.latest_checkpoint(output_dir) if trained_model is not None else None
   return progress_lib.summary(
@@ -205,21 +210,62 @@ def read_scalars(log_dir):
           for tag, points in by_tag.items()}
 
 
+def _panel_name(tag):
+  return tag[len("eval_"):] if tag.startswith("eval_") else tag
+
+
 def _panels(train, evaluation):
-  """[(title, train points or None, eval points or None)]: the loss and learning rate first,
-  an eval metric in the panel of the train metric of its name (without eval_); of the eval
-  metrics, the headline ones."""
+  """([(title, train points or None, eval points or None)], {eval tag: [(step, value)]}): the
+  loss and learning rate first, an eval metric in the panel of the train metric of its name
+  (without eval_); of the eval metrics, the headline ones. An eval metric with no train curve and
+  a single point (no --eval_every_n_steps) gets no panel: it goes to the second value, a table."""
   evaluation = {tag: evaluation[tag] for tag in progress_lib.headline(
       {tag: 0.0 for tag in evaluation}, limit=6)}
+  singles = {tag: points for tag, points in evaluation.items()
+             if len(points) == 1 and _panel_name(tag) not in train}
+  evaluation = {tag: points for tag, points in evaluation.items() if tag not in singles}
   order = sorted((t for t in train if t not in _NOT_PLOTTED and not t.endswith(_PER_SECOND)),
                  key=lambda t: ({"loss": 0, "learning_rate": 1}.get(t, 2), t))
   panels = {tag: [train[tag], None] for tag in order}
   for tag in sorted(evaluation):
     if tag in _NOT_PLOTTED or tag.endswith(_PER_SECOND):
       continue
-    name = tag[len("eval_"):] if tag.startswith("eval_") else tag
+    name = _panel_name(tag)
     panels.setdefault(name if name in panels else tag, [None, None])[1] = evaluation[tag]
-  return [(title, t, e) for title, (t, e) in panels.items()][:_MAX_PANELS]
+  return [(title, t, e) for title, (t, e) in panels.items()][:_MAX_PANELS - bool(singles)], singles
+
+
+def smoothed(values, points_per_span=10):
+  """An exponential moving average of `values` (bias-corrected from the first value), spanning
+  about len(values) / points_per_span points: the trend of a noisy loss."""
+  alpha = 2.0 / (max(1, len(values) // points_per_span) + 1)
+  out, mean, weight = [], 0.0, 0.0
+  for value in values:
+    mean = (1 - alpha) * mean + alpha * value
+    weight = (1 - alpha) * weight + alpha
+    out.append(mean / weight)
+  return out
+
+
+def _plot_train(axes, title, points):
+  """The train series: raw; past 20 points (not the learning rate, which is smooth), the raw
+  line lighter under its moving average."""
+  steps, values = zip(*points)
+  if len(points) < 20 or title == "learning_rate":
+    axes.plot(steps, values, label="train", linewidth=1)
+    return
+  axes.plot(steps, values, color="tab:blue", alpha=0.3, linewidth=1, label="train")
+  axes.plot(steps, smoothed(values), color="tab:blue", linewidth=1.5, label="train (smoothed)")
+
+
+def _plot_table(axes, singles):
+  """Eval metrics of a single point, as text: `name  value  (step N)`."""
+  axes.axis("off")
+  axes.set_title("eval")
+  order = progress_lib.headline({tag: 0.0 for tag in singles}, limit=len(singles))
+  lines = [f"{tag}  {singles[tag][0][1]:.4g}  (step {singles[tag][0][0]})" for tag in order]
+  axes.text(0.02, 0.95, "\n".join(lines), va="top", ha="left", family="monospace",
+            fontsize="small", transform=axes.transAxes)
 
 
 def plot_curves(output_dir, train=None):
@@ -229,8 +275,8 @@ def plot_curves(output_dir, train=None):
   path = os.path.join(output_dir, CURVES_FILE)
   if train is None:
     train = read_scalars(os.path.join(output_dir, "train"))
-  panels = _panels(train, read_scalars(os.path.join(output_dir, "eval")))
-  if not panels:
+  panels, singles = _panels(train, read_scalars(os.path.join(output_dir, "eval")))
+  if not panels and not singles:
     return None
   try:
     # pylint: disable=g-import-not-at-top
@@ -239,21 +285,25 @@ def plot_curves(output_dir, train=None):
   except ImportError:
     logging.warning("matplotlib is not installed: no %s", path)
     return None
-  cols = min(3, len(panels))
-  rows = math.ceil(len(panels) / cols)
+  count = len(panels) + bool(singles)
+  cols = min(3, count)
+  rows = math.ceil(count / cols)
   figure = Figure(figsize=(4.5 * cols, 3.2 * rows), layout="constrained")
   FigureCanvasAgg(figure)
   for i, (title, train, evaluation) in enumerate(panels):
     axes = figure.add_subplot(rows, cols, i + 1)
     if train:
-      axes.plot(*zip(*train), label="train", linewidth=1)
+      _plot_train(axes, title, train)
     if evaluation:
-      axes.plot(*zip(*evaluation), "o", color="tab:red", label="eval")
-    if train and evaluation:
+      axes.plot(*zip(*evaluation), "o-" if len(evaluation) > 1 else "o", color="tab:red",
+                label="eval")
+    if (train and evaluation) or (train and len(train) >= 20 and title != "learning_rate"):
       axes.legend(fontsize="small")
     axes.set_title(title)
     axes.set_xlabel("step")
     axes.grid(alpha=0.3)
+  if singles:
+    _plot_table(figure.add_subplot(rows, cols, count), singles)
   figure.suptitle(output_dir, fontsize="small")
   with fileio.atomic_output(path) as tmp:
     with fileio.open_file(tmp, "wb") as f:

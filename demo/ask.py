@@ -1,8 +1,11 @@
 """Asks an exported classifier SavedModel about sentences given on the command line.
 
 A client needs TensorFlow and tensorflow_text (which registers the in-graph tokenizer ops), not
-bert_tf: usage `python demo/ask.py --export_dir=demo_out/export "a sentence" ["another"]`; for a
-pair task (MRPC, MNLI, ...) give each pair as "first sentence ||| second sentence".
+bert_tf: usage `.venv/bin/python demo/ask.py --export_dir=demo_out/export "a sentence" ["another"]`;
+for a pair task (MRPC, MNLI, ...) give each pair as "first sentence ||| second sentence".
+--label_names names the task's labels in the output (the demo's SST-2 labels 0 and 1: negative,
+positive); --vocab_file (the export's vocabulary) adds how many of the words are whole words of
+it, spelled in pieces, or [UNK] (a character it does not have).
 """
 import os
 
@@ -16,6 +19,10 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402,F401  (registers the tokenizer ops the SavedModel uses)
 
 flags.DEFINE_string("export_dir", None, "A SavedModel written by export_savedmodel.py --task=classifier.")
+flags.DEFINE_list("label_names", None, "Names of the labels, in the task's label order "
+                  "(e.g. negative,positive for SST-2's 0,1).")
+flags.DEFINE_string("vocab_file", None, "The export's vocab.txt: report the words it lacks.")
+flags.DEFINE_bool("do_lower_case", True, "As the export was made (for --vocab_file).")
 FLAGS = flags.FLAGS
 
 
@@ -29,6 +36,29 @@ def newest_version(export_dir):
   if not numbered:
     raise app.UsageError(f"--export_dir: {export_dir} holds no SavedModel")
   return os.path.join(export_dir, str(max(numbered)))
+
+
+def word_coverage(vocab_file, sentences, lower_case=True):
+  """[(words, whole words, [words spelled in pieces], [[UNK] words])] per sentence: words as
+  BERT's basic tokenizer splits them (punctuation apart), looked up in vocab_file by WordPiece;
+  a word in pieces as `song ##s`."""
+  tokenizer = tensorflow_text.BertTokenizer(vocab_file, lower_case=lower_case,
+                                            token_out_type=tf.string, unknown_token="[UNK]")
+  counts = []
+  for words in tokenizer.tokenize(tf.constant(sentences)).to_list():  # [sentence][word][piece]
+    words = [" ".join(piece.decode() for piece in pieces) for pieces in words]
+    unknown = [word for word in words if "[UNK]" in word]
+    split = [word for word in words if " " in word and word not in unknown]
+    counts.append((len(words), len(words) - len(unknown) - len(split), split, unknown))
+  return counts
+
+
+def label_name(label, label_names):
+  """label (a task's label, "0") as named by --label_names, in the order of the task's labels."""
+  if not label_names:
+    return label
+  return f"{label_names[int(label)]} ({label})" if label.isdigit() and int(label) < len(
+      label_names) else label
 
 
 def main(argv):
@@ -45,10 +75,16 @@ def main(argv):
   start = time.perf_counter()
   outputs = serve(**inputs)
   elapsed_ms = (time.perf_counter() - start) * 1e3
+  coverage = word_coverage(FLAGS.vocab_file, sentences, FLAGS.do_lower_case) if (
+      FLAGS.vocab_file) else None
   for i, sentence in enumerate(sentences):
-    label = outputs["labels"][i].numpy().decode()
+    label = label_name(outputs["labels"][i].numpy().decode(), FLAGS.label_names)
     probabilities = ", ".join(f"{p:.3f}" for p in outputs["probabilities"][i].numpy())
-    print(f"{sentence!r} -> label {label} (probabilities {probabilities})")
+    print(f"{sentence!r} -> {label} (probabilities {probabilities})")
+    if coverage:
+      words, whole, split, unknown = coverage[i]
+      print(f"  its {words} words and marks: {whole} in the vocabulary, {len(split)} spelled in "
+            f"pieces{': ' + ', '.join(split) if split else ''}, {len(unknown)} [UNK]")
   print(f"({elapsed_ms:.1f} ms for {len(sentences)} sentence(s))")
 
 

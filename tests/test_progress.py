@@ -188,3 +188,45 @@ def test_eval_scalars_and_curves_png(tmp_path):
   assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   assert not [name for name in os.listdir(tmp_path) if ".tmp-" in name]
   assert scalars.plot_curves(str(tmp_path / "empty")) is None
+
+
+def _write_train_scalars(output_dir, losses):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  with tf.summary.create_file_writer(os.path.join(output_dir, "train")).as_default():
+    for step, loss in enumerate(losses, 1):
+      tf.summary.scalar("loss", loss, step=step)
+      tf.summary.scalar("learning_rate", 1e-4, step=step)
+
+
+def test_curves_put_single_eval_points_in_a_table_and_smooth_noisy_losses(tmp_path):
+  losses = [2.0 - 0.01 * i + (0.5 if i % 2 else -0.5) for i in range(100)]  # noisy, falling
+  _write_train_scalars(str(tmp_path), losses)
+  # Without --eval_every_n_steps: one evaluation, at the end.
+  scalars.write_eval_scalars(str(tmp_path), {"eval_accuracy": 0.75, "eval_f1": 0.625,
+                                             "eval_loss": 0.5}, 100)
+  panels, singles = scalars._panels(scalars.read_scalars(str(tmp_path / "train")),
+                                    scalars.read_scalars(str(tmp_path / "eval")))
+  # eval_loss joins the train loss's panel; accuracy and F1 have no curve: a table, no panels.
+  assert [title for title, _, _ in panels] == ["loss", "learning_rate"]
+  assert panels[0][2] == [(100, 0.5)]
+  assert singles == {"eval_accuracy": [(100, 0.75)], "eval_f1": [(100, 0.625)]}
+  assert scalars.plot_curves(str(tmp_path)) == str(tmp_path / "curves.png")
+  # With evaluations during training, each metric has its own curve again.
+  scalars.write_eval_scalars(str(tmp_path), {"eval_accuracy": 0.8, "eval_f1": 0.85}, 50)
+  panels, singles = scalars._panels(scalars.read_scalars(str(tmp_path / "train")),
+                                    scalars.read_scalars(str(tmp_path / "eval")))
+  assert [title for title, _, _ in panels][2:] == ["eval_accuracy", "eval_f1"] and not singles
+  # The moving average follows the trend and takes out the +-0.5 noise.
+  smooth = scalars.smoothed(losses)
+  assert smooth[0] == pytest.approx(losses[0]) and len(smooth) == len(losses)
+  assert abs(smooth[-1] - (2.0 - 0.01 * 99)) < 0.3
+  assert max(abs(a - b) for a, b in zip(smooth[50:], smooth[51:])) < 0.2
+
+
+def test_summary_final_training_loss_is_the_last_step_lines(tmp_path, info_lines):
+  _write_train_scalars(str(tmp_path), [3.0, 2.0, 1.0])  # the event files' last point: 1.0
+  model = types.SimpleNamespace(train_summary={"loss": 1.5})  # the last step line's mean
+  lines = scalars.run_summary(str(tmp_path), 0, [], 3, trained_model=model)
+  assert "  final training loss = 1.5" in lines
+  lines = scalars.run_summary(str(tmp_path), 0, [], 3, trained_model=types.SimpleNamespace())
+  assert "  last logged training loss = 1" in lines
