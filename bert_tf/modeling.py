@@ -9,6 +9,7 @@ The encoder keeps activations as 2-D [batch * seq, hidden] tensors and does ever
 Under a mixed precision policy, matmuls run in the compute dtype while the embeddings, LayerNorm
 and the attention softmax run in float32; the head logits are float32.
 """
+import contextlib
 import math
 import os
 
@@ -93,6 +94,56 @@ def _fused_for_training(value_and_derivative):
 gelu_for_training = _fused_for_training(_gelu_tanh_value_and_derivative)
 gelu_exact_for_training = _fused_for_training(_gelu_exact_value_and_derivative)
 
+
+def _fused_for_inference(value_and_derivative):
+  """The forward of _fused_for_training alone: one XLA-compiled float32 pass, no gradient."""
+  def forward(x):
+    return tf.cast(value_and_derivative(tf.cast(x, tf.float32))[0], x.dtype)
+  return tf.function(forward, jit_compile=True, reduce_retracing=True, autograph=False)
+
+
+gelu_for_inference = _fused_for_inference(_gelu_tanh_value_and_derivative)
+gelu_exact_for_inference = _fused_for_inference(_gelu_exact_value_and_derivative)
+
+
+def onednn_enabled():
+  """Whether TensorFlow runs oneDNN's graph rewrites in this process (TF_ENABLE_ONEDNN_OPTS as
+  read at import, or TensorFlow's default for this CPU: on with AVX-512-class features)."""
+  try:
+    from tensorflow.python.util import _pywrap_util_port  # pylint: disable=g-import-not-at-top
+    return bool(_pywrap_util_port.IsMklEnabled())
+  except (ImportError, AttributeError):
+    return os.environ.get("TF_ENABLE_ONEDNN_OPTS", "0").lower() in ("1", "true")
+
+
+# Inference GELU: "never" (the default) keeps tf.nn.gelu, which oneDNN, where it is on, fuses
+# into the matmul before it; "always" computes it in one XLA-compiled pass (where oneDNN is off,
+# tf.nn.gelu is ~8 separate elementwise ops, ~15% of a forward pass); "auto": "always" where oneDNN
+# is off. Not the default: on the 2-core AVX2 CPU it did not measure clearly faster than
+# tf.nn.gelu (BENCHMARKS.md), and it compiles once per input shape. export.save traces with "never" (a
+# SavedModel stays free of XLA functions, which a model server may not run).
+INFERENCE_GELU_FUSION = "never"
+_INFERENCE_ACTIVATIONS = {gelu: gelu_for_inference, gelu_exact: gelu_exact_for_inference}
+
+
+@contextlib.contextmanager
+def unfused_inference_gelu():
+  """Within it, inference graphs traced keep tf.nn.gelu (for SavedModels)."""
+  global INFERENCE_GELU_FUSION
+  previous, INFERENCE_GELU_FUSION = INFERENCE_GELU_FUSION, "never"
+  try:
+    yield
+  finally:
+    INFERENCE_GELU_FUSION = previous
+
+
+def inference_activation(activation):
+  """The form of `activation` inference graphs use now (see INFERENCE_GELU_FUSION)."""
+  if INFERENCE_GELU_FUSION == "always" or (INFERENCE_GELU_FUSION == "auto"
+                                           and not onednn_enabled()):
+    return _INFERENCE_ACTIVATIONS.get(activation, activation)
+  return activation
+
 _ACTIVATIONS = {
     "gelu": gelu,
     "gelu_new": gelu,
@@ -152,7 +203,8 @@ class Dense2D(tf_keras.layers.Layer):
       leading = tf.shape(x)[:-1]
       x = tf.reshape(x, [-1, self.input_dim])
     y = tf.nn.bias_add(tf.matmul(x, self.kernel), self.bias)
-    activation = self.training_activation if training is True else self.activation
+    activation = (self.training_activation if training is True
+                  else inference_activation(self.activation))
     if activation is not None:
       y = activation(y)
     if rank != 2:
@@ -311,7 +363,7 @@ class FusedQKVSelfAttention(SelfAttention):
   """SelfAttention whose inference does the three projections as ONE matmul: the query, key and
   value kernels (and biases) are concatenated at call time into [H, 3H], and one transpose splits
   the heads of all three. Same variables, same names; training steps take the original's three
-  matmuls. On a 2-core AVX2 CPU the encoder runs ~1.1x faster at batch 8 (BENCHMARKS.md)."""
+  matmuls. The speed-up is measured in BENCHMARKS.md (bench/bench_cpu_inference.py)."""
 
   def heads(self, x, batch_size, seq_length, training):
     if training is True:

@@ -334,3 +334,21 @@ def test_fused_attention_trains_as_the_original():
   models[1].set_weights(models[0].get_weights())
   for a, b in zip(gradients(models[0]), gradients(models[1])):
     np.testing.assert_array_equal(tf.convert_to_tensor(a), tf.convert_to_tensor(b))
+
+
+def test_inference_gelu_fusion_is_the_same_function():
+  """INFERENCE_GELU_FUSION="always": the inference GELU in one XLA pass, the same values; export
+  traces keep tf.nn.gelu (unfused_inference_gelu)."""
+  model = modeling.BertModel(CONFIG)
+  f = features()
+  expected = model(f)["sequence_output"].numpy()
+  assert modeling.INFERENCE_GELU_FUSION == "never"
+  modeling.INFERENCE_GELU_FUSION = "always"
+  try:
+    assert modeling.inference_activation(modeling.gelu) is modeling.gelu_for_inference
+    np.testing.assert_allclose(model(f)["sequence_output"].numpy(), expected, atol=1e-5)
+    with modeling.unfused_inference_gelu():
+      assert modeling.inference_activation(modeling.gelu) is modeling.gelu
+    assert modeling.inference_activation(modeling.gelu) is modeling.gelu_for_inference
+  finally:
+    modeling.INFERENCE_GELU_FUSION = "never"
