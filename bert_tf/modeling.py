@@ -379,11 +379,13 @@ class FusedQKVSelfAttention(SelfAttention):
 
 # config.attention_implementation (a runtime attribute, not a bert_config.json field) -> class.
 ATTENTION_IMPLEMENTATIONS = {"separate_qkv": SelfAttention, "fused_qkv": FusedQKVSelfAttention}
-DEFAULT_ATTENTION = "fused_qkv"
+# The original's three matmuls: fused_qkv measured no faster on the 2-core AVX2 CPU (MiniLM,
+# oneDNN off: 0.89x / 1.03x / 0.99x at batch 1 / 8 / 32; BENCHMARKS.md), so it is opt-in.
+DEFAULT_ATTENTION = "separate_qkv"
 
 
 def attention_class(config):
-  """The SelfAttention class config.attention_implementation names (default: fused_qkv)."""
+  """The SelfAttention class config.attention_implementation names (default: separate_qkv)."""
   name = getattr(config, "attention_implementation", None) or DEFAULT_ATTENTION
   if name not in ATTENTION_IMPLEMENTATIONS:
     raise ValueError(f"attention_implementation {name!r} is not one of "
