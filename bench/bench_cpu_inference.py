@@ -415,7 +415,7 @@ def controller():
       out = subprocess.run(
           _self_command("--worker=profile", f"--model_dir={ensure_prepared(models[0])}",
                         f"--seq_length={FLAGS.seq_length}"), capture_output=True, text=True,
-          env=dict(os.environ, **worker_env("ours"), TF_ENABLE_ONEDNN_OPTS=onednn), check=True)
+          env=dict(os.environ, **dict(worker_env("ours"), TF_ENABLE_ONEDNN_OPTS=onednn)), check=True)
       lines += [f"\nWhere ours spends its time ({models[0]}, batch 8, "
                 f"TF_ENABLE_ONEDNN_OPTS={onednn}; tf.profiler, op types):\n", out.stdout.strip()]
   text = "\n".join(lines) + "\n"
