@@ -6,6 +6,9 @@ Reads one sentence a line (or `sentence A ||| sentence B`) and writes one JSON l
 import os
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
+# oneDNN's fused kernels, which TensorFlow leaves off on CPUs without AVX-512: ~1.1-1.2x faster
+# inference (BENCHMARKS.md). Read once, at import; a user's own setting stands.
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 from absl import flags  # noqa: E402
 

@@ -37,21 +37,26 @@ from bert_tf import modeling  # noqa: E402
 from bert_tf.config import BertConfig  # noqa: E402
 import bench_history  # noqa: E402
 
-flags.DEFINE_integer("batch_size", 32, "Sequences per batch.")
-flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
-flags.DEFINE_integer("warmup", 1, "Untimed batches of each peer first.")
-flags.DEFINE_integer("iterations", 10, "Timed rounds (one batch of each peer per round).")
-flags.DEFINE_list("peers", "ours,torch,garden", "Which encoders to time.")
-flags.DEFINE_list("modes", "inference,training", "inference (forward) and/or training "
-                  "(forward + backward with dropout).")
-flags.DEFINE_integer("train_batch_size", 16, "Sequences per training batch.")
-flags.DEFINE_string("before_repo", None, "Another checkout whose bert_tf/modeling.py is timed "
-                    "beside ours as \"before\" (e.g. a worktree of the previous commit).")
-flags.DEFINE_list("precisions", "float32,mixed_bfloat16", "Our Keras policies to time (PyTorch's "
-                  "bfloat16 peers run with mixed_bfloat16).")
-flags.DEFINE_bool("profile", True, "Also time our op groups against PyTorch's.")
-flags.DEFINE_bool("append", True, "Append the results to benchmarks/<date>.md.")
 FLAGS = flags.FLAGS
+
+
+def define_flags():
+  """The bench's flags (defined when run as a script, so that tests can import it)."""
+  flags.DEFINE_integer("batch_size", 32, "Sequences per batch.")
+  flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
+  flags.DEFINE_integer("warmup", 1, "Untimed batches of each peer first.")
+  flags.DEFINE_integer("iterations", 10, "Timed rounds (one batch of each peer per round).")
+  flags.DEFINE_list("peers", "ours,torch,garden", "Which encoders to time.")
+  flags.DEFINE_list("modes", "inference,training", "inference (forward) and/or training "
+                    "(forward + backward with dropout).")
+  flags.DEFINE_integer("train_batch_size", 16, "Sequences per training batch.")
+  flags.DEFINE_string("before_repo", None, "Another checkout whose bert_tf/modeling.py is timed "
+                      "beside ours as \"before\" (e.g. a worktree of the previous commit).")
+  flags.DEFINE_list("precisions", "float32,mixed_bfloat16", "Our Keras policies to time "
+                    "(PyTorch's bfloat16 peers run with mixed_bfloat16).")
+  flags.DEFINE_bool("profile", True, "Also time our op groups against PyTorch's.")
+  flags.DEFINE_bool("append", True, "Append the results to benchmarks/<date>.md.")
+
 
 BASE = BertConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                   intermediate_size=3072, type_vocab_size=2)
@@ -72,10 +77,10 @@ def interleaved_seconds(fns):
   return {name: (float(np.median(t)), float(np.min(t))) for name, t in times.items()}
 
 
-def random_inputs(batch_size, seed=0):
+def random_inputs(batch_size, seed=0, seq_length=None, vocab_size=BASE.vocab_size):
   rng = np.random.RandomState(seed)
-  shape = (batch_size, FLAGS.seq_length)
-  return {"input_ids": rng.randint(0, BASE.vocab_size, shape).astype(np.int32),
+  shape = (batch_size, seq_length or FLAGS.seq_length)
+  return {"input_ids": rng.randint(0, vocab_size, shape).astype(np.int32),
           "input_mask": np.ones(shape, np.int32), "segment_ids": np.zeros(shape, np.int32)}
 
 
@@ -88,12 +93,29 @@ def modeling_of(repo):
   return module
 
 
+def forward_function(model, outputs):
+  """A tf.function running the model ONCE and returning its outputs named `outputs`.
+
+  (Until 2026-11-26 this bench called the model once per output key, which timed two forward
+  passes per batch: tests/test_bench_encoder.py counts the matmuls of the traced step.)
+  """
+  def forward(features):
+    result = model(features, training=False)
+    return [result[k] for k in outputs]
+  return tf.function(forward)
+
+
 def tf_step(model, features, training, outputs):
   """A callable running one batch: the outputs (inference), or the gradients of every weight
-  of a loss on the outputs (training)."""
+  of a loss on the outputs (training). Its `.function` is the tf.function it calls on
+  `.features`."""
   if not training:
-    forward = tf.function(lambda f: [model(f, training=False)[k] for k in outputs])
-    return lambda: [t.numpy() for t in forward(features)]
+    forward = forward_function(model, outputs)
+
+    def run():
+      return [t.numpy() for t in forward(features)]
+    run.function, run.features = forward, features
+    return run
 
   @tf.function
   def step(f):
@@ -103,27 +125,41 @@ def tf_step(model, features, training, outputs):
     grads = tape.gradient(loss, model.trainable_variables)
     return loss, grads
 
-  return lambda: step(features)[0].numpy()
+  def train():
+    return step(features)[0].numpy()
+  train.function, train.features = step, features
+  return train
 
 
-def ours(policy, training, module=modeling):
+def _batch(training, batch_size):
+  if batch_size is not None:
+    return batch_size
+  return FLAGS.train_batch_size if training else FLAGS.batch_size
+
+
+def ours(policy, training, module=modeling, config=BASE, batch_size=None, seq_length=None):
   tf_keras.mixed_precision.set_global_policy(policy)
-  model = module.BertModel(BASE)
+  model = module.BertModel(config)
   tf_keras.mixed_precision.set_global_policy("float32")
-  batch = FLAGS.train_batch_size if training else FLAGS.batch_size
-  features = {k: tf.constant(v) for k, v in random_inputs(batch).items()}
+  inputs = random_inputs(_batch(training, batch_size), seq_length=seq_length,
+                         vocab_size=config.vocab_size)
+  features = {k: tf.constant(v) for k, v in inputs.items()}
   return tf_step(model, features, training, ["sequence_output", "pooled_output"])
 
 
-def garden(policy, training):
+def garden(policy, training, config=BASE, batch_size=None, seq_length=None):
   from official.nlp.modeling.networks import BertEncoder  # pylint: disable=g-import-not-at-top
   tf_keras.mixed_precision.set_global_policy(policy)
-  encoder = BertEncoder(vocab_size=BASE.vocab_size, hidden_size=768, num_layers=12,
-                        num_attention_heads=12, intermediate_size=3072,
+  encoder = BertEncoder(vocab_size=config.vocab_size, hidden_size=config.hidden_size,
+                        num_layers=config.num_hidden_layers,
+                        num_attention_heads=config.num_attention_heads,
+                        intermediate_size=config.intermediate_size,
+                        max_sequence_length=config.max_position_embeddings,
                         activation=lambda x: tf.nn.gelu(x, approximate=True),
-                        type_vocab_size=2, dict_outputs=True)
+                        type_vocab_size=config.type_vocab_size, dict_outputs=True)
   tf_keras.mixed_precision.set_global_policy("float32")
-  f = random_inputs(FLAGS.train_batch_size if training else FLAGS.batch_size)
+  f = random_inputs(_batch(training, batch_size), seq_length=seq_length,
+                    vocab_size=config.vocab_size)
   features = {"input_word_ids": tf.constant(f["input_ids"]),
               "input_mask": tf.constant(f["input_mask"]),
               "input_type_ids": tf.constant(f["segment_ids"])}
@@ -408,4 +444,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

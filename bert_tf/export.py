@@ -82,6 +82,7 @@ from bert_tf import checkpoints
 from bert_tf import export_windows
 from bert_tf import fast_tokenization
 from bert_tf import heads
+from bert_tf import modeling
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
 from bert_tf.data import conll
@@ -386,8 +387,9 @@ def save(server, export_dir):
   version = max([int(time.time())] + [v + 1 for v in existing])
   tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
   try:
-    tf.saved_model.save(server, tmp, signatures={"serving_default": server.serve,
-                                                  "tokenize": server.tokenize})
+    with modeling.unfused_inference_gelu():  # no XLA in the SavedModel (modeling.py)
+      tf.saved_model.save(server, tmp, signatures={"serving_default": server.serve,
+                                                    "tokenize": server.tokenize})
     final = os.path.join(export_dir, str(version))
     tf.io.gfile.rename(tmp, final)
   finally:

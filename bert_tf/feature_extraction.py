@@ -7,6 +7,7 @@ import json
 import re
 import time
 from glob import escape as glob_escape
+import weakref
 
 import tensorflow as tf
 import tf_keras
@@ -124,9 +125,15 @@ class FeatureExtractor(tf_keras.Model):
     return tf.cast(tf.stack([layers[i] for i in self.layer_indexes]), tf.float32)
 
 
+_PREDICT = weakref.WeakKeyDictionary()
+
+
 def extract(extractor, features, batch_size):
   """Yields (feature, [num_layers, len(tokens), H] numpy array) for each feature, in order."""
-  predict = tf.function(extractor, reduce_retracing=True)
+  # One tf.function per extractor, so that calling extract() again does not trace it again.
+  predict = _PREDICT.get(extractor)
+  if predict is None:
+    predict = _PREDICT[extractor] = tf.function(extractor, reduce_retracing=True)
   for begin in range(0, len(features), batch_size):
     batch = features[begin:begin + batch_size]
     inputs = {

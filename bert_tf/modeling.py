@@ -9,6 +9,7 @@ The encoder keeps activations as 2-D [batch * seq, hidden] tensors and does ever
 Under a mixed precision policy, matmuls run in the compute dtype while the embeddings, LayerNorm
 and the attention softmax run in float32; the head logits are float32.
 """
+import contextlib
 import math
 import os
 
@@ -93,6 +94,56 @@ def _fused_for_training(value_and_derivative):
 gelu_for_training = _fused_for_training(_gelu_tanh_value_and_derivative)
 gelu_exact_for_training = _fused_for_training(_gelu_exact_value_and_derivative)
 
+
+def _fused_for_inference(value_and_derivative):
+  """The forward of _fused_for_training alone: one XLA-compiled float32 pass, no gradient."""
+  def forward(x):
+    return tf.cast(value_and_derivative(tf.cast(x, tf.float32))[0], x.dtype)
+  return tf.function(forward, jit_compile=True, reduce_retracing=True, autograph=False)
+
+
+gelu_for_inference = _fused_for_inference(_gelu_tanh_value_and_derivative)
+gelu_exact_for_inference = _fused_for_inference(_gelu_exact_value_and_derivative)
+
+
+def onednn_enabled():
+  """Whether TensorFlow runs oneDNN's graph rewrites in this process (TF_ENABLE_ONEDNN_OPTS as
+  read at import, or TensorFlow's default for this CPU: on with AVX-512-class features)."""
+  try:
+    from tensorflow.python.util import _pywrap_util_port  # pylint: disable=g-import-not-at-top
+    return bool(_pywrap_util_port.IsMklEnabled())
+  except (ImportError, AttributeError):
+    return os.environ.get("TF_ENABLE_ONEDNN_OPTS", "0").lower() in ("1", "true")
+
+
+# Inference GELU: "never" (the default) keeps tf.nn.gelu, which oneDNN, where it is on, fuses
+# into the matmul before it; "always" computes it in one XLA-compiled pass (where oneDNN is off,
+# tf.nn.gelu is ~8 separate elementwise ops, ~15% of a forward pass); "auto": "always" where oneDNN
+# is off. Not the default: on the 2-core AVX2 CPU it did not measure clearly faster than
+# tf.nn.gelu (BENCHMARKS.md), and it compiles once per input shape. export.save traces with "never" (a
+# SavedModel stays free of XLA functions, which a model server may not run).
+INFERENCE_GELU_FUSION = "never"
+_INFERENCE_ACTIVATIONS = {gelu: gelu_for_inference, gelu_exact: gelu_exact_for_inference}
+
+
+@contextlib.contextmanager
+def unfused_inference_gelu():
+  """Within it, inference graphs traced keep tf.nn.gelu (for SavedModels)."""
+  global INFERENCE_GELU_FUSION
+  previous, INFERENCE_GELU_FUSION = INFERENCE_GELU_FUSION, "never"
+  try:
+    yield
+  finally:
+    INFERENCE_GELU_FUSION = previous
+
+
+def inference_activation(activation):
+  """The form of `activation` inference graphs use now (see INFERENCE_GELU_FUSION)."""
+  if INFERENCE_GELU_FUSION == "always" or (INFERENCE_GELU_FUSION == "auto"
+                                           and not onednn_enabled()):
+    return _INFERENCE_ACTIVATIONS.get(activation, activation)
+  return activation
+
 _ACTIVATIONS = {
     "gelu": gelu,
     "gelu_new": gelu,
@@ -152,7 +203,8 @@ class Dense2D(tf_keras.layers.Layer):
       leading = tf.shape(x)[:-1]
       x = tf.reshape(x, [-1, self.input_dim])
     y = tf.nn.bias_add(tf.matmul(x, self.kernel), self.bias)
-    activation = self.training_activation if training is True else self.activation
+    activation = (self.training_activation if training is True
+                  else inference_activation(self.activation))
     if activation is not None:
       y = activation(y)
     if rank != 2:
@@ -263,18 +315,96 @@ class Embeddings(tf_keras.layers.Layer):
     return self.dropout(self.layer_norm(x), training=training)
 
 
+class SelfAttention(tf_keras.layers.Layer):
+  """`attention/self`: the query, key and value projections (`query`, `key`, `value`, each a
+  Dense2D with the original's `kernel` and `bias`) and scaled dot-product attention over heads.
+
+  The seam for attention implementations: a TransformerLayer takes the class
+  ATTENTION_IMPLEMENTATIONS[config.attention_implementation] (as transformers picks its attention
+  class from config._attn_implementation), and every implementation has these variables under
+  these names, so a checkpoint loads into any of them. This one is the original's three matmuls.
+  """
+
+  def __init__(self, config, **kwargs):
+    super().__init__(**kwargs)
+    hidden, init = config.hidden_size, config.initializer_range
+    self.num_heads = config.num_attention_heads
+    self.head_size = config.head_size
+    self.hidden_size = hidden
+    self.query = Dense2D(hidden, hidden, initializer_range=init, name="query")
+    self.key = Dense2D(hidden, hidden, initializer_range=init, name="key")
+    self.value = Dense2D(hidden, hidden, initializer_range=init, name="value")
+    self.dropout = Dropout(config.attention_probs_dropout_prob)
+
+  def build(self, input_shape=None):
+    for layer in (self.query, self.key, self.value):
+      _build_in_scope(layer)
+    super().build(input_shape)
+
+  def heads(self, x, batch_size, seq_length, training):
+    """Query, key and value of x [B*T, H], each [B, N, T, D]."""
+    def split(y):
+      y = tf.reshape(y, [batch_size, seq_length, self.num_heads, self.head_size])
+      return tf.transpose(y, [0, 2, 1, 3])
+    return split(self.query(x)), split(self.key(x)), split(self.value(x))
+
+  def call(self, x, attention_adder, batch_size, seq_length, training=False):
+    """x: [B*T, H]; attention_adder: float32 [B, 1, 1 or T, T] of 0 / -10000 -> [B*T, H]."""
+    query, key, value = self.heads(x, batch_size, seq_length, training)
+    scores = tf.matmul(query, key, transpose_b=True)  # [B, N, T, T]
+    scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size)) + attention_adder
+    probs = tf.cast(tf.nn.softmax(scores), x.dtype)
+    probs = self.dropout(probs, training=training)
+    context = tf.transpose(tf.matmul(probs, value), [0, 2, 1, 3])  # [B, T, N, D]
+    return tf.reshape(context, [batch_size * seq_length, self.hidden_size])
+
+
+class FusedQKVSelfAttention(SelfAttention):
+  """SelfAttention whose inference does the three projections as ONE matmul: the query, key and
+  value kernels (and biases) are concatenated at call time into [H, 3H], and one transpose splits
+  the heads of all three. Same variables, same names; training steps take the original's three
+  matmuls. The speed-up is measured in BENCHMARKS.md (bench/bench_cpu_inference.py)."""
+
+  def heads(self, x, batch_size, seq_length, training):
+    if training is True:
+      return super().heads(x, batch_size, seq_length, training)
+    layers = (self.query, self.key, self.value)
+    kernel = tf.concat([layer.kernel for layer in layers], axis=1)  # [H, 3H]
+    bias = tf.concat([layer.bias for layer in layers], axis=0)  # [3H]
+    qkv = tf.nn.bias_add(tf.matmul(x, tf.cast(kernel, x.dtype)), tf.cast(bias, x.dtype))
+    qkv = tf.reshape(qkv, [batch_size, seq_length, 3, self.num_heads, self.head_size])
+    qkv = tf.transpose(qkv, [2, 0, 3, 1, 4])  # [3, B, N, T, D]
+    return qkv[0], qkv[1], qkv[2]
+
+
+# config.attention_implementation (a runtime attribute, not a bert_config.json field) -> class.
+ATTENTION_IMPLEMENTATIONS = {"separate_qkv": SelfAttention, "fused_qkv": FusedQKVSelfAttention}
+# The original's three matmuls: fused_qkv measured no faster on the 2-core AVX2 CPU (MiniLM,
+# oneDNN off: 0.89x / 1.03x / 0.99x at batch 1 / 8 / 32; BENCHMARKS.md), so it is opt-in.
+DEFAULT_ATTENTION = "separate_qkv"
+
+
+def attention_class(config):
+  """The SelfAttention class config.attention_implementation names (default: separate_qkv)."""
+  name = getattr(config, "attention_implementation", None) or DEFAULT_ATTENTION
+  if name not in ATTENTION_IMPLEMENTATIONS:
+    raise ValueError(f"attention_implementation {name!r} is not one of "
+                     f"{sorted(ATTENTION_IMPLEMENTATIONS)}")
+  return ATTENTION_IMPLEMENTATIONS[name]
+
+
 class TransformerLayer(tf_keras.layers.Layer):
   """One post-LayerNorm transformer block, on 2-D [batch * seq, hidden] activations."""
 
   def __init__(self, config, **kwargs):
     super().__init__(**kwargs)
     hidden, inner, init = config.hidden_size, config.intermediate_size, config.initializer_range
-    self.num_heads = config.num_attention_heads
-    self.head_size = config.head_size
     self.hidden_size = hidden
-    self.query = Dense2D(hidden, hidden, initializer_range=init, name="attention/self/query")
-    self.key = Dense2D(hidden, hidden, initializer_range=init, name="attention/self/key")
-    self.value = Dense2D(hidden, hidden, initializer_range=init, name="attention/self/value")
+    self.attention = attention_class(config)(config, name="attention/self")
+    # The projections stay attributes of the layer too: object-based checkpoints written before
+    # the attention layer existed find them at transformer_layers/<i>/query etc.
+    self.query, self.key, self.value = (self.attention.query, self.attention.key,
+                                        self.attention.value)
     self.attention_output = Dense2D(hidden, hidden, initializer_range=init,
                                     name="attention/output/dense")
     self.attention_layer_norm = LayerNorm(hidden, name="attention/output/LayerNorm")
@@ -282,33 +412,18 @@ class TransformerLayer(tf_keras.layers.Layer):
                                 initializer_range=init, name="intermediate/dense")
     self.output_dense = Dense2D(inner, hidden, initializer_range=init, name="output/dense")
     self.output_layer_norm = LayerNorm(hidden, name="output/LayerNorm")
-    self.attention_dropout = Dropout(config.attention_probs_dropout_prob)
+    self.attention_dropout = self.attention.dropout
     self.hidden_dropout = Dropout(config.hidden_dropout_prob)
 
   def build(self, input_shape=None):
-    for layer in (self.query, self.key, self.value, self.attention_output,
-                  self.attention_layer_norm, self.intermediate, self.output_dense,
-                  self.output_layer_norm):
+    for layer in (self.attention, self.attention_output, self.attention_layer_norm,
+                  self.intermediate, self.output_dense, self.output_layer_norm):
       _build_in_scope(layer)
     super().build(input_shape)
 
-  def _split_heads(self, x, batch_size, seq_length):
-    x = tf.reshape(x, [batch_size, seq_length, self.num_heads, self.head_size])
-    return tf.transpose(x, [0, 2, 1, 3])
-
   def call(self, x, attention_adder, batch_size, seq_length, training=False):
     """x: [B*T, H]; attention_adder: float32 [B, 1, 1 or T, T] of 0 / -10000."""
-    query = self._split_heads(self.query(x), batch_size, seq_length)
-    key = self._split_heads(self.key(x), batch_size, seq_length)
-    value = self._split_heads(self.value(x), batch_size, seq_length)
-
-    scores = tf.matmul(query, key, transpose_b=True)
-    scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size)) + attention_adder
-    probs = tf.cast(tf.nn.softmax(scores), x.dtype)
-    probs = self.attention_dropout(probs, training=training)
-    context = tf.transpose(tf.matmul(probs, value), [0, 2, 1, 3])
-    context = tf.reshape(context, [batch_size * seq_length, self.hidden_size])
-
+    context = self.attention(x, attention_adder, batch_size, seq_length, training=training)
     attention = self.hidden_dropout(self.attention_output(context), training=training)
     attention = tf.cast(self.attention_layer_norm(attention + x), x.dtype)
     output = self.output_dense(self.intermediate(attention, training=training))

@@ -1,6 +1,8 @@
 """The encoder and pretraining heads: original names and shapes, masking, dropout, precision."""
 # pylint: disable=redefined-outer-name,unused-argument,g-import-not-at-top
 import math
+import os
+import tempfile
 
 import numpy as np
 import pytest
@@ -281,3 +283,72 @@ def test_trains_under_a_distribution_strategy():
   before = model.encoder.transformer_layers[0].query.kernel.numpy()
   assert np.isfinite(step(f).numpy())
   assert np.abs(model.encoder.transformer_layers[0].query.kernel.numpy() - before).max() > 0
+
+
+def _with_attention(name):
+  config = BertConfig.from_dict(CONFIG.to_dict())
+  config.attention_implementation = name
+  return config
+
+
+def test_attention_implementations_share_variables_and_outputs():
+  """The attention seam: each implementation has the original's variables under the original's
+  names (a checkpoint loads into any), gives the same outputs, and keeps the object-graph paths
+  of checkpoints written before the seam (transformer_layers/<i>/query)."""
+  separate = modeling.BertModel(_with_attention("separate_qkv"))
+  fused = modeling.BertModel(_with_attention("fused_qkv"))
+  assert isinstance(fused.transformer_layers[0].attention, modeling.FusedQKVSelfAttention)
+  assert type(separate.transformer_layers[0].attention) is modeling.SelfAttention  # pylint: disable=unidiomatic-typecheck
+  assert [v.name for v in fused.variables] == [v.name for v in separate.variables]
+  fused.set_weights(separate.get_weights())
+  f = features()
+  a, b = separate(f)["sequence_output"].numpy(), fused(f)["sequence_output"].numpy()
+  np.testing.assert_allclose(a, b, atol=2e-6)
+  # One matmul for query, key and value at inference: 2 fewer per layer.
+  def matmuls(model):
+    graph = tf.function(lambda x: model(x)).get_concrete_function(f).graph
+    return sum(op.type == "MatMul" for op in graph.get_operations())
+  assert matmuls(separate) - matmuls(fused) == 2 * CONFIG.num_hidden_layers
+  keys = {name for name, _ in tf.train.list_variables(
+      tf.train.Checkpoint(model=fused).write(os.path.join(tempfile.mkdtemp(), "ckpt")))}
+  assert "model/transformer_layers/0/query/kernel/.ATTRIBUTES/VARIABLE_VALUE" in keys
+  with pytest.raises(ValueError, match="attention_implementation"):
+    modeling.BertModel(_with_attention("flash"))
+
+
+def test_fused_attention_trains_as_the_original():
+  """Training steps take the original's three matmuls: the same gradients to the last bit."""
+  f = features()
+
+  def gradients(model):
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_sum(model(f, training=True)["pooled_output"] ** 2)
+    return tape.gradient(loss, model.trainable_variables)
+
+  no_dropout = BertConfig.from_dict(dict(CONFIG.to_dict(), hidden_dropout_prob=0.0,
+                                         attention_probs_dropout_prob=0.0))
+  models = []
+  for name in ("separate_qkv", "fused_qkv"):
+    no_dropout.attention_implementation = name
+    models.append(modeling.BertModel(no_dropout))
+  models[1].set_weights(models[0].get_weights())
+  for a, b in zip(gradients(models[0]), gradients(models[1])):
+    np.testing.assert_array_equal(tf.convert_to_tensor(a), tf.convert_to_tensor(b))
+
+
+def test_inference_gelu_fusion_is_the_same_function():
+  """INFERENCE_GELU_FUSION="always": the inference GELU in one XLA pass, the same values; export
+  traces keep tf.nn.gelu (unfused_inference_gelu)."""
+  model = modeling.BertModel(CONFIG)
+  f = features()
+  expected = model(f)["sequence_output"].numpy()
+  assert modeling.INFERENCE_GELU_FUSION == "never"
+  modeling.INFERENCE_GELU_FUSION = "always"
+  try:
+    assert modeling.inference_activation(modeling.gelu) is modeling.gelu_for_inference
+    np.testing.assert_allclose(model(f)["sequence_output"].numpy(), expected, atol=1e-5)
+    with modeling.unfused_inference_gelu():
+      assert modeling.inference_activation(modeling.gelu) is modeling.gelu
+    assert modeling.inference_activation(modeling.gelu) is modeling.gelu_for_inference
+  finally:
+    modeling.INFERENCE_GELU_FUSION = "never"
