@@ -79,6 +79,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf import checkpoints
+from bert_tf import interrupts
 from bert_tf import optimization
 from bert_tf import precision
 from bert_tf import progress
@@ -523,7 +524,8 @@ def _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumul
 
 def _save(strategy, manager, step):
   try:
-    path = manager.save(checkpoint_number=step)
+    with interrupts.deferred():  # Ctrl-C or SIGTERM act once the save is whole
+      path = manager.save(checkpoint_number=step)
   except BaseException:  # SIGTERM (SystemExit) or an error mid-save: no half-written save left
     run_dir.remove_unfinished_saves(manager.directory)
     raise
