@@ -21,7 +21,7 @@ from absl import flags  # noqa: E402
 
 from bert_tf import cli  # noqa: E402
 from bert_tf import flags as bert_flags  # noqa: E402
-from bert_tf.data import pretraining_run  # noqa: E402
+from bert_tf.pretraining_data import pipeline  # noqa: E402
 
 flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of files).")
 flags.DEFINE_string("output_file", None, "Output TF example file (or comma-separated list of files).")
@@ -59,10 +59,10 @@ def main(_):
   # Options.validate and run_shards check these flags against create_pretraining_data's own ranges.
   values = bert_flags.values(check_ranges=False)
   if values.beam_runner:
-    from bert_tf.data import pretraining_beam  # noqa: E402  (apache-beam is optional)
-    pretraining_beam.main(values)
+    from bert_tf.pretraining_data import beam  # noqa: E402  (apache-beam is optional)
+    beam.main(values)
   else:
-    pretraining_run.main(values)
+    pipeline.main(values)
 
 
 if __name__ == "__main__":

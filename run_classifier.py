@@ -8,7 +8,7 @@ from absl import flags  # noqa: E402
 from bert_tf import cli  # noqa: E402
 from bert_tf import finetuning  # noqa: E402
 from bert_tf import flags as bert_flags  # noqa: E402
-from bert_tf.data import glue  # noqa: E402
+from bert_tf.tasks import glue  # noqa: E402
 
 
 def define_flags():

@@ -10,7 +10,7 @@ from bert_tf import cli  # noqa: E402
 from bert_tf import feature_extraction  # noqa: E402
 from bert_tf import finetuning  # noqa: E402
 from bert_tf import flags as bert_flags  # noqa: E402
-from bert_tf.data import conll  # noqa: E402
+from bert_tf.tasks import conll  # noqa: E402
 
 
 def define_flags():

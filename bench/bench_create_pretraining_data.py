@@ -32,8 +32,8 @@ from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
 from bert_tf import tokenization  # noqa: E402
-from bert_tf.data import corpus as corpus_reader  # noqa: E402
-from bert_tf.data import pretraining  # noqa: E402
+from bert_tf.pretraining_data import corpus as corpus_reader  # noqa: E402
+from bert_tf.pretraining_data import algorithm  # noqa: E402
 import bench_history  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -161,7 +161,7 @@ def main(_):
   tokenizer = tokenization.FullTokenizer(VOCAB)
   lengths, masked, expected, kinds, labels = record_statistics(runs[-1][4], tokenizer.vocab["[MASK]"])
   corpus = corpus_reader.read_corpus(full, tokenizer, num_workers=2, progress_seconds=None)
-  maker = pretraining.InstanceMaker(corpus, pretraining.Vocab(tokenizer.vocab), pretraining.Options(dupe_factor=5),
+  maker = algorithm.InstanceMaker(corpus, algorithm.Vocab(tokenizer.vocab), algorithm.Options(dupe_factor=5),
                                     random.Random(12345))
   maker.create_training_instances(progress_seconds=None)
   draws = maker.stats

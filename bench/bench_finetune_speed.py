@@ -111,7 +111,7 @@ def time_torch(size, dtype, batch, seq, steps, warmup):
 def _task(name, seq, output_dir, packed):
   """The fine-tuning task run_classifier.py / run_ner.py would build, and its training records."""
   from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
-  from bert_tf.data import conll, glue  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import conll, glue  # pylint: disable=g-import-not-at-top
   folder, glue_name = PACKING_TASKS[name]
   values = types.SimpleNamespace(
       task_name=glue_name, data_dir=os.path.join(DATA, folder, glue_name or ""),

@@ -29,7 +29,7 @@ sys.path.insert(0, REPO)
 from bert_tf import export  # noqa: E402
 from bert_tf import tokenization  # noqa: E402
 from bert_tf.config import BertConfig  # noqa: E402
-from bert_tf.data import squad  # noqa: E402
+from bert_tf.tasks import squad  # noqa: E402
 
 flags.DEFINE_string("data_dir", os.path.join(os.path.dirname(REPO), "shared", "data"),
                     "The shared data (corpus/gutenberg, vocab/).")

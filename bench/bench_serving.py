@@ -41,7 +41,7 @@ from bert_tf import export  # noqa: E402
 from bert_tf import tokenization  # noqa: E402
 from bert_tf import training  # noqa: E402
 from bert_tf.config import BertConfig  # noqa: E402
-from bert_tf.data import glue  # noqa: E402
+from bert_tf.tasks import glue  # noqa: E402
 import bench_history  # noqa: E402
 
 flags.DEFINE_string("data_dir", os.path.join(os.path.dirname(REPO), "shared", "data"),

@@ -36,8 +36,8 @@ from bert_tf import squad_metrics  # noqa: E402
 from bert_tf import tokenization  # noqa: E402
 from bert_tf import training  # noqa: E402
 from bert_tf.config import BertConfig  # noqa: E402
-from bert_tf.data import squad  # noqa: E402
-from bert_tf.data import squad_answers  # noqa: E402
+from bert_tf.tasks import squad  # noqa: E402
+from bert_tf.tasks import squad_answers  # noqa: E402
 import bench_history  # noqa: E402
 
 MINILM = os.path.join(REPO, ".venv", "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}",

@@ -501,7 +501,7 @@ def serve():
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
   sys.path.insert(0, REPO)
-  from bert_tf.data import glue  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import glue  # pylint: disable=g-import-not-at-top
   args = parse_args(sys.argv[1:])
   versions = sorted(glob.glob(os.path.join(args.export_dir, "*", "saved_model.pb")))
   signature = tf.saved_model.load(os.path.dirname(versions[-1])).signatures["serving_default"]

@@ -2,7 +2,7 @@
 time, fresh each time an instance is read, as RoBERTa and Model Garden's pretraining dataloader do,
 from records of create_pretraining_data.py --unmasked (records.unmasked_pretraining_features).
 
-The draw is the original create_masked_lm_predictions' (bert_tf.data.pretraining.InstanceMaker),
+The draw is the original create_masked_lm_predictions' (bert_tf.pretraining_data.algorithm.InstanceMaker),
 in distribution:
   * the candidates are the real tokens but [CLS] and [SEP]; with --do_whole_word_mask a "##" piece
     joins the word before it (across the middle [SEP] too, as the original);
@@ -29,8 +29,8 @@ import tensorflow as tf
 
 from bert_tf import records
 from bert_tf import tokenization
-from bert_tf.data.pretraining import Options
-from bert_tf.data.pretraining import Vocab
+from bert_tf.pretraining_data.algorithm import Options
+from bert_tf.pretraining_data.algorithm import Vocab
 from bert_tf.errors import BertTfError
 
 EVAL_SEED = 20181011  # the paper's arXiv date: the masks of every evaluation

@@ -82,12 +82,13 @@ from bert_tf import checkpoints
 from bert_tf import export_windows
 from bert_tf import fast_tokenization
 from bert_tf import heads
+from bert_tf import model_dir
 from bert_tf import modeling
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
-from bert_tf.data import conll
-from bert_tf.data import glue
-from bert_tf.data import squad
+from bert_tf.tasks import conll
+from bert_tf.tasks import glue
+from bert_tf.tasks import squad
 from bert_tf.errors import BertTfError
 
 TASKS = ("classifier", "squad", "ner")
@@ -529,10 +530,9 @@ def check_task_config(task, values, init_checkpoint):
   """When init_checkpoint is a fine-tuning run's output_dir (or a checkpoint in one), its
   task_config.json must say --task (and, for a classifier, --task_name): a sentence classifier's
   head reads as a token tagger's, so a mismatch would export a model that serves nonsense."""
-  from bert_tf import predictor  # pylint: disable=g-import-not-at-top  (it imports this module)
   directory = (init_checkpoint if tf.io.gfile.isdir(init_checkpoint)
                else os.path.dirname(init_checkpoint))
-  path = os.path.join(directory or ".", predictor.TASK_CONFIG_FILE)
+  path = os.path.join(directory or ".", model_dir.TASK_CONFIG_FILE)
   if not tf.io.gfile.exists(path):
     return
   with tf.io.gfile.GFile(path, "rb") as f:

@@ -1,13 +1,13 @@
 """Inputs of any length in the exported graphs (bert_tf/export.py): run_ner's and run_squad's
 windows, their max-context rule and run_squad's span search over all windows, as TensorFlow ops.
 
-NER (bert_tf.data.conll.window_spans): a sentence that fits in max_seq_length - 2 pieces is one
+NER (bert_tf.tasks.conll.window_spans): a sentence that fits in max_seq_length - 2 pieces is one
 window; a longer one is cut greedily into chunks of at most half a window (a word longer than that
 is a chunk of its own), each labelled in one window that adds as many whole words of context as
 fit, half the room on the left first, then the rest on the right. Each word takes its tag from its
 chunk's window.
 
-SQuAD (bert_tf.data.squad.doc_windows, check_is_max_context, squad_answers._candidates): windows of
+SQuAD (bert_tf.tasks.squad.doc_windows, check_is_max_context, squad_answers._candidates): windows of
 max_seq_length - 3 - question pieces slide by doc_stride over the context; a piece is a start
 candidate only in the window that gives it the most context (the smaller of its left and right
 context plus 0.01 x the window's length; the first window on ties); among the n_best_size largest

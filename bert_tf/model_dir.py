@@ -13,6 +13,7 @@ from bert_tf.fileio import atomic_output
 
 CONFIG_FILE = "bert_config.json"
 VOCAB_FILE = "vocab.txt"
+TASK_CONFIG_FILE = "task_config.json"  # what a fine-tuning run was: read by predictor and export
 WEIGHTS_CHECKPOINT = "bert_model.ckpt"  # the final weights alone, as Google's releases name them
 
 

@@ -35,7 +35,7 @@ from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
 from bert_tf.fileio import write_text_atomically
 
-TASK_CONFIG_FILE = "task_config.json"
+TASK_CONFIG_FILE = model_dir.TASK_CONFIG_FILE
 _SQUAD_OPTIONS = ("max_query_length", "doc_stride", "max_answer_length", "n_best_size",
                   "null_score_diff_threshold")
 

@@ -21,7 +21,7 @@ from bert_tf.fileio import write_text_atomically
 
 RUN_FILE = "train_run.json"
 LOCK_FILE = ".bert_tf.lock"  # holds `pid <pid> on <host>` while a run uses the directory
-TASK_CONFIG_FILE = "task_config.json"  # bert_tf.predictor's, written by fine-tuning runs
+TASK_CONFIG_FILE = model_dir.TASK_CONFIG_FILE
 CHECKPOINT_NAME = "model.ckpt"  # checkpoints are model.ckpt-<step>, as the original's Estimator
 
 

@@ -38,7 +38,7 @@ from bert_tf import fileio
 from bert_tf import progress
 from bert_tf import records
 from bert_tf import tokenization
-from bert_tf.data import corpus
+from bert_tf.pretraining_data import corpus
 from bert_tf.errors import BertTfError
 
 # The [unused*] slots before [UNK]: 99 in the original, which puts [UNK] [CLS] [SEP] [MASK] at

@@ -38,8 +38,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _IMPORT_TIME_PREFIXES = ("TF_", "CUDA", "XLA", "OMP_", "KMP_", "MKL", "ONEDNN", "PYTHON", "LD_")
 _HEAVY_MODULES = ("bert_tf", "tensorflow", "tf_keras", "tensorflow_text", "bert_tf.finetuning",
                   "bert_tf.pretraining", "bert_tf.export", "bert_tf.predictor",
-                  "bert_tf.feature_extraction", "bert_tf.data.glue", "bert_tf.data.squad",
-                  "bert_tf.data.conll", "bert_tf.data.swag", "bert_tf.data.pretraining_run")
+                  "bert_tf.feature_extraction", "bert_tf.tasks.glue", "bert_tf.tasks.squad",
+                  "bert_tf.tasks.conll", "bert_tf.tasks.swag", "bert_tf.pretraining_data.pipeline")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from seqeval import metrics as seqeval_metrics
 from seqeval import scheme as seqeval_scheme
 
 from bert_tf import records
-from bert_tf.data import conll
+from bert_tf.tasks import conll
 from bert_tf.errors import BertTfError
 from conftest import shared_data
 

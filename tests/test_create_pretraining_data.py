@@ -20,11 +20,11 @@ from conftest import REPO, shared_data, run_script
 
 from bert_tf import records
 from bert_tf import tokenization
-from bert_tf.data import corpus as corpus_module
-from bert_tf.data import pretraining
-from bert_tf.data import pretraining_run
-from bert_tf.data import pretraining_records
-from bert_tf.data import record_bytes
+from bert_tf.pretraining_data import corpus as corpus_module
+from bert_tf.pretraining_data import algorithm
+from bert_tf.pretraining_data import pipeline
+from bert_tf.pretraining_data import record_writer
+from bert_tf.pretraining_data import record_bytes
 from bert_tf.errors import BertTfError
 
 ORACLE_DRIVER = r'''
@@ -100,7 +100,7 @@ def _read_records(path):
 
 def _ours(inputs, outputs, num_workers=1, **options):
   tokenizer = tokenization.FullTokenizer(_vocab_file(), do_lower_case=True)
-  return pretraining_run.create_pretraining_data(inputs, outputs, tokenizer, pretraining.Options(**options),
+  return pipeline.create_pretraining_data(inputs, outputs, tokenizer, algorithm.Options(**options),
                                              num_workers=num_workers, progress_seconds=None)
 
 
@@ -130,7 +130,7 @@ def oracle_cases(tmp_path_factory):
   }
   specs, out = [], {}
   for name, (inputs, options, num_outputs, _) in cases.items():
-    options = pretraining.Options(**options)
+    options = algorithm.Options(**options)
     outputs = [str(tmp / f"{name}.{i}.tfrecord") for i in range(num_outputs)]
     specs.append(dict(inputs=inputs, outputs=outputs, vocab=_vocab_file(), wwm=options.do_whole_word_mask,
                       max_seq_length=options.max_seq_length, dupe_factor=options.dupe_factor,
@@ -145,7 +145,7 @@ def oracle_cases(tmp_path_factory):
 def test_same_records_as_original(oracle_cases, tmp_path, name):
   inputs, oracle_outputs, options = oracle_cases[name]
   outputs = [str(tmp_path / f"ours.{i}.tfrecord") for i in range(len(oracle_outputs))]
-  stats = pretraining_run.create_pretraining_data(
+  stats = pipeline.create_pretraining_data(
       inputs, outputs, tokenization.FullTokenizer(_vocab_file()), options, progress_seconds=None)
   total = 0
   for ours, theirs in zip(outputs, oracle_outputs):
@@ -160,7 +160,7 @@ def test_same_records_as_original(oracle_cases, tmp_path, name):
 def test_output_does_not_depend_on_workers_and_is_byte_stable(tmp_path, monkeypatch):
   alice = os.path.join(shared_data("corpus", "gutenberg"), "pg11-alice_in_wonderland.txt")
   sample = os.path.join(shared_data("corpus", "bert-sample"), "sample_text.txt")
-  monkeypatch.setattr(pretraining_records, "WRITE_BLOCK", 97)  # many blocks, the last one short
+  monkeypatch.setattr(record_writer, "WRITE_BLOCK", 97)  # many blocks, the last one short
   contents = []
   for run, workers in enumerate([1, 2, 1, 3]):
     outputs = [str(tmp_path / f"run{run}.{i}.tfrecord") for i in range(2)]
@@ -173,12 +173,12 @@ def test_output_does_not_depend_on_workers_and_is_byte_stable(tmp_path, monkeypa
 @pytest.mark.parametrize("block", [1, 3, 8, 11, 97])
 def test_blocks_handed_out_while_making_are_whole_and_in_order(tmp_path, monkeypatch, block):
   # Spool.write finds instance i in block i // _WRITE_BLOCK: every block but the last must be whole.
-  monkeypatch.setattr(pretraining_records, "WRITE_BLOCK", block)
+  monkeypatch.setattr(record_writer, "WRITE_BLOCK", block)
   tokenizer = tokenization.FullTokenizer(_vocab_file())
   corpus = corpus_module.read_corpus([_toy_corpus(tmp_path, documents=60)], tokenizer)
-  vocab, options = pretraining.Vocab(tokenizer.vocab), pretraining.Options(dupe_factor=3)
+  vocab, options = algorithm.Vocab(tokenizer.vocab), algorithm.Options(dupe_factor=3)
   blocks = []
-  instances, _ = pretraining.InstanceMaker(corpus, vocab, options, random.Random(1)).create_training_instances(on_block=blocks.append)
+  instances, _ = algorithm.InstanceMaker(corpus, vocab, options, random.Random(1)).create_training_instances(on_block=blocks.append)
   assert [len(b) for b in blocks[:-1]] == [block] * (len(blocks) - 1) and 0 < len(blocks[-1]) <= block
   assert np.array_equal(np.concatenate([b.spans for b in blocks]), instances.spans)
   assert np.array_equal(np.concatenate([b.positions for b in blocks]), instances.positions)
@@ -254,21 +254,21 @@ def test_shards_have_own_seeds_names_and_resume(tmp_path):
     path.write_text(open(_toy_corpus(tmp_path, documents=10, seed=i)).read())
     files.append(str(path))
   tokenizer = tokenization.FullTokenizer(_vocab_file())
-  options = pretraining.Options(dupe_factor=1)
+  options = algorithm.Options(dupe_factor=1)
   out = str(tmp_path / "out" / "pre.tfrecord")
   os.makedirs(os.path.dirname(out))
-  assert pretraining_run.run_shards(files, [out], tokenizer, options, num_shards=2, shard_index=1) == [1]
+  assert pipeline.run_shards(files, [out], tokenizer, options, num_shards=2, shard_index=1) == [1]
   assert os.listdir(tmp_path / "out") == ["pre.tfrecord-00001-of-00002"]
-  assert pretraining_run.run_shards(files, [out], tokenizer, options, num_shards=2) == [0]  # 1 is done
-  assert pretraining_run.run_shards(files, [out], tokenizer, options, num_shards=2) == []
+  assert pipeline.run_shards(files, [out], tokenizer, options, num_shards=2) == [0]  # 1 is done
+  assert pipeline.run_shards(files, [out], tokenizer, options, num_shards=2) == []
   # Shard 0 (files 0 and 2) is exactly a one-shard run over those files with the derived seed.
   single = str(tmp_path / "single.tfrecord")
-  seed = pretraining_run.shard_seed(12345, 0, 2)
-  assert seed == pretraining_run.shard_seed(12345, 0, 2) != pretraining_run.shard_seed(12345, 1, 2)
+  seed = pipeline.shard_seed(12345, 0, 2)
+  assert seed == pipeline.shard_seed(12345, 0, 2) != pipeline.shard_seed(12345, 1, 2)
   _ours([files[0], files[2]], [single], dupe_factor=1, random_seed=seed)
   assert open(single, "rb").read() == open(out + "-00000-of-00002", "rb").read()
   with pytest.raises(BertTfError, match="--shard_index"):
-    pretraining_run.run_shards(files, [out], tokenizer, options, num_shards=2, shard_index=2)
+    pipeline.run_shards(files, [out], tokenizer, options, num_shards=2, shard_index=2)
 
 
 def test_awkward_input_is_handled(tmp_path):
@@ -300,8 +300,8 @@ def test_bad_input_fails_cleanly(tmp_path, monkeypatch):
   vocab = tmp_path / "vocab.txt"
   vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n")
   with pytest.raises(BertTfError, match=r"no \[MASK\]"):
-    pretraining_run.create_pretraining_data([toy], [str(tmp_path / "o.tfrecord")],
-                                        tokenization.FullTokenizer(str(vocab)), pretraining.Options())
+    pipeline.create_pretraining_data([toy], [str(tmp_path / "o.tfrecord")],
+                                        tokenization.FullTokenizer(str(vocab)), algorithm.Options())
   # A failure while writing leaves neither the output nor a temporary file behind.
   original_encode_block = record_bytes.RecordEncoder.encode_block
   calls = []
@@ -312,7 +312,7 @@ def test_bad_input_fails_cleanly(tmp_path, monkeypatch):
       raise RuntimeError("disk full")
     return original_encode_block(self, *args)
 
-  monkeypatch.setattr(pretraining_records, "WRITE_BLOCK", 10)
+  monkeypatch.setattr(record_writer, "WRITE_BLOCK", 10)
   monkeypatch.setattr(record_bytes.RecordEncoder, "encode_block", failing_encode_block)
   with pytest.raises(RuntimeError):
     _ours([toy], [str(tmp_path / "w0.tfrecord"), str(tmp_path / "w1.tfrecord")], dupe_factor=5)
@@ -323,7 +323,7 @@ def test_bad_input_fails_cleanly(tmp_path, monkeypatch):
     _ours([toy], [str(tmp_path / "w0.tfrecord"), str(tmp_path / "w1.tfrecord")], num_workers=2, dupe_factor=5)
   assert not [name for name in os.listdir(tmp_path) if "w0" in name or "w1" in name]
   # A worker that dies (as if killed) fails the run instead of leaving it waiting.
-  monkeypatch.setattr(pretraining_records, "_spool_block", _die)
+  monkeypatch.setattr(record_writer, "_spool_block", _die)
   with pytest.raises(RuntimeError, match="died"):
     _ours([toy], [str(tmp_path / "w0.tfrecord")], num_workers=2, dupe_factor=5)
   assert not [name for name in os.listdir(tmp_path) if "w0" in name]
@@ -334,8 +334,8 @@ def test_bad_input_fails_cleanly(tmp_path, monkeypatch):
   assert not [name for name in os.listdir(tmp_path) if "w0" in name]
   # And one that dies while copying its share of the records out.
   monkeypatch.undo()
-  monkeypatch.setattr(pretraining_records, "WRITE_BLOCK", 10)
-  monkeypatch.setattr(pretraining_records, "_copy_spooled", functools.partial(_copy_or_die, os.getpid()))
+  monkeypatch.setattr(record_writer, "WRITE_BLOCK", 10)
+  monkeypatch.setattr(record_writer, "_copy_spooled", functools.partial(_copy_or_die, os.getpid()))
   with pytest.raises(RuntimeError, match="copying records out died"):
     _ours([toy], [str(tmp_path / "w0.tfrecord"), str(tmp_path / "w1.tfrecord")], num_workers=2, dupe_factor=5)
   assert not [name for name in os.listdir(tmp_path) if "w0" in name or "w1" in name]
@@ -349,7 +349,7 @@ def _die_reading(tokenizer, chunk):
   os._exit(1)  # a worker killed while tokenizing
 
 
-_COPY_SPOOLED = pretraining_records._copy_spooled
+_COPY_SPOOLED = record_writer._copy_spooled
 
 
 def _copy_or_die(main_process_id, *args):
@@ -412,8 +412,8 @@ def test_fast_shuffle_and_randint_draw_like_random():
   for n in [0, 1, 2, 3, 4, 5, 8, 9, 17, 125, 4097]:
     ours, theirs = random.Random(n), random.Random(n)
     x, y = list(range(n)), list(range(n))
-    pretraining._shuffle(x, ours)
+    algorithm._shuffle(x, ours)
     theirs.shuffle(y)
     assert x == y
-    assert [pretraining._randint(ours, 0, n) for _ in range(20)] == [theirs.randint(0, n) for _ in range(20)]
+    assert [algorithm._randint(ours, 0, n) for _ in range(20)] == [theirs.randint(0, n) for _ in range(20)]
     assert ours.random() == theirs.random()

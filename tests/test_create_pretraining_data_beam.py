@@ -12,12 +12,12 @@ apache_beam = pytest.importorskip("apache_beam")
 from conftest import REPO, shared_data, run_script  # noqa: E402
 
 from bert_tf import tokenization  # noqa: E402
-from bert_tf.data import pretraining  # noqa: E402
-from bert_tf.data import pretraining_run  # noqa: E402
-from bert_tf.data import pretraining_beam  # noqa: E402
+from bert_tf.pretraining_data import algorithm  # noqa: E402
+from bert_tf.pretraining_data import pipeline  # noqa: E402
+from bert_tf.pretraining_data import beam  # noqa: E402
 
 # Tiny: 4 files of 8 documents, one copy each; the cost is Beam's start-up, not the data.
-OPTIONS = pretraining.Options(dupe_factor=1, max_seq_length=64, max_predictions_per_seq=10)
+OPTIONS = algorithm.Options(dupe_factor=1, max_seq_length=64, max_predictions_per_seq=10)
 
 
 def _vocab_file():
@@ -42,11 +42,11 @@ def _inputs(tmp_path, files=4, documents=8):
 
 def _local(inputs, outputs, num_shards, options=OPTIONS):
   tokenizer = tokenization.FullTokenizer(_vocab_file(), do_lower_case=True)
-  return pretraining_run.run_shards(inputs, outputs, tokenizer, options, num_shards, progress_seconds=None)
+  return pipeline.run_shards(inputs, outputs, tokenizer, options, num_shards, progress_seconds=None)
 
 
 def _beam(inputs, outputs, num_shards, *pipeline_args):
-  return pretraining_beam.run(inputs, outputs, _vocab_file(), True, OPTIONS, num_shards, "DirectRunner",
+  return beam.run(inputs, outputs, _vocab_file(), True, OPTIONS, num_shards, "DirectRunner",
                               list(pipeline_args), progress_seconds=None)
 
 
@@ -105,7 +105,7 @@ def test_script_with_beam_runner(tmp_path):
             f"--output_file={tmp_path / 'beam' / 'pre.tfrecord'}", "--beam_runner=DirectRunner"]
   result = _script(*common, "--num_shards=2")
   assert result.returncode == 0, result.stderr
-  _local(inputs, [str(tmp_path / "local" / "pre.tfrecord")], 2, pretraining.Options(dupe_factor=1))
+  _local(inputs, [str(tmp_path / "local" / "pre.tfrecord")], 2, algorithm.Options(dupe_factor=1))
   assert list(_files(tmp_path / "beam")) == ["pre.tfrecord-00000-of-00002", "pre.tfrecord-00001-of-00002"]
   assert _files(tmp_path / "beam") == _files(tmp_path / "local")
   result = _script(*common, "--num_shards=2", "--shard_index=0")

@@ -15,7 +15,7 @@ import pytest
 
 from bert_tf import tokenization
 from bert_tf import vocab_learning
-from bert_tf.data import corpus
+from bert_tf.pretraining_data import corpus
 from bert_tf.errors import BertTfError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -16,10 +16,10 @@ from bert_tf import export
 from bert_tf import fast_tokenization
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
-from bert_tf.data import conll
-from bert_tf.data import glue
-from bert_tf.data import squad
-from bert_tf.data import squad_answers
+from bert_tf.tasks import conll
+from bert_tf.tasks import glue
+from bert_tf.tasks import squad
+from bert_tf.tasks import squad_answers
 from bert_tf.errors import BertTfError
 from conftest import shared_data, run_script
 

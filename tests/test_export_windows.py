@@ -13,9 +13,9 @@ from bert_tf import export
 from bert_tf import export_windows
 from bert_tf import predictor
 from bert_tf import tokenization
-from bert_tf.data import conll
-from bert_tf.data import squad
-from bert_tf.data import squad_answers
+from bert_tf.tasks import conll
+from bert_tf.tasks import squad
+from bert_tf.tasks import squad_answers
 from conftest import shared_data
 from test_export import model_inputs
 from test_export import tiny_config

@@ -226,7 +226,7 @@ def test_compressed_corpus_gives_the_same_vocabulary(work):
 
 def test_compressed_task_files_read_as_plain(work):
   from bert_tf import fileio  # pylint: disable=g-import-not-at-top
-  from bert_tf.data import squad  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import squad  # pylint: disable=g-import-not-at-top
   from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
   question = {"id": "q1", "question": "who sat ?",
               "answers": [{"text": "the dog", "answer_start": 0}]}
@@ -274,7 +274,7 @@ def test_latin1_input_to_extract_features_names_file_line_and_byte(work, checkpo
 def test_utf16_files_are_named_as_utf16(work, reader):
   from bert_tf import fileio  # pylint: disable=g-import-not-at-top
   from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
-  from bert_tf.data import squad  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import squad  # pylint: disable=g-import-not-at-top
   from bert_tf.errors import BertTfError  # pylint: disable=g-import-not-at-top
   path = work / "utf16.txt"
   path.write_bytes("\n".join(VOCAB).encode("utf-16"))

@@ -7,8 +7,8 @@ import tensorflow as tf
 
 from bert_tf import records
 from bert_tf import tokenization
-from bert_tf.data import glue
-from bert_tf.data import swag
+from bert_tf.tasks import glue
+from bert_tf.tasks import swag
 from bert_tf.errors import BertTfError
 from conftest import shared_data
 

@@ -21,8 +21,8 @@ from bert_tf import records
 from bert_tf import scalars
 from bert_tf import squad_metrics
 from bert_tf import training
-from bert_tf.data import conll
-from bert_tf.data import glue
+from bert_tf.tasks import conll
+from bert_tf.tasks import glue
 from bert_tf.errors import BertTfError
 from test_run_classifier import common_args
 from test_run_classifier import read_results

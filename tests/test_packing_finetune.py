@@ -16,7 +16,7 @@ from bert_tf import packing_finetune
 from bert_tf import records
 from bert_tf import scalars
 from bert_tf import training
-from bert_tf.data import glue
+from bert_tf.tasks import glue
 from bert_tf.errors import BertTfError
 from test_training import VOCAB, tiny_config
 

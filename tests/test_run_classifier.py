@@ -11,7 +11,7 @@ import pytest
 
 from bert_tf import finetuning
 from bert_tf import scalars
-from bert_tf.data import glue
+from bert_tf.tasks import glue
 from bert_tf.errors import BertTfError
 from conftest import run_script
 

@@ -10,7 +10,7 @@ import pytest
 from bert_tf import finetuning
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
-from bert_tf.data import squad
+from bert_tf.tasks import squad
 from bert_tf.errors import BertTfError
 from conftest import run_script
 from conftest import shared_data
@@ -140,7 +140,7 @@ def test_v1_answers_and_official_v1_score(tmp_path):
   """SQuAD 1.1 (the AllenNLP fixture, no "version" key): files and eval_results.json without
   running a model: logits that point at each first gold answer's word pieces."""
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from bert_tf.data import squad_answers  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import squad_answers  # pylint: disable=g-import-not-at-top
   v1 = pytest.importorskip("official.nlp.tools.squad_evaluate_v1_1")
   predict_file = shared_data("squad", "allennlp-squad-v1-style.json")
   dataset = squad.load_squad_json(predict_file)

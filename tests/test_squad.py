@@ -12,8 +12,8 @@ from conftest import shared_data
 
 from bert_tf import records
 from bert_tf import tokenization
-from bert_tf.data import squad
-from bert_tf.data import squad_answers
+from bert_tf.tasks import squad
+from bert_tf.tasks import squad_answers
 from bert_tf.errors import BertTfError
 
 CONTEXT = ("The leader was John Smith (1895-1943). Steve Smith's team won the "
@@ -237,7 +237,7 @@ def test_nbest_probabilities_are_the_originals_bit_for_bit():
   import math
   import subprocess
   import sys
-  from bert_tf.data import squad_answers
+  from bert_tf.tasks import squad_answers
   from conftest import REPO
   rng = np.random.RandomState(0)
   lists = [list(rng.normal(0, 10, rng.randint(1, 21))) for _ in range(300)]

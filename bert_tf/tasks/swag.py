@@ -22,7 +22,7 @@ from bert_tf import metrics
 from bert_tf import packing_finetune
 from bert_tf import records
 from bert_tf import training
-from bert_tf.data import glue
+from bert_tf.tasks import glue
 from bert_tf.errors import BertTfError
 from bert_tf.fileio import read_lines
 from bert_tf.fileio import write_text_atomically

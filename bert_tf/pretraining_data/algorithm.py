@@ -7,18 +7,18 @@ choice from one `random.Random(random_seed)` call for call as the original does,
 give the same records in the same order (which is why the choosing stays in one process). What
 differs is the representation:
 
-* The corpus is token ids in one numpy array with sentence offsets (bert_tf/data/corpus.py), not
+* The corpus is token ids in one numpy array with sentence offsets (bert_tf/pretraining_data/corpus.py), not
   lists of strings.
 * An instance is four offsets into that array plus its masked positions and replacements
   (Instances); the token ids are put together only when the record is serialized
-  (bert_tf/data/record_bytes.py).
+  (bert_tf/pretraining_data/record_bytes.py).
 * A shuffle consumes the random stream exactly as `random.Random.shuffle` does, without its
   per-element Python call overhead (_shuffle, _randint).
 
 Memory is about 2 bytes a token (4 for vocabs over 65,536 ids) plus 48 bytes an instance and 6 bytes
 a masked token (~170 bytes an instance at 20 predictions), where the original holds every document and
 every instance as Python lists of strings. The whole run (read, make, write, shards) is
-bert_tf/data/pretraining_run.py.
+bert_tf/pretraining_data/pipeline.py.
 """
 import bisect
 import collections
@@ -29,7 +29,7 @@ from array import array
 import numpy as np
 
 from bert_tf.progress import Progress
-from bert_tf.data import pretraining_records
+from bert_tf.pretraining_data import record_writer
 from bert_tf.errors import BertTfError
 
 
@@ -56,7 +56,7 @@ class Options:
   # The "No NSP" ablation: one segment per instance, next_sentence_labels always 0.
   no_nsp: bool = False
   # Records without masks, for run_pretraining.py --dynamic_masking: no masking draws, no
-  # masked_lm_* features (pretraining_records.instance_features).
+  # masked_lm_* features (record_writer.instance_features).
   unmasked: bool = False
 
   def validate(self):
@@ -214,10 +214,10 @@ class InstanceMaker:
   def create_training_instances(self, progress_seconds=30, on_block=None):
     """The original's create_training_instances, from its document shuffle on: dupe_factor passes
     over the documents, then the final shuffle. Returns the instances and their output order.
-    `on_block`, if given, is called with each run of pretraining_records.WRITE_BLOCK instances (and
+    `on_block`, if given, is called with each run of record_writer.WRITE_BLOCK instances (and
     the last, shorter run) as soon as it is made."""
     options, rng = self.options, self.rng
-    block = pretraining_records.WRITE_BLOCK
+    block = record_writer.WRITE_BLOCK
     handed_out = 0
     num_documents = self.corpus.num_documents
     order = list(range(num_documents))

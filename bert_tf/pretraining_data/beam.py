@@ -1,6 +1,6 @@
 """create_pretraining_data as an Apache Beam pipeline, for corpora that outgrow one machine.
 
-Each element is a shard index; a worker makes that shard with pretraining_run.run_shards, so the files
+Each element is a shard index; a worker makes that shard with pipeline.run_shards, so the files
 are byte for byte those of a local `--num_shards=N` run (with one shard, the original's records),
 and with N > 1 a rerun skips the shards whose outputs already exist. apache-beam is an optional
 dependency: only create_pretraining_data.py --beam_runner imports this module.
@@ -13,8 +13,8 @@ Input, output and vocab paths must then be ones the workers can read and write (
 import shlex
 
 from bert_tf import tokenization
-from bert_tf.data import pretraining
-from bert_tf.data import pretraining_run
+from bert_tf.pretraining_data import algorithm
+from bert_tf.pretraining_data import pipeline
 from bert_tf.errors import BertTfError
 from bert_tf.progress import summary
 
@@ -51,7 +51,7 @@ class MakeShard(beam.DoFn):
 
   def process(self, shard_index):
     # One process per shard: the runner's workers, not --num_workers, give the parallelism.
-    for shard in pretraining_run.run_shards(self.input_files, self.output_files, self.tokenizer, self.options,
+    for shard in pipeline.run_shards(self.input_files, self.output_files, self.tokenizer, self.options,
                                         self.num_shards, shard_index, num_workers=1,
                                         progress_seconds=self.progress_seconds):
       beam.metrics.Metrics.counter(_METRICS_NAMESPACE, f"{_WRITTEN_PREFIX}{shard}").inc()
@@ -65,17 +65,17 @@ def run(input_files, output_files, vocab_file, do_lower_case, options, num_shard
   The indices come from the runner's counters: a runner that reports none gives [] (the files are there).
   """
   # Bad flags fail here in one line, not as a traceback from every worker (and every retry).
-  pretraining_run.check_shards(input_files, output_files, options, num_shards)
-  pretraining.Vocab(tokenization.load_vocab(vocab_file))
+  pipeline.check_shards(input_files, output_files, options, num_shards)
+  algorithm.Vocab(tokenization.load_vocab(vocab_file))
   make_shard = MakeShard(input_files, output_files, vocab_file, do_lower_case, options, num_shards,
                          progress_seconds)
-  pipeline = beam.Pipeline(options=PipelineOptions(list(pipeline_args), runner=runner))
-  _ = (pipeline
+  beam_pipeline = beam.Pipeline(options=PipelineOptions(list(pipeline_args), runner=runner))
+  _ = (beam_pipeline
        | "ShardIndices" >> beam.Create(range(num_shards))
        # Breaks fusion with Create, so that the runner spreads the shards over its workers.
        | "Spread" >> beam.Reshuffle()
        | "MakeShard" >> beam.ParDo(make_shard))
-  result = pipeline.run()
+  result = beam_pipeline.run()
   result.wait_until_finish()
   counters = result.metrics().query(MetricsFilter().with_namespace(_METRICS_NAMESPACE))["counters"]
   return sorted({int(c.key.metric.name[len(_WRITTEN_PREFIX):]) for c in counters
@@ -85,7 +85,7 @@ def run(input_files, output_files, vocab_file, do_lower_case, options, num_shard
 def main(values):
   """create_pretraining_data.py --beam_runner: the --num_shards shards as an Apache Beam pipeline;
   the runner runs every shard, on as many workers as it has."""
-  options, input_files, output_files = pretraining_run.parsed(values)
+  options, input_files, output_files = pipeline.parsed(values)
   if values.shard_index is not None:
     raise BertTfError("--shard_index: not used with --beam_runner, which makes every shard of "
                       "--num_shards")

@@ -19,7 +19,7 @@ from bert_tf import heads
 from bert_tf import records
 from bert_tf import squad_metrics
 from bert_tf import tokenization
-from bert_tf.data import squad_answers
+from bert_tf.tasks import squad_answers
 from bert_tf.errors import BertTfError
 
 FIRST_UNIQUE_ID = 1000000000
@@ -369,7 +369,7 @@ def check_outputs(values):
 
 class SquadTask:
   """SQuAD 1.1 / 2.0: windowed features, BertSpanLabeler, the original's answer files and the
-  official score (bert_tf.data.squad_answers)."""
+  official score (bert_tf.tasks.squad_answers)."""
 
   export_kind = "squad"
   record_files = {"train": "train.tf_record", "test": "eval.tf_record"}

@@ -1,5 +1,5 @@
 """Writing create_pretraining_data's records: instances serialized straight to the bytes of
-tf.train.Example and framed as TFRecords (bert_tf/data/record_bytes.py), in the output order,
+tf.train.Example and framed as TFRecords (bert_tf/pretraining_data/record_bytes.py), in the output order,
 round-robin over the output files; with worker processes, spooled while instances are made and
 copied out in parallel (Spool). Each output file appears whole or not at all.
 
@@ -19,8 +19,8 @@ import numpy as np
 from bert_tf import fileio
 from bert_tf import workers
 from bert_tf.progress import Progress
-from bert_tf.data.record_bytes import RecordEncoder
-from bert_tf.data.record_bytes import tfrecord_bytes
+from bert_tf.pretraining_data.record_bytes import RecordEncoder
+from bert_tf.pretraining_data.record_bytes import tfrecord_bytes
 
 # Instances per unit of parallel serialization.
 WRITE_BLOCK = 5000

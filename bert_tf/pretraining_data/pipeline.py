@@ -1,12 +1,12 @@
-"""create_pretraining_data.py's run: read and tokenize the corpus (bert_tf/data/corpus.py), make
-the instances as the original does (bert_tf/data/pretraining.py), write the records
-(bert_tf/data/pretraining_records.py); over shards of a corpus too large for one process, or with
-Apache Beam (bert_tf/data/pretraining_beam.py).
+"""create_pretraining_data.py's run: read and tokenize the corpus (bert_tf/pretraining_data/corpus.py), make
+the instances as the original does (bert_tf/pretraining_data/algorithm.py), write the records
+(bert_tf/pretraining_data/record_writer.py); over shards of a corpus too large for one process, or with
+Apache Beam (bert_tf/pretraining_data/beam.py).
 
 TensorFlow is not imported (it takes seconds to load): files are read and written with Python's I/O
 (tf.io.gfile only for gs:// and other URLs). With num_workers > 1, reading and tokenizing run in
 that many processes over blocks of lines, and the others serialize each block of instances while the
-next ones are made (pretraining_records.Spool). All instances are held until the final shuffle, as
+next ones are made (record_writer.Spool). All instances are held until the final shuffle, as
 in the original; to bound memory on a very large corpus, split it into shards (run_shards).
 """
 import collections
@@ -23,13 +23,13 @@ from bert_tf import records
 from bert_tf import tokenization
 from bert_tf.progress import format_duration
 from bert_tf.progress import summary
-from bert_tf.data.corpus import read_corpus
-from bert_tf.data.pretraining import InstanceMaker
-from bert_tf.data.pretraining import Options
-from bert_tf.data.pretraining import Vocab
-from bert_tf.data.pretraining_records import RecordEncoder
-from bert_tf.data.pretraining_records import Spool
-from bert_tf.data.pretraining_records import write_instances
+from bert_tf.pretraining_data.corpus import read_corpus
+from bert_tf.pretraining_data.algorithm import InstanceMaker
+from bert_tf.pretraining_data.algorithm import Options
+from bert_tf.pretraining_data.algorithm import Vocab
+from bert_tf.pretraining_data.record_writer import RecordEncoder
+from bert_tf.pretraining_data.record_writer import Spool
+from bert_tf.pretraining_data.record_writer import write_instances
 from bert_tf.errors import BertTfError
 
 
