@@ -10,48 +10,43 @@ the records against the flags (masked fraction, 80/10/10, IsNext / NotNext, leng
 busy processes get done on this machine against one (a loop alone, then two at once). Appends a
 section to benchmarks/<date>.md.
 """
+import collections
+import glob
+import itertools
 import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
 
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from bench_env import REPO
+import numpy as np
+import tensorflow as tf
 
-import collections  # noqa: E402
-import datetime  # noqa: E402
-import glob  # noqa: E402
-import itertools  # noqa: E402
-import random  # noqa: E402
-import re  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
+from bert_tf import tokenization
+from bert_tf.pretraining_data import corpus as corpus_reader
+from bert_tf.pretraining_data import algorithm
+import harness
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from absl import app  # noqa: E402
-from absl import flags  # noqa: E402
+CORPUS = os.path.join(bench_env.DATA, "corpus")
+VOCAB = bench_env.VOCAB
 
-from bert_tf import tokenization  # noqa: E402
-from bert_tf.pretraining_data import corpus as corpus_reader  # noqa: E402
-from bert_tf.pretraining_data import algorithm  # noqa: E402
-import bench_history  # noqa: E402
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CORPUS = os.path.join(os.path.dirname(REPO), "shared", "data", "corpus")
-VOCAB = os.path.join(os.path.dirname(REPO), "shared", "data", "vocab", "bert-base-uncased-vocab.txt")
-
-flags.DEFINE_string("work_dir", None, "Where records go (default: a temporary directory).")
-flags.DEFINE_string("benchmarks_md", None, "File to append the section to (default: benchmarks/<UTC date>.md).")
-flags.DEFINE_bool("skip_original", False, "Do not run the original (for a quick look at ours).")
-flags.DEFINE_integer("repeats", 3, "Rounds of the original, ours with 1 worker and ours with 2; the table "
-                     "gives each one's median (the machine's timings drift between runs).")
-FLAGS = flags.FLAGS
+FLAGS = harness.Flags()
+FLAGS.string("work_dir", None, "Where records go (default: a temporary directory).")
+FLAGS.string("benchmarks_md", None,
+             "File to append the section to (default: benchmarks/<UTC date>.md).")
+FLAGS.boolean("skip_original", False, "Do not run the original (for a quick look at ours).")
+FLAGS.integer("repeats", 3, "Rounds of the original, ours with 1 worker and ours with 2; the "
+              "table gives each one's median (the machine's timings drift between runs).")
 
 COMMON = ["--max_seq_length=128", "--max_predictions_per_seq=20", "--dupe_factor=5", "--random_seed=12345",
           f"--vocab_file={VOCAB}"]
 
 
-def timed(args):
+def run_timed(args):
   """Runs a command under /usr/bin/time: (wall seconds, peak RSS MB, phase seconds from our log or None)."""
   result = subprocess.run(["/usr/bin/time", "-f", "%e %M", *args], capture_output=True, text=True, cwd=REPO)
   if result.returncode != 0:
@@ -121,7 +116,7 @@ def main(_):
   phase_seconds = collections.defaultdict(list)  # who -> [(reading, making, writing)]
 
   def run(corpus, who, args, output):
-    seconds, rss, phases = timed([*args, *COMMON, f"--input_file={','.join(full)}", f"--output_file={output}"])
+    seconds, rss, phases = run_timed([*args, *COMMON, f"--input_file={','.join(full)}", f"--output_file={output}"])
     runs.append((corpus, who, seconds, rss, output))
     if phases:
       phase_seconds[who].append(phases)
@@ -134,7 +129,7 @@ def main(_):
   for who, args in [("original", [python, "-m", "bert.create_pretraining_data"]), ("ours", ours)]:
     if who == "original" and FLAGS.skip_original:
       continue
-    startup[who], _, _ = timed([*args, *COMMON, f"--input_file={tiny}", f"--output_file={tiny}.tfrecord"])
+    startup[who], _, _ = run_timed([*args, *COMMON, f"--input_file={tiny}", f"--output_file={tiny}.tfrecord"])
     print(f"start-up {who}: {startup[who]:.1f} s", flush=True)
 
   ceilings = []
@@ -190,9 +185,7 @@ def main(_):
       ("record length deciles", " ".join(str(int(v)) for v in np.percentile(lengths, range(10, 100, 10)))),
   ]
 
-  machine = subprocess.run("lscpu | grep 'Model name' | cut -d: -f2", shell=True, capture_output=True,
-                           text=True).stdout.strip()
-  date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+  machine, date = harness.cpu_model(), harness.utc_now()
   lines = ["", "## create_pretraining_data.py vs the original (bench/bench_create_pretraining_data.py)", "",
            "Command: `flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_create_pretraining_data.py"
            + "".join(f" {arg}" for arg in sys.argv[1:] if not arg.startswith("--work_dir")) + "`  ",
@@ -241,9 +234,8 @@ def main(_):
   lines += [f"| {name} | {value} |" for name, value in stats_rows]
   text = "\n".join(lines) + "\n"
   print(text)
-  with open(FLAGS.benchmarks_md or bench_history.today_file(), "a") as f:
-    f.write(text)
+  harness.append_history(text, FLAGS.benchmarks_md)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  harness.run(main, FLAGS, __doc__)
