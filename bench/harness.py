@@ -165,11 +165,16 @@ def load_average():
   return " / ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def commit(repo=REPO):
-  """The short hash of repo's HEAD ("unknown" outside a checkout)."""
-  out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo, capture_output=True,
-                       text=True, check=False).stdout.strip()
-  return out or "unknown"
+def commit(repo=REPO, note_dirty=False):
+  """The short hash of repo's HEAD ("unknown" outside a checkout); with note_dirty, followed by
+  " (with uncommitted changes)" where tracked files differ from it."""
+  out = subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"], capture_output=True,
+                       text=True, check=False).stdout.strip() or "unknown"
+  if note_dirty and subprocess.run(
+      ["git", "-C", repo, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+      text=True, check=False).stdout.strip():
+    out += " (with uncommitted changes)"
+  return out
 
 
 def utc_now(fmt="%Y-%m-%d %H:%M UTC"):
