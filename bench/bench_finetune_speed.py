@@ -163,6 +163,18 @@ def time_packing(name, packed, batch, seq, steps, warmup):
   return examples / seconds, examples / rows, tokens / rows
 
 
+def child(args, one):
+  """The JSON last line of this script run with --one=`one` in a process of its own (so that
+  neither library slows the other); exits with the child's error output if it fails."""
+  out = subprocess.run(
+      [sys.executable, __file__, f"--one={one}", f"--batch_size={args.batch_size}",
+       f"--seq_length={args.seq_length}", f"--steps={args.steps}", f"--warmup={args.warmup}"],
+      capture_output=True, text=True, cwd=REPO)
+  if out.returncode:
+    sys.exit(out.stderr[-3000:])
+  return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def packing_main(args):
   """--packing: the table of examples/s unpacked and packed, and a last line of the ratios."""
   rows, ratios = [], []
@@ -171,14 +183,7 @@ def packing_main(args):
   for name in args.tasks.split(","):
     figures = {}
     for mode in ("unpacked", "packed"):
-      out = subprocess.run(
-          [sys.executable, __file__, f"--one=packing,{name},{mode}",
-           f"--batch_size={args.batch_size}", f"--seq_length={args.seq_length}",
-           f"--steps={args.steps}", f"--warmup={args.warmup}"],
-          capture_output=True, text=True, cwd=REPO)
-      if out.returncode:
-        sys.exit(out.stderr[-3000:])
-      figures[mode] = json.loads(out.stdout.strip().splitlines()[-1])
+      figures[mode] = child(args, f"packing,{name},{mode}")
     unpacked, _, unpacked_tokens = figures["unpacked"]
     packed, per_row, tokens = figures["packed"]
     ratios.append(f"{name} {packed / unpacked:.2f}x")
@@ -239,12 +244,7 @@ def main(_):
     for dtype in args.dtypes.split(","):
       seconds = {}
       for side in ("ours", "torch"):
-        out = subprocess.run(
-            [sys.executable, __file__, f"--one={side},{size},{dtype}",
-             f"--batch_size={args.batch_size}", f"--seq_length={args.seq_length}",
-             f"--steps={args.steps}", f"--warmup={args.warmup}"],
-            capture_output=True, text=True, check=True, cwd=REPO)
-        seconds[side] = json.loads(out.stdout.strip().splitlines()[-1])
+        seconds[side] = child(args, f"{side},{size},{dtype}")
       ours, torch_ = (args.batch_size / seconds[s] for s in ("ours", "torch"))
       print(f"{size:10} {dtype:5} {ours:10.1f} {torch_:11.1f} {ours / torch_:6.2f}", flush=True)
       rows.append(f"| {size} | {dtype} | {ours:.1f} | {torch_:.1f} | {ours / torch_:.2f} |\n")
