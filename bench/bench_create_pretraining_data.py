@@ -105,11 +105,10 @@ def record_statistics(path, mask_id):
   return np.array(lengths), masked, expected, kinds, np.array(labels)
 
 
-def main(_):
-  work = FLAGS.work_dir or tempfile.mkdtemp(prefix="bench_cpd_")
-  os.makedirs(work, exist_ok=True)
-  full = sorted(glob.glob(os.path.join(CORPUS, "*", "*")))
-  mb = {"full": sum(os.path.getsize(p) for p in full) / 1e6}
+def measure(work, full, mb):
+  """Start-ups, then --repeats rounds of the original, ours with 1 worker and with 2, each round
+  after the two-process ceiling: (runs [(corpus, who, seconds, rss, output)], {who: [phases]},
+  {who: start-up seconds}, [(one loop alone s, two at once s)])."""
   python = sys.executable
   ours = [python, os.path.join(REPO, "create_pretraining_data.py"), "--progress_seconds=60"]
   runs = []  # (corpus, who, seconds, rss, output)
@@ -141,7 +140,11 @@ def main(_):
           os.path.join(work, "original.tfrecord"))
     run("full", "ours, 1 worker", [*ours, "--num_workers=1"], os.path.join(work, "full1.tfrecord"))
     run("full", "ours, 2 workers", [*ours, "--num_workers=2"], os.path.join(work, "full2.tfrecord"))
+  return runs, phase_seconds, startup, ceilings
 
+
+def compared(runs):
+  """(ours with 1 and 2 workers byte-identical, ours the same records as the original or None)."""
   def content(path):
     with open(path, "rb") as f:
       return f.read()
@@ -151,10 +154,13 @@ def main(_):
     same_as_original = same_records(runs[-3][4], runs[-2][4])
   else:
     same_as_original = None
+  return same_workers, same_as_original
 
-  # Statistics of the whole-corpus records, and the draws behind them.
+
+def statistics_rows(full, record_file):
+  """(records, [(statistic, value)]) of the whole-corpus records, and of the draws behind them."""
   tokenizer = tokenization.FullTokenizer(VOCAB)
-  lengths, masked, expected, kinds, labels = record_statistics(runs[-1][4], tokenizer.vocab["[MASK]"])
+  lengths, masked, expected, kinds, labels = record_statistics(record_file, tokenizer.vocab["[MASK]"])
   corpus = corpus_reader.read_corpus(full, tokenizer, num_workers=2, progress_seconds=None)
   maker = algorithm.InstanceMaker(corpus, algorithm.Vocab(tokenizer.vocab), algorithm.Options(dupe_factor=5),
                                     random.Random(12345))
@@ -184,7 +190,26 @@ def main(_):
        f"{np.mean(lengths == 128):.3f} (Gutenberg paragraphs are documents, so many are short)"),
       ("record length deciles", " ".join(str(int(v)) for v in np.percentile(lengths, range(10, 100, 10)))),
   ]
+  return len(lengths), stats_rows
 
+
+def main(_):
+  work = FLAGS.work_dir or tempfile.mkdtemp(prefix="bench_cpd_")
+  os.makedirs(work, exist_ok=True)
+  full = sorted(glob.glob(os.path.join(CORPUS, "*", "*")))
+  mb = {"full": sum(os.path.getsize(p) for p in full) / 1e6}
+  runs, phase_seconds, startup, ceilings = measure(work, full, mb)
+  same_workers, same_as_original = compared(runs)
+  num_records, stats_rows = statistics_rows(full, runs[-1][4])
+  text = report(full, mb, runs, phase_seconds, startup, ceilings, same_workers, same_as_original,
+                num_records, stats_rows)
+  print(text)
+  harness.append_history(text, FLAGS.benchmarks_md)
+
+
+def report(full, mb, runs, phase_seconds, startup, ceilings, same_workers, same_as_original,
+           num_records, stats_rows):
+  """The section, Markdown."""
   machine, date = harness.cpu_model(), harness.utc_now()
   lines = ["", "## create_pretraining_data.py vs the original (bench/bench_create_pretraining_data.py)", "",
            "Command: `flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_create_pretraining_data.py"
@@ -227,14 +252,12 @@ def main(_):
                 f"{who}: reading {np.median([p[0] for p in measured]):.1f} s, making "
                 f"{np.median([p[1] for p in measured]):.1f} s, writing {np.median([p[2] for p in measured]):.1f} s"
                 for who, measured in phase_seconds.items()) + "."]
-  lines += ["", f"Same records as the original ({len(lengths)} records, parsed and compared in order): "
+  lines += ["", f"Same records as the original ({num_records} records, parsed and compared in order): "
             f"{same_as_original}. Ours with 1 and 2 workers: byte-identical files: {same_workers}.", "",
             "Statistics of the records (and of the draws behind them, counted while making):", "",
             "| statistic | value |", "|---|---|"]
   lines += [f"| {name} | {value} |" for name, value in stats_rows]
-  text = "\n".join(lines) + "\n"
-  print(text)
-  harness.append_history(text, FLAGS.benchmarks_md)
+  return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -134,47 +134,49 @@ def run_peer_process(args, data_dir):
   return results
 
 
-def peer_worker(args):
-  """transformers.BertForTokenClassification fine-tuned and scored (runs in its own process)."""
-  import torch  # pylint: disable=g-import-not-at-top
-  import transformers  # pylint: disable=g-import-not-at-top
-  from seqeval import metrics  # pylint: disable=g-import-not-at-top
-  torch.set_num_threads(2)
-  torch.manual_seed(args.seed)
-  data_dir = os.path.join(args.work_dir, "data")
+def read_sentences(path):
+  """[(words, tags)] of a CoNLL file, -DOCSTART- lines left out."""
+  sentences = []
+  for block in sentence_blocks(path):
+    columns = [line.split() for line in block.split("\n") if line.strip()]
+    columns = [c for c in columns if c[0] != "-DOCSTART-"]
+    if columns:
+      sentences.append(([c[0] for c in columns], [c[-1] for c in columns]))
+  return sentences
 
-  def read(name):
-    sentences = []
-    for block in sentence_blocks(os.path.join(data_dir, name)):
-      columns = [line.split() for line in block.split("\n") if line.strip()]
-      columns = [c for c in columns if c[0] != "-DOCSTART-"]
-      if columns:
-        sentences.append(([c[0] for c in columns], [c[-1] for c in columns]))
-    return sentences
 
-  train, dev, test = read("train.txt"), read("valid.txt"), read("test.txt")
-  labels = ["O"] + sorted({t for _, tags in train for t in tags} - {"O"})
-  label_map = {label: i for i, label in enumerate(labels)}
-  tokenizer = transformers.BertTokenizerFast(os.path.join(MINILM, "vocab.txt"),
-                                             do_lower_case=True)
+class TorchPeer:
+  """transformers.BertForTokenClassification on first sub-tokens, bf16 autocast, 2 threads."""
 
-  def encode(sentences):
+  def __init__(self, args, labels):
+    import torch  # pylint: disable=g-import-not-at-top
+    import transformers  # pylint: disable=g-import-not-at-top
+    self.torch, self.transformers, self.args = torch, transformers, args
+    self.labels = labels
+    self.label_map = {label: i for i, label in enumerate(labels)}
+    self.tokenizer = transformers.BertTokenizerFast(os.path.join(MINILM, "vocab.txt"),
+                                                    do_lower_case=True)
+    self.model = transformers.BertForTokenClassification.from_pretrained(
+        MINILM, num_labels=len(labels))
+
+  def encode(self, sentences):
     encoded = []
     for words, tags in sentences:
-      e = tokenizer(words, is_split_into_words=True, truncation=True,
-                    max_length=args.max_seq_length)
+      e = self.tokenizer(words, is_split_into_words=True, truncation=True,
+                         max_length=self.args.max_seq_length)
       word_ids = e.word_ids()
       label_ids, first = [], {}
       for position, w in enumerate(word_ids):
         if w is not None and w not in first:
           first[w] = position
-          label_ids.append(label_map.get(tags[w], -100))
+          label_ids.append(self.label_map.get(tags[w], -100))
         else:
           label_ids.append(-100)
       encoded.append((e["input_ids"], label_ids, first))
     return encoded
 
-  def batches(encoded, order, batch_size):
+  def batches(self, encoded, order, batch_size):
+    torch = self.torch
     for begin in range(0, len(order), batch_size):
       chosen = [encoded[i] for i in order[begin:begin + batch_size]]
       length = max(len(ids) for ids, _, _ in chosen)
@@ -187,48 +189,50 @@ def peer_worker(args):
         label_ids[k, :len(l)] = torch.tensor(l)
       yield ids, mask, label_ids
 
-  start = time.time()
-  train_encoded = encode(train)
-  model = transformers.BertForTokenClassification.from_pretrained(MINILM, num_labels=len(labels))
-  no_decay = [p for n, p in model.named_parameters() if "LayerNorm" in n or n.endswith("bias")]
-  decay = [p for n, p in model.named_parameters()
-           if not ("LayerNorm" in n or n.endswith("bias"))]
-  optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
-                                 {"params": no_decay, "weight_decay": 0.0}],
-                                lr=args.learning_rate, eps=1e-6)
-  num_steps = int(len(train_encoded) / args.batch_size * args.epochs)
-  scheduler = transformers.get_linear_schedule_with_warmup(
-      optimizer, int(num_steps * args.warmup_proportion), num_steps)
-  rng = random.Random(args.seed)
-  order = []
-  while len(order) < num_steps * args.batch_size:
-    epoch = list(range(len(train_encoded)))
-    rng.shuffle(epoch)
-    # Full batches only, as ours (drop_remainder).
-    order += epoch[:len(epoch) // args.batch_size * args.batch_size]
-  model.train()
-  for step, (ids, mask, label_ids) in enumerate(batches(train_encoded,
-                                                        order[:num_steps * args.batch_size],
-                                                        args.batch_size)):
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-      loss = model(input_ids=ids, attention_mask=mask, labels=label_ids).loss
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
-    scheduler.step()
-    optimizer.zero_grad()
-    if step % 50 == 0:
-      print(f"step {step}/{num_steps} loss {loss.item():.4f} {time.time() - start:.0f}s",
-            flush=True)
-  train_seconds = time.time() - start
+  def train(self, train_encoded, start):
+    """Fine-tunes on full batches of a seeded shuffle (as ours, drop_remainder); the steps."""
+    args, torch, model = self.args, self.torch, self.model
+    no_decay = [p for n, p in model.named_parameters() if "LayerNorm" in n or n.endswith("bias")]
+    decay = [p for n, p in model.named_parameters()
+             if not ("LayerNorm" in n or n.endswith("bias"))]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
+                                   {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=args.learning_rate, eps=1e-6)
+    num_steps = int(len(train_encoded) / args.batch_size * args.epochs)
+    scheduler = self.transformers.get_linear_schedule_with_warmup(
+        optimizer, int(num_steps * args.warmup_proportion), num_steps)
+    rng = random.Random(args.seed)
+    order = []
+    while len(order) < num_steps * args.batch_size:
+      epoch = list(range(len(train_encoded)))
+      rng.shuffle(epoch)
+      # Full batches only, as ours (drop_remainder).
+      order += epoch[:len(epoch) // args.batch_size * args.batch_size]
+    model.train()
+    for step, (ids, mask, label_ids) in enumerate(self.batches(
+        train_encoded, order[:num_steps * args.batch_size], args.batch_size)):
+      with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(input_ids=ids, attention_mask=mask, labels=label_ids).loss
+      loss.backward()
+      torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+      optimizer.step()
+      scheduler.step()
+      optimizer.zero_grad()
+      if step % 50 == 0:
+        print(f"step {step}/{num_steps} loss {loss.item():.4f} {time.time() - start:.0f}s",
+              flush=True)
+    return num_steps
 
-  def score(sentences):
-    encoded = encode(sentences)
+  def score(self, sentences):
+    """seqeval's entity F1 (conlleval mode) of the model's predictions on `sentences`."""
+    from seqeval import metrics  # pylint: disable=g-import-not-at-top
+    torch, model = self.torch, self.model
+    encoded = self.encode(sentences)
     predicted = []
     model.eval()
     order = list(range(len(encoded)))
     with torch.no_grad():
-      for begin, (ids, mask, _) in zip(range(0, len(order), 64), batches(encoded, order, 64)):
+      for begin, (ids, mask, _) in zip(range(0, len(order), 64), self.batches(encoded, order, 64)):
         with torch.autocast("cpu", dtype=torch.bfloat16):
           logits = model(input_ids=ids, attention_mask=mask).logits.float()
         best = logits.argmax(-1)
@@ -236,11 +240,26 @@ def peer_worker(args):
           words, _ = sentences[begin + k]
           first = encoded[begin + k][2]
           # Words cut off by truncation, or with no word piece, are predicted O.
-          predicted.append([labels[int(best[k, first[w]])] if w in first else "O"
+          predicted.append([self.labels[int(best[k, first[w]])] if w in first else "O"
                             for w in range(len(words))])
     return metrics.f1_score([tags for _, tags in sentences], predicted)
 
-  results = {"dev_f1": score(dev), "test_f1": score(test), "steps": num_steps,
+
+def peer_worker(args):
+  """transformers.BertForTokenClassification fine-tuned and scored (runs in its own process)."""
+  import torch  # pylint: disable=g-import-not-at-top
+  torch.set_num_threads(2)
+  torch.manual_seed(args.seed)
+  data_dir = os.path.join(args.work_dir, "data")
+  train, dev, test = (read_sentences(os.path.join(data_dir, name))
+                      for name in ("train.txt", "valid.txt", "test.txt"))
+  labels = ["O"] + sorted({t for _, tags in train for t in tags} - {"O"})
+  start = time.time()
+  peer = TorchPeer(args, labels)
+  train_encoded = peer.encode(train)
+  num_steps = peer.train(train_encoded, start)
+  train_seconds = time.time() - start
+  results = {"dev_f1": peer.score(dev), "test_f1": peer.score(test), "steps": num_steps,
              "train_seconds": train_seconds}
   with open(args.peer_worker, "w") as f:
     json.dump(results, f)
