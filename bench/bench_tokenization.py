@@ -12,8 +12,7 @@ import glob
 import os
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
-from absl import flags as absl_flags
-import bert.tokenization as original  # (the oracle; it defines an absl flag)
+import bert.tokenization as original  # (the oracle; its absl flag: see harness.run)
 import tensorflow as tf
 import tokenizers
 
@@ -28,9 +27,6 @@ FLAGS.string("corpus_dir", os.path.join(bench_env.DATA, "corpus"),
 FLAGS.string("vocab_dir", os.path.join(bench_env.DATA, "vocab"), "Folder of the BERT vocabularies.")
 FLAGS.string("benchmarks_md", None, "Results are appended here.")
 FLAGS.boolean("all_vocabs", True, "Also check parity with the cased and Chinese vocabularies.")
-
-# The oracle reads its absl flag (--preserve_unused_tokens) in tokenize(): at its default.
-absl_flags.FLAGS.mark_as_parsed()
 
 VOCABS = (("bert-base-uncased-vocab.txt", True), ("bert-base-cased-vocab.txt", False),
           ("bert-base-chinese-vocab.txt", True))

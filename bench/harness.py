@@ -2,13 +2,15 @@
 
 Every bench script starts with `import bench_env` (the environment, first), then uses this module:
 
-Flags (argparse, one style for every script). The benches are not absl programs: none of them
-needs absl's global flag registry, and two absl scripts could not even import each other's flag
-definitions twice; argparse gives each script its own parser, tests can call `parse([...])` as
-often as they like, and the controllers start their own workers with plain command lines. The
-commands written before (half absl, half argparse) keep working because `Flags` spells values as
-absl did: `--flag=value` or `--flag value`; booleans `--quick`, `--quick=false`, `--noquick` and
-`--no_quick`; lists as `--models=small,base`.
+Flags (argparse, one style for every script). Before issue 33, 13 scripts used absl flags and 8
+argparse; the harness builds on argparse all the same, because the benches are not absl programs:
+they need none of absl's global registry (which made bench_encoder define its flags only when run,
+so that a test could import it), tests call `parse([...])` as often as they like and get a fresh
+namespace each time, and controllers start their workers with plain command lines. Every command
+written before keeps working, because `Flags` spells values as absl did: `--flag=value` or
+`--flag value`; booleans `--quick`, `--quick=false`, `--noquick` and `--no_quick`; lists as
+`--models=small,base`. `run` then does what absl.app.run did for the libraries the benches import
+(their absl flags at their defaults, absl's INFO log lines).
 
     FLAGS = harness.Flags()
     FLAGS.integer("steps", 4, "Timed steps.")
@@ -121,7 +123,21 @@ def run(main, flags, doc=None):
   if doc:
     flags.describe(doc)
   flags.parse()
+  _as_absl_app_run()
   sys.exit(main(sys.argv[:1]))
+
+
+def _as_absl_app_run():
+  """What absl.app.run did for the benches that were absl programs: the absl flags that imported
+  libraries define (bert_tf's, the original tokenization's --preserve_unused_tokens) read as their
+  defaults, and absl log lines (bert_tf logs through absl) at INFO, in absl's format, on stderr.
+  Nothing where absl is not imported."""
+  absl_flags, absl_logging = sys.modules.get("absl.flags"), sys.modules.get("absl.logging")
+  if absl_flags is not None and not absl_flags.FLAGS.is_parsed():
+    absl_flags.FLAGS.mark_as_parsed()
+  if absl_logging is not None:
+    absl_logging.use_absl_handler()
+    absl_logging.set_verbosity(absl_logging.INFO)
 
 
 # --------------------------------------------------------------------------- the machine
