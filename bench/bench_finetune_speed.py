@@ -79,7 +79,8 @@ def time_torch(size, dtype, batch, seq, steps, warmup):
   torch.set_num_threads(2)
   torch.manual_seed(0)
   s = bench_configs.CONFIGS[SIZES[size]]
-  config = transformers.BertConfig(vocab_size=bench_configs.VOCAB_SIZE, hidden_size=s["hidden_size"],
+  config = transformers.BertConfig(vocab_size=bench_configs.VOCAB_SIZE,
+                                   hidden_size=s["hidden_size"],
                                    num_hidden_layers=s["num_hidden_layers"],
                                    num_attention_heads=s["num_attention_heads"],
                                    intermediate_size=s["intermediate_size"], num_labels=2)
@@ -257,7 +258,8 @@ def main(_):
       f"of {args.steps} steps after {args.warmup} warm-up steps. Ours: BertClassifier + "
       "AdamWeightDecay in one tf.function; PyTorch: BertForSequenceClassification + "
       "AdamW, autocast for bf16, 2 threads.\n\n"
-      "| size | dtype | ours seq/s | PyTorch seq/s | ours / PyTorch |\n|---|---|---|---|---|\n" + "".join(rows),
+      "| size | dtype | ours seq/s | PyTorch seq/s | ours / PyTorch |\n|---|---|---|---|---|\n"
+      + "".join(rows),
       args.benchmarks_md)
 
 
