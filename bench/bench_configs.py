@@ -53,6 +53,14 @@ def bert_config(model, vocab_size=VOCAB_SIZE, type_vocab_size=2, **overrides):
                     **dict(CONFIGS[model], **overrides))
 
 
+def transformers_config(model, vocab_size=VOCAB_SIZE, **overrides):
+  """transformers.BertConfig of CONFIGS[model] (or of a dict of sizes) for the PyTorch peers;
+  transformers names the fields as BertConfig does."""
+  import transformers  # pylint: disable=g-import-not-at-top
+  sizes = CONFIGS[model] if isinstance(model, str) else model
+  return transformers.BertConfig(vocab_size=vocab_size, **dict(sizes, **overrides))
+
+
 def write_config(model, path, vocab_size=VOCAB_SIZE, **overrides):
   """Writes CONFIGS[model] (and overrides, e.g. type_vocab_size) as a bert_config.json at path;
   returns path. From a shell script:

@@ -78,12 +78,7 @@ def time_torch(size, dtype, batch, seq, steps, warmup):
   import transformers  # pylint: disable=g-import-not-at-top
   torch.set_num_threads(2)
   torch.manual_seed(0)
-  s = bench_configs.CONFIGS[SIZES[size]]
-  config = transformers.BertConfig(vocab_size=bench_configs.VOCAB_SIZE,
-                                   hidden_size=s["hidden_size"],
-                                   num_hidden_layers=s["num_hidden_layers"],
-                                   num_attention_heads=s["num_attention_heads"],
-                                   intermediate_size=s["intermediate_size"], num_labels=2)
+  config = bench_configs.transformers_config(SIZES[size], num_labels=2)
   model = transformers.BertForSequenceClassification(config).train()
   optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, eps=1e-6, weight_decay=0.01)
   ids, mask, segments, labels = (torch.from_numpy(a).long() for a in inputs(batch, seq))

@@ -37,6 +37,7 @@ import bench_env  # noqa: F401  (first: the environment every bench runs in)
 import numpy as np
 import tensorflow as tf
 
+import bench_configs
 import bench_packing  # (its flags: --quick --dtype --steps --repeats --cache_dir ...)
 from bench_packing import FLAGS
 from bert_tf import optimization
@@ -124,11 +125,8 @@ def time_garden(spec):
 
 def torch_model(config):
   import transformers  # pylint: disable=g-import-not-at-top
-  return transformers.BertForPreTraining(transformers.BertConfig(
-      vocab_size=VOCAB, hidden_size=config["hidden_size"],
-      num_hidden_layers=config["num_hidden_layers"],
-      num_attention_heads=config["num_attention_heads"],
-      intermediate_size=config["intermediate_size"], type_vocab_size=2))
+  return transformers.BertForPreTraining(
+      bench_configs.transformers_config(config, vocab_size=VOCAB, type_vocab_size=2))
 
 
 def time_torch(spec):

@@ -97,16 +97,12 @@ def time_ours(config, batch_size, dtype, use_xla, record_file, work_dir):
   return model.train_summary["steps_per_second"] * batch_size
 
 
-def time_torch(config, batch_size, dtype):
+def time_torch(name, batch_size, dtype):
   import torch  # pylint: disable=g-import-not-at-top
   import transformers  # pylint: disable=g-import-not-at-top
   torch.set_num_threads(2)
   torch.manual_seed(1)
-  hf_config = transformers.BertConfig(
-      vocab_size=VOCAB, hidden_size=config.hidden_size,
-      num_hidden_layers=config.num_hidden_layers,
-      num_attention_heads=config.num_attention_heads,
-      intermediate_size=config.intermediate_size, type_vocab_size=2)
+  hf_config = bench_configs.transformers_config(name, type_vocab_size=2)
   model = transformers.BertForPreTraining(hf_config)
   model.train()
   optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6, weight_decay=0.01)
@@ -305,7 +301,7 @@ def main(_):
     return
   if FLAGS.torch_child:
     name, batch_size, dtype = FLAGS.torch_child.split(",")
-    print("SEQS", time_torch(config_for(name), int(batch_size), dtype))
+    print("SEQS", time_torch(name, int(batch_size), dtype))
     return
   work_dir = tempfile.mkdtemp(prefix="bench_pretraining_")
   record_file = os.path.join(work_dir, "records.tfrecord")
