@@ -81,10 +81,10 @@ FLAGS = harness.Flags()
 FLAGS.string("out_dir", os.environ.get("OUT") or "device_check_out",
              "Where device_check.log, _summary.md and .json go (default: $OUT, else "
              "./device_check_out).")
-FLAGS.string("work_dir", None, "Scratch space: records, checkpoints, exports "
-             "(default: a new temporary directory, removed at the end).")
-FLAGS.string("python", shlex.quote(sys.executable), "The command that runs "
-             "the steps' Python scripts (shell words).")
+FLAGS.string("work_dir", None, "Scratch space: records, checkpoints, exports (default: a new "
+             "temporary directory, removed at the end).")
+FLAGS.string("python", shlex.quote(sys.executable), "The command that runs the steps' Python "
+             "scripts (shell words).")
 FLAGS.boolean("dry_run", False, "Every step on the CPU, tiny sizes.")
 FLAGS.number("budget_s", 480, "Seconds for steps 1-5 together; "
              "a step or run that no longer fits is skipped, and says so.")
@@ -92,8 +92,7 @@ FLAGS.string("wheelhouse", None, "A directory of wheels to install from "
              "(pip --no-index --find-links) when TensorFlow is missing.")
 FLAGS.boolean("install", True, "Install what step 0 finds missing (--no_install: never "
               "install anything in step 0).")
-FLAGS.number("install_timeout", 900, "Seconds for step 0's pip "
-             "install (not counted in --budget_s).")
+FLAGS.number("install_timeout", 900, "Seconds for step 0's pip install (not in --budget_s).")
 FLAGS.integer("pretrain_steps", None, "Steps per run (default 100; "
               "dry run 4); the rate is read over the second half.")
 FLAGS.integer("pretrain_batch_size", None, "Default 128; dry run 8.")
@@ -103,16 +102,12 @@ FLAGS.string("mrpc_dir", os.path.join(os.path.dirname(REPO), "shared", "data", "
              "GLUE MRPC (tsv).")
 FLAGS.string("mrpc_dtypes", None, "Default float32,bfloat16,float16; dry run auto.")
 FLAGS.number("mrpc_epochs", None, "Default 3; dry run 1.")
-FLAGS.number("cpu_mrpc_accuracy", None, "MRPC dev accuracy of "
-             "the same command in float32 on a CPU (BENCHMARKS.md), to compare with.")
+FLAGS.number("cpu_mrpc_accuracy", None, "MRPC dev accuracy of the same command in float32 on "
+             "a CPU (BENCHMARKS.md), to compare with.")
 FLAGS.string("child", None, "", choices=["probe", "serve"], hidden=True)
 FLAGS.string("export_dir", None, "", hidden=True)
 FLAGS.integer("calls", None, "", hidden=True)
 FLAGS.describe(__doc__)
-
-
-def parse_args(argv):
-  return FLAGS.parse(argv)
 
 
 class Budget:
@@ -502,7 +497,7 @@ def serve():
   import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
   sys.path.insert(0, REPO)
   from bert_tf.tasks import glue  # pylint: disable=g-import-not-at-top
-  args = parse_args(sys.argv[1:])
+  args = FLAGS.parse(sys.argv[1:])
   versions = sorted(glob.glob(os.path.join(args.export_dir, "*", "saved_model.pb")))
   signature = tf.saved_model.load(os.path.dirname(versions[-1])).signatures["serving_default"]
   pairs = [(e.text_a, e.text_b) for e in
@@ -578,7 +573,7 @@ def run_steps(args, runner, facts):
 
 
 def main(argv):
-  args = parse_args(argv)
+  args = FLAGS.parse(argv)
   if args.child == "probe":
     return probe()
   if args.child == "serve":
