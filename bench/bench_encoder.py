@@ -12,68 +12,43 @@ another checkout (its bert_tf/modeling.py, e.g. before a change) to the same int
 
 prints a table and appends it to benchmarks/<date>.md (--noappend: only prints).
 """
+import importlib.util
+import math
 import os
+import sys
 
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import bench_env  # noqa: F401  (first: the environment every bench runs in)
+import numpy as np
+import tensorflow as tf
+import tf_keras
 
-import datetime  # noqa: E402
-import importlib.util  # noqa: E402
-import math  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+from bert_tf import modeling
+import bench_configs
+import harness
 
-from absl import app  # noqa: E402
-from absl import flags  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-import tf_keras  # noqa: E402
+FLAGS = harness.Flags()
+FLAGS.integer("batch_size", 32, "Sequences per batch.")
+FLAGS.integer("seq_length", 128, "Tokens per sequence.")
+FLAGS.integer("warmup", 1, "Untimed batches of each peer first.")
+FLAGS.integer("iterations", 10, "Timed rounds (one batch of each peer per round).")
+FLAGS.strings("peers", "ours,torch,garden", "Which encoders to time.")
+FLAGS.strings("modes", "inference,training", "inference (forward) and/or training "
+              "(forward + backward with dropout).")
+FLAGS.integer("train_batch_size", 16, "Sequences per training batch.")
+FLAGS.string("before_repo", None, "Another checkout whose bert_tf/modeling.py is timed "
+             "beside ours as \"before\" (e.g. a worktree of the previous commit).")
+FLAGS.strings("precisions", "float32,mixed_bfloat16", "Our Keras policies to time "
+              "(PyTorch's bfloat16 peers run with mixed_bfloat16).")
+FLAGS.boolean("profile", True, "Also time our op groups against PyTorch's.")
+FLAGS.boolean("append", True, "Append the results to benchmarks/<date>.md.")
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-
-from bert_tf import modeling  # noqa: E402
-from bert_tf.config import BertConfig  # noqa: E402
-import bench_history  # noqa: E402
-
-FLAGS = flags.FLAGS
-
-
-def define_flags():
-  """The bench's flags (defined when run as a script, so that tests can import it)."""
-  flags.DEFINE_integer("batch_size", 32, "Sequences per batch.")
-  flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
-  flags.DEFINE_integer("warmup", 1, "Untimed batches of each peer first.")
-  flags.DEFINE_integer("iterations", 10, "Timed rounds (one batch of each peer per round).")
-  flags.DEFINE_list("peers", "ours,torch,garden", "Which encoders to time.")
-  flags.DEFINE_list("modes", "inference,training", "inference (forward) and/or training "
-                    "(forward + backward with dropout).")
-  flags.DEFINE_integer("train_batch_size", 16, "Sequences per training batch.")
-  flags.DEFINE_string("before_repo", None, "Another checkout whose bert_tf/modeling.py is timed "
-                      "beside ours as \"before\" (e.g. a worktree of the previous commit).")
-  flags.DEFINE_list("precisions", "float32,mixed_bfloat16", "Our Keras policies to time "
-                    "(PyTorch's bfloat16 peers run with mixed_bfloat16).")
-  flags.DEFINE_bool("profile", True, "Also time our op groups against PyTorch's.")
-  flags.DEFINE_bool("append", True, "Append the results to benchmarks/<date>.md.")
-
-
-BASE = BertConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                  intermediate_size=3072, type_vocab_size=2)
+BASE = bench_configs.bert_config("base")
 
 
 def interleaved_seconds(fns):
   """{name: (median, best) seconds}: round-robin over the peers, so that load from other
   processes on the machine falls on all of them alike."""
-  for fn in fns.values():
-    for _ in range(FLAGS.warmup):
-      fn()
-  times = {name: [] for name in fns}
-  for _ in range(FLAGS.iterations):
-    for name, fn in fns.items():
-      start = time.perf_counter()
-      fn()
-      times[name].append(time.perf_counter() - start)
+  times = harness.interleave(fns, FLAGS.iterations, warmup=FLAGS.warmup)
   return {name: (float(np.median(t)), float(np.min(t))) for name, t in times.items()}
 
 
@@ -226,16 +201,6 @@ def tf_groups():
   norm = modeling.LayerNorm(hidden)
   norm.build()
 
-  @tf.function
-  def dense_no_gelu():
-    y = x
-    for _ in range(layers):
-      t = sum(tf.nn.bias_add(tf.matmul(y, w), b) for w, b in qkv)
-      t = tf.nn.bias_add(tf.matmul(t, out_w), out_b)
-      t = tf.nn.bias_add(tf.matmul(t, in_w), in_b)
-      y = tf.nn.bias_add(tf.matmul(t, down_w), down_b)
-    return y
-
   def dense_with(gelu):
     @tf.function
     def dense():
@@ -272,7 +237,7 @@ def tf_groups():
       y = tf.cast(norm(y + x), tf.bfloat16)
     return y
 
-  return {"dense matmuls + bias (6 per layer)": dense_no_gelu,
+  return {"dense matmuls + bias (6 per layer)": dense_with(lambda t: t),  # no GELU
           "  same + GELU (tanh) on the FFN": dense_with(modeling.gelu),
           "  same + exact GELU (erf) on the FFN": dense_with(modeling.gelu_exact),
           "attention core (QK^T, f32 softmax, PV)": attention,
@@ -330,16 +295,6 @@ def torch_groups():
           "attention core (QK^T, f32 softmax, PV)": run(attention),
           "  same with bf16 softmax": None,
           "residual + LayerNorm in f32 + casts (2 per layer)": run(layer_norms)}
-
-
-def machine():
-  try:
-    out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-    model = next(line.split(":", 1)[1].strip() for line in out.splitlines()
-                 if line.startswith("Model name"))
-  except (OSError, StopIteration):
-    model = "unknown CPU"
-  return f"{model}, {os.cpu_count()} cores"
 
 
 def peers_for(training, before):
@@ -421,11 +376,10 @@ def main(argv):
   tf.config.threading.set_inter_op_parallelism_threads(2)
   before = modeling_of(FLAGS.before_repo) if FLAGS.before_repo else None
   onednn = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default")
-  lines = [f"\n## Encoder speed (bench/bench_encoder.py), "
-           f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC\n",
+  lines = [f"\n## Encoder speed (bench/bench_encoder.py), {harness.utc_now()}\n",
            "Command: `flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_encoder.py"
            + (" " + " ".join(sys.argv[1:]) if sys.argv[1:] else "") + "`  ",
-           f"Machine: {machine()}; TF_ENABLE_ONEDNN_OPTS={onednn}. BERT-Base-sized random "
+           f"Machine: {harness.machine()}; TF_ENABLE_ONEDNN_OPTS={onednn}. BERT-Base-sized random "
            f"weights (L=12, H=768, A=12, I=3072), seq {FLAGS.seq_length}, every peer with the "
            "tanh GELU (ours: \"gelu\"; PyTorch: \"gelu_pytorch_tanh\")"
            + (f"; \"before\": bert_tf/modeling.py of {FLAGS.before_repo}" if before else "")
@@ -439,10 +393,8 @@ def main(argv):
   text = "\n".join(lines) + "\n"
   print(text)
   if FLAGS.append:
-    with open(bench_history.today_file(), "a") as f:
-      f.write(text)
+    harness.append_history(text)
 
 
 if __name__ == "__main__":
-  define_flags()
-  app.run(main)
+  harness.run(main, FLAGS, __doc__)

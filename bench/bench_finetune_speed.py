@@ -19,29 +19,23 @@ examples of the timed steps over their time, after --warmup steps. --batch_size 
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_finetune_speed.py --packing \
     --batch_size=32 --steps=20
 """
+import json
 import os
+import subprocess
+import sys
+import tempfile
+import time
+import types
 
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from bench_env import DATA, REPO
+import numpy as np
 
-import argparse  # noqa: E402
-import datetime  # noqa: E402
-import json  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-import types  # noqa: E402
+import bench_configs
+import harness
 
-import numpy as np  # noqa: E402
-import bench_history  # noqa: E402
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SIZES = {"MiniLM": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
-                        intermediate_size=1536),
-         "BERT-Base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                           intermediate_size=3072)}
-SMALL = dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024)
-DATA = os.path.join(os.path.dirname(REPO), "shared", "data")
+# --sizes names -> bench_configs.CONFIGS.
+SIZES = {"MiniLM": "minilm", "BERT-Base": "base"}
 PACKING_TASKS = {"SST-2": ("glue", "SST-2"), "CoLA": ("glue", "CoLA"),
                  "CoNLL-2003": ("conll2003", None)}
 
@@ -54,13 +48,11 @@ def inputs(batch, seq):
 
 
 def time_ours(size, dtype, batch, seq, steps, warmup):
-  sys.path.insert(0, REPO)
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tf_keras  # pylint: disable=g-import-not-at-top
   from bert_tf import heads, optimization  # pylint: disable=g-import-not-at-top
-  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
   tf_keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bf16" else "float32")
-  config = BertConfig(vocab_size=30522, **SIZES[size])
+  config = bench_configs.bert_config(SIZES[size])
   model = heads.BertClassifier(config, num_labels=2)
   optimizer = optimization.create_optimizer(5e-5, 1000, 100)
   ids, mask, segments, labels = inputs(batch, seq)
@@ -86,11 +78,7 @@ def time_torch(size, dtype, batch, seq, steps, warmup):
   import transformers  # pylint: disable=g-import-not-at-top
   torch.set_num_threads(2)
   torch.manual_seed(0)
-  s = SIZES[size]
-  config = transformers.BertConfig(vocab_size=30522, hidden_size=s["hidden_size"],
-                                   num_hidden_layers=s["num_hidden_layers"],
-                                   num_attention_heads=s["num_attention_heads"],
-                                   intermediate_size=s["intermediate_size"], num_labels=2)
+  config = bench_configs.transformers_config(SIZES[size], num_labels=2)
   model = transformers.BertForSequenceClassification(config).train()
   optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, eps=1e-6, weight_decay=0.01)
   ids, mask, segments, labels = (torch.from_numpy(a).long() for a in inputs(batch, seq))
@@ -128,10 +116,8 @@ def _task(name, seq, output_dir, packed):
 
 def time_packing(name, packed, batch, seq, steps, warmup):
   """(examples/s, examples per row, real tokens per row) of training steps on task `name`."""
-  sys.path.insert(0, REPO)
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf import optimization, packing_finetune, records  # pylint: disable=g-import-not-at-top
-  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
   tf.keras.utils.set_random_seed(0)
   with tempfile.TemporaryDirectory() as output_dir:
     values, task, path, num_records = _task(name, seq, output_dir, packed)
@@ -145,7 +131,7 @@ def time_packing(name, packed, batch, seq, steps, warmup):
       input_fn = records.records_input_fn([path], task.schema(True), batch, is_training=True,
                                           shuffle_buffer_size=buffer)
     batches = iter(input_fn(tf.distribute.InputContext()))
-    model = task.model_fn(BertConfig(vocab_size=30522, **SMALL), trim_padding=True)()
+    model = task.model_fn(bench_configs.bert_config("small"), trim_padding=True)()
     optimizer = optimization.create_optimizer(5e-5, 1000, 100)
 
     @tf.function
@@ -173,6 +159,18 @@ def time_packing(name, packed, batch, seq, steps, warmup):
   return examples / seconds, examples / rows, tokens / rows
 
 
+def child(args, one):
+  """The JSON last line of this script run with --one=`one` in a process of its own (so that
+  neither library slows the other); exits with the child's error output if it fails."""
+  out = subprocess.run(
+      [sys.executable, __file__, f"--one={one}", f"--batch_size={args.batch_size}",
+       f"--seq_length={args.seq_length}", f"--steps={args.steps}", f"--warmup={args.warmup}"],
+      capture_output=True, text=True, cwd=REPO)
+  if out.returncode:
+    sys.exit(out.stderr[-3000:])
+  return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def packing_main(args):
   """--packing: the table of examples/s unpacked and packed, and a last line of the ratios."""
   rows, ratios = [], []
@@ -181,14 +179,7 @@ def packing_main(args):
   for name in args.tasks.split(","):
     figures = {}
     for mode in ("unpacked", "packed"):
-      out = subprocess.run(
-          [sys.executable, __file__, f"--one=packing,{name},{mode}",
-           f"--batch_size={args.batch_size}", f"--seq_length={args.seq_length}",
-           f"--steps={args.steps}", f"--warmup={args.warmup}"],
-          capture_output=True, text=True, cwd=REPO)
-      if out.returncode:
-        sys.exit(out.stderr[-3000:])
-      figures[mode] = json.loads(out.stdout.strip().splitlines()[-1])
+      figures[mode] = child(args, f"packing,{name},{mode}")
     unpacked, _, unpacked_tokens = figures["unpacked"]
     packed, per_row, tokens = figures["packed"]
     ratios.append(f"{name} {packed / unpacked:.2f}x")
@@ -197,51 +188,38 @@ def packing_main(args):
     rows.append(f"| {name} | {unpacked:.1f} | {packed:.1f} | {packed / unpacked:.2f} | "
                 f"{per_row:.2f} | {unpacked_tokens:.1f} / {tokens:.1f} |\n")
   print("packed / unpacked examples/s: " + ", ".join(ratios))
-  with open(args.benchmarks_md, "a") as md:
-    md.write(f"\n## Fine-tuning with --pack_sequences (bench/bench_finetune_speed.py --packing)"
-             f"\n\nCommand: `flock /tmp/bert_tf_heavy.lock .venv/bin/python "
-             f"bench/bench_finetune_speed.py {' '.join(sys.argv[1:])}`  \nMachine: {machine()}. "
-             f"Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC.  \n"
-             f"Small config (L=4, H=256), float32, {args.batch_size} rows of seq "
-             f"{args.seq_length}, training examples/s over {args.steps} steps after "
-             f"{args.warmup}.\n\n| task | unpacked ex/s | packed ex/s | packed / unpacked | "
-             "examples per packed row | real tokens per row, unpacked / packed |\n"
-             "|---|---|---|---|---|---|\n")
-    md.writelines(rows)
+  harness.append_history(
+      f"\n## Fine-tuning with --pack_sequences (bench/bench_finetune_speed.py --packing)"
+      f"\n\nCommand: `flock /tmp/bert_tf_heavy.lock .venv/bin/python "
+      f"bench/bench_finetune_speed.py {' '.join(sys.argv[1:])}`  \nMachine: {harness.machine()}. "
+      f"Date: {harness.utc_now()}.  \n"
+      f"Small config (L=4, H=256), float32, {args.batch_size} rows of seq "
+      f"{args.seq_length}, training examples/s over {args.steps} steps after "
+      f"{args.warmup}.\n\n| task | unpacked ex/s | packed ex/s | packed / unpacked | "
+      "examples per packed row | real tokens per row, unpacked / packed |\n"
+      "|---|---|---|---|---|---|\n" + "".join(rows),
+      args.benchmarks_md)
 
 
 def _median_time(step, steps, warmup):
-  for _ in range(warmup):
-    step()
-  times = []
-  for _ in range(steps):
-    start = time.perf_counter()
-    step()
-    times.append(time.perf_counter() - start)
-  return float(np.median(times))
+  return float(np.median(harness.interleave({"step": step}, steps, warmup=warmup)["step"]))
 
 
-def machine():
-  out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-  model = [l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name")]
-  return f"{model[0] if model else 'unknown CPU'}, {os.cpu_count()} cores"
+FLAGS = harness.Flags()
+FLAGS.string("sizes", ",".join(SIZES), "Model sizes: MiniLM, BERT-Base.")
+FLAGS.string("dtypes", "fp32,bf16", "fp32 and/or bf16.")
+FLAGS.integer("batch_size", 8, "Sequences (rows) per step.")
+FLAGS.integer("seq_length", 128, "Tokens per sequence.")
+FLAGS.integer("steps", 3, "Timed steps.")
+FLAGS.integer("warmup", 2, "Untimed steps first.")
+FLAGS.string("benchmarks_md", None, "default: benchmarks/<UTC date>.md")
+FLAGS.boolean("packing", False, "packed against unpacked fine-tuning (see the module docstring)")
+FLAGS.string("tasks", ",".join(PACKING_TASKS), "with --packing")
+FLAGS.string("one", None, "Internal: side,size,dtype (a child)", hidden=True)
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--sizes", default="MiniLM,BERT-Base")
-  parser.add_argument("--dtypes", default="fp32,bf16")
-  parser.add_argument("--batch_size", type=int, default=8)
-  parser.add_argument("--seq_length", type=int, default=128)
-  parser.add_argument("--steps", type=int, default=3)
-  parser.add_argument("--warmup", type=int, default=2)
-  parser.add_argument("--benchmarks_md", default=None, help="default: benchmarks/<UTC date>.md")
-  parser.add_argument("--packing", action="store_true", help="packed against unpacked "
-                      "fine-tuning (see the module docstring)")
-  parser.add_argument("--tasks", default=",".join(PACKING_TASKS), help="with --packing")
-  parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # side,size,dtype (child)
-  args = parser.parse_args()
-  args.benchmarks_md = args.benchmarks_md or bench_history.today_file()
+def main(_):
+  args = FLAGS
   if args.one and args.one.startswith("packing,"):
     _, name, mode = args.one.split(",")
     print(json.dumps(time_packing(name, mode == "packed", args.batch_size, args.seq_length,
@@ -262,27 +240,23 @@ def main():
     for dtype in args.dtypes.split(","):
       seconds = {}
       for side in ("ours", "torch"):
-        out = subprocess.run(
-            [sys.executable, __file__, f"--one={side},{size},{dtype}",
-             f"--batch_size={args.batch_size}", f"--seq_length={args.seq_length}",
-             f"--steps={args.steps}", f"--warmup={args.warmup}"],
-            capture_output=True, text=True, check=True, cwd=REPO)
-        seconds[side] = json.loads(out.stdout.strip().splitlines()[-1])
+        seconds[side] = child(args, f"{side},{size},{dtype}")
       ours, torch_ = (args.batch_size / seconds[s] for s in ("ours", "torch"))
       print(f"{size:10} {dtype:5} {ours:10.1f} {torch_:11.1f} {ours / torch_:6.2f}", flush=True)
       rows.append(f"| {size} | {dtype} | {ours:.1f} | {torch_:.1f} | {ours / torch_:.2f} |\n")
-  with open(args.benchmarks_md, "a") as md:
-    md.write(f"\n## Fine-tuning speed: sequence classifier train step (bench/bench_finetune_speed.py)"
-             f"\n\nCommand: `flock /tmp/bert_tf_heavy.lock .venv/bin/python "
-             f"bench/bench_finetune_speed.py {' '.join(sys.argv[1:])}`  \nMachine: {machine()}. "
-             f"Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC.  \n"
-             f"Batch {args.batch_size}, seq {args.seq_length}, random weights and inputs; median "
-             f"of {args.steps} steps after {args.warmup} warm-up steps. Ours: BertClassifier + "
-             "AdamWeightDecay in one tf.function; PyTorch: BertForSequenceClassification + "
-             "AdamW, autocast for bf16, 2 threads.\n\n"
-             "| size | dtype | ours seq/s | PyTorch seq/s | ours / PyTorch |\n|---|---|---|---|---|\n")
-    md.writelines(rows)
+  harness.append_history(
+      f"\n## Fine-tuning speed: sequence classifier train step (bench/bench_finetune_speed.py)"
+      f"\n\nCommand: `flock /tmp/bert_tf_heavy.lock .venv/bin/python "
+      f"bench/bench_finetune_speed.py {' '.join(sys.argv[1:])}`  \nMachine: {harness.machine()}. "
+      f"Date: {harness.utc_now()}.  \n"
+      f"Batch {args.batch_size}, seq {args.seq_length}, random weights and inputs; median "
+      f"of {args.steps} steps after {args.warmup} warm-up steps. Ours: BertClassifier + "
+      "AdamWeightDecay in one tf.function; PyTorch: BertForSequenceClassification + "
+      "AdamW, autocast for bf16, 2 threads.\n\n"
+      "| size | dtype | ours seq/s | PyTorch seq/s | ours / PyTorch |\n|---|---|---|---|---|\n"
+      + "".join(rows),
+      args.benchmarks_md)
 
 
 if __name__ == "__main__":
-  main()
+  harness.run(main, FLAGS, __doc__)

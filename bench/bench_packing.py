@@ -24,35 +24,29 @@ import sys
 import tempfile
 import time
 
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from bench_env import REPO
+import numpy as np
+import tensorflow as tf
 
-from absl import app  # noqa: E402
-from absl import flags  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+from bench_configs import CONFIGS, write_config  # noqa: F401  (for bench_packing_*)
+import harness
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-
-from bench_configs import CONFIGS, write_config  # noqa: E402,F401  (for bench_packing_*)
-from bert_tf.config import BertConfig  # noqa: E402,F401  (bench_packing_walltime)
-
-flags.DEFINE_string("data_dir", os.path.join(os.path.dirname(REPO), "shared", "data"),
-                    "The shared data (corpus/gutenberg, vocab).")
-flags.DEFINE_bool("quick", False, "The small config alone, fewer steps: under 5 minutes.")
-flags.DEFINE_list("models", "small,base", "Configs: small (L=4, H=256), base (BERT-Base).")
-flags.DEFINE_list("seq_lengths", "128,512", "Sequence lengths (records made for each).")
-flags.DEFINE_enum("dtype", "auto", ["auto", "float32", "bfloat16"], "run_pretraining.py --dtype; "
-                  "auto: bfloat16 on a GPU or a CPU with native bfloat16 (AVX-512 BF16, AMX), else "
-                  "float32 (emulated bfloat16 would time the emulation).")
-flags.DEFINE_integer("steps", None, "Timed steps per run (as many untimed before); default 6, "
-                     "3 for BERT-Base and with --quick.")
-flags.DEFINE_integer("repeats", 1, "Unpacked/packed process pairs per configuration (interleaved; "
-                     "the median is kept).")
-flags.DEFINE_string("cache_dir", os.path.join(tempfile.gettempdir(), "bert_tf_bench_packing"),
-                    "Where the records are made once and kept.")
-FLAGS = flags.FLAGS
+# The flags of bench_packing.py, which bench_packing_peers.py and bench_packing_walltime.py share.
+FLAGS = harness.Flags()
+FLAGS.string("data_dir", bench_env.DATA, "The shared data (corpus/gutenberg, vocab).")
+FLAGS.boolean("quick", False, "The small config alone, fewer steps: under 5 minutes.")
+FLAGS.strings("models", "small,base", "Configs: small (L=4, H=256), base (BERT-Base).")
+FLAGS.strings("seq_lengths", "128,512", "Sequence lengths (records made for each).")
+FLAGS.string("dtype", "auto", "run_pretraining.py --dtype; auto: bfloat16 on a GPU or a CPU with "
+             "native bfloat16 (AVX-512 BF16, AMX), else float32 (emulated bfloat16 would time "
+             "the emulation).", choices=["auto", "float32", "bfloat16"])
+FLAGS.integer("steps", None, "Timed steps per run (as many untimed before); default 6, "
+              "3 for BERT-Base and with --quick.")
+FLAGS.integer("repeats", 1, "Unpacked/packed process pairs per configuration (interleaved; "
+              "the median is kept).")
+FLAGS.string("cache_dir", os.path.join(tempfile.gettempdir(), "bert_tf_bench_packing"),
+             "Where the records are made once and kept.")
 
 ROWS = {("small", 128): 32, ("small", 512): 8, ("base", 128): 8, ("base", 512): 2}
 
@@ -196,4 +190,4 @@ def print_table(models, seqs, results):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  harness.run(main, FLAGS, __doc__)

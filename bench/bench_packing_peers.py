@@ -33,25 +33,22 @@ import sys
 import tempfile
 import time
 
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import bench_env  # noqa: F401  (first: the environment every bench runs in)
+import numpy as np
+import tensorflow as tf
 
-from absl import app  # noqa: E402
-from absl import flags  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import bench_configs
+import bench_packing  # (its flags: --quick --dtype --steps --repeats --cache_dir ...)
+from bench_packing import FLAGS
+from bert_tf import optimization
+from bert_tf import pretraining
+import harness
 
-import bench_packing  # noqa: E402  (its flags: --quick --dtype --steps --repeats --cache_dir ...)
-
-from bert_tf import optimization  # noqa: E402
-from bert_tf import pretraining  # noqa: E402
-
-flags.DEFINE_enum("model", "small", ["small", "base"], "The config every peer trains.")
-flags.DEFINE_list("peers", "ours,garden,torch", "ours (unpacked and packed), garden (Model "
-                  "Garden BertPretrainerV2), torch (transformers BertForPreTraining).")
-flags.DEFINE_string("child", None, "Internal: `garden:SPEC` or `torch:SPEC` times that peer in "
-                    "this process (SPEC: a JSON file written by the parent).")
-FLAGS = flags.FLAGS
+FLAGS.string("model", "small", "The config every peer trains.", choices=["small", "base"])
+FLAGS.strings("peers", "ours,garden,torch", "ours (unpacked and packed), garden (Model "
+              "Garden BertPretrainerV2), torch (transformers BertForPreTraining).")
+FLAGS.string("child", None, "Internal: `garden:SPEC` or `torch:SPEC` times that peer in "
+             "this process (SPEC: a JSON file written by the parent).")
 
 SEQ, PREDICTIONS, VOCAB, SEED = 128, 20, 30522, 1
 LABELS = {"ours unpacked": ("ours", "unpacked"), "ours packed": ("ours", "packed"),
@@ -67,13 +64,7 @@ def batches(spec):
 
 def median_rate(step, spec):
   """Instances per second: rows / the median time of `steps` steps after as many warm-up ones."""
-  for _ in range(spec["steps"]):
-    step()
-  times = []
-  for _ in range(spec["steps"]):
-    start = time.perf_counter()
-    step()
-    times.append(time.perf_counter() - start)
+  times = harness.interleave({"step": step}, spec["steps"], warmup=spec["steps"])["step"]
   return spec["rows"] / float(np.median(times))
 
 
@@ -134,11 +125,8 @@ def time_garden(spec):
 
 def torch_model(config):
   import transformers  # pylint: disable=g-import-not-at-top
-  return transformers.BertForPreTraining(transformers.BertConfig(
-      vocab_size=VOCAB, hidden_size=config["hidden_size"],
-      num_hidden_layers=config["num_hidden_layers"],
-      num_attention_heads=config["num_attention_heads"],
-      intermediate_size=config["intermediate_size"], type_vocab_size=2))
+  return transformers.BertForPreTraining(
+      bench_configs.transformers_config(config, vocab_size=VOCAB, type_vocab_size=2))
 
 
 def time_torch(spec):
@@ -286,4 +274,4 @@ def print_table(spec, results):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  harness.run(main, FLAGS, __doc__)

@@ -21,19 +21,18 @@ import subprocess
 import sys
 import time
 
-from absl import app
-from absl import flags
-
+import bench_env  # noqa: F401  (first: the environment every bench runs in)
 import bench_packing
 from bench_packing import FLAGS, REPO, run
+import harness
 
-flags.DEFINE_float("minutes", 30, "Wall time of each run (both run at once, one core each).")
-flags.DEFINE_integer("save_every_steps", 50, "Checkpoint (and curve point) every N steps.")
-flags.DEFINE_float("learning_rate", 2e-4, "Peak learning rate of both runs (bench_pretraining's: "
-                   "at 5e-4 neither run left the unigram plateau, 0.055, in 30 minutes).")
-flags.DEFINE_integer("eval_steps", 60, "Held-out evaluation batches (of 32 instances).")
-flags.DEFINE_string("work_dir", "/tmp/bert_tf_bench_walltime", "Runs and results (kept).")
-flags.DEFINE_string("png", os.path.join(REPO, "bench", "packing_walltime.png"), "The plot.")
+FLAGS.number("minutes", 30, "Wall time of each run (both run at once, one core each).")
+FLAGS.integer("save_every_steps", 50, "Checkpoint (and curve point) every N steps.")
+FLAGS.number("learning_rate", 2e-4, "Peak learning rate of both runs (bench_pretraining's: "
+             "at 5e-4 neither run left the unigram plateau, 0.055, in 30 minutes).")
+FLAGS.integer("eval_steps", 60, "Held-out evaluation batches (of 32 instances).")
+FLAGS.string("work_dir", "/tmp/bert_tf_bench_walltime", "Runs and results (kept).")
+FLAGS.string("png", os.path.join(REPO, "bench", "packing_walltime.png"), "The plot.")
 
 HELD_OUT_BOOK = "pg84-frankenstein.txt"
 ROWS = 32
@@ -155,8 +154,7 @@ def main(_):
   os.makedirs(FLAGS.cache_dir, exist_ok=True)
   os.makedirs(FLAGS.work_dir, exist_ok=True)
   config_file = os.path.join(FLAGS.work_dir, "small.json")
-  bench_packing.BertConfig(vocab_size=30522, type_vocab_size=2,
-                           **bench_packing.CONFIGS["small"]).to_json_file(config_file)
+  bench_packing.write_config("small", config_file)
   train_records, heldout = make_records()
   train_both(config_file, train_records)
   curves = {mode: evaluate(config_file, heldout, mode) for mode in ("unpacked", "packed")}
@@ -174,4 +172,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  harness.run(main, FLAGS, __doc__)

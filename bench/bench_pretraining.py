@@ -10,66 +10,54 @@ checkpoint at the end), timed by its own progress line over the second half of t
 TFLOP/s count the model's useful FLOPs (3 x forward; MLM head on the 20 masked positions only)
 against a measured bf16 matmul peak. Prints a table and appends it to benchmarks/<date>.md.
 """
+import collections
 import os
+import subprocess
+import sys
+import tempfile
+import time
 
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from bench_env import REPO
+import numpy as np
+import tensorflow as tf
 
-import collections  # noqa: E402
-import datetime  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
+from bert_tf import modeling
+from bert_tf import pretraining
+from bert_tf import records
+from bert_tf import training
+import bench_configs
+import harness
 
-from absl import app  # noqa: E402
-from absl import flags  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+FLAGS = harness.Flags()
+FLAGS.strings("models", "small,base", "Configs to time: small (L=4, H=256), base (L=12).")
+FLAGS.strings("peers", "ours,torch", "Implementations to time.")
+FLAGS.integer("seq_length", 128, "Tokens per sequence.")
+FLAGS.integer("max_predictions_per_seq", 20, "Masked positions per sequence.")
+FLAGS.integer("base_batch_size", 8, "Sequences per step for BERT-Base.")
+FLAGS.integer("small_batch_size", 32, "Sequences per step for the small config.")
+FLAGS.integer("steps", 4, "Timed steps (after as many untimed ones).")
+FLAGS.boolean("append", True, "Append the results to benchmarks/<date>.md.")
+FLAGS.string("mode", "throughput",
+             "throughput: the speed table; pretrain: a real small-BERT pretraining run on the "
+             "shared corpus (records made by create_pretraining_data.py), then held-out eval; "
+             "plot: bench/pretraining_curve.png from the pretrain run in --work_dir.",
+             choices=["throughput", "pretrain", "plot"])
+FLAGS.integer("pretrain_steps", 4000, "pretrain mode: training steps (batch 32).")
+FLAGS.number("pretrain_learning_rate", 2e-4, "pretrain mode: peak learning rate (1e-3 diverged "
+             "to the unigram level after warm-up).")
+FLAGS.string("work_dir", "/tmp/bench_pretraining", "pretrain mode: records and checkpoints.")
+FLAGS.strings("train_books", None, "pretrain mode: Gutenberg file names to train on "
+              "(default: all but the held-out one).")
+FLAGS.string("torch_child", None, "Internal: time PyTorch for `model,batch,dtype` in this "
+             "process (the parent runs it apart from TensorFlow's thread pools).")
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-
-from bert_tf import modeling  # noqa: E402
-from bert_tf import pretraining  # noqa: E402
-from bert_tf import records  # noqa: E402
-from bert_tf import training  # noqa: E402
-from bert_tf.config import BertConfig  # noqa: E402
-import bench_history  # noqa: E402
-
-flags.DEFINE_list("models", "small,base", "Configs to time: small (L=4, H=256), base (L=12).")
-flags.DEFINE_list("peers", "ours,torch", "Implementations to time.")
-flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence.")
-flags.DEFINE_integer("base_batch_size", 8, "Sequences per step for BERT-Base.")
-flags.DEFINE_integer("small_batch_size", 32, "Sequences per step for the small config.")
-flags.DEFINE_integer("steps", 4, "Timed steps (after as many untimed ones).")
-flags.DEFINE_bool("append", True, "Append the results to benchmarks/<date>.md.")
-flags.DEFINE_enum("mode", "throughput", ["throughput", "pretrain", "plot"],
-                  "throughput: the speed table; pretrain: a real small-BERT pretraining run on the "
-                  "shared corpus (records made by create_pretraining_data.py), then held-out eval; "
-                  "plot: bench/pretraining_curve.png from the pretrain run in --work_dir.")
-flags.DEFINE_integer("pretrain_steps", 4000, "pretrain mode: training steps (batch 32).")
-flags.DEFINE_float("pretrain_learning_rate", 2e-4, "pretrain mode: peak learning rate (1e-3 diverged "
-                   "to the unigram level after warm-up).")
-flags.DEFINE_string("work_dir", "/tmp/bench_pretraining", "pretrain mode: records and checkpoints.")
-flags.DEFINE_list("train_books", None, "pretrain mode: Gutenberg file names to train on "
-                  "(default: all but the held-out one).")
-flags.DEFINE_string("torch_child", None, "Internal: time PyTorch for `model,batch,dtype` in this "
-                    "process (the parent runs it apart from TensorFlow's thread pools).")
-FLAGS = flags.FLAGS
-
-CONFIGS = {
-    "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                 intermediate_size=3072),
-    "small": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
-                  intermediate_size=1024),
-}
-VOCAB = 30522
+CONFIGS = bench_configs.CONFIGS
+VOCAB = bench_configs.VOCAB_SIZE
 
 
 def config_for(name):
-  return BertConfig(vocab_size=VOCAB, type_vocab_size=2, **CONFIGS[name])
+  return bench_configs.bert_config(name)
 
 
 def train_flops_per_sequence(config, seq, preds):
@@ -109,16 +97,12 @@ def time_ours(config, batch_size, dtype, use_xla, record_file, work_dir):
   return model.train_summary["steps_per_second"] * batch_size
 
 
-def time_torch(config, batch_size, dtype):
+def time_torch(name, batch_size, dtype):
   import torch  # pylint: disable=g-import-not-at-top
   import transformers  # pylint: disable=g-import-not-at-top
   torch.set_num_threads(2)
   torch.manual_seed(1)
-  hf_config = transformers.BertConfig(
-      vocab_size=VOCAB, hidden_size=config.hidden_size,
-      num_hidden_layers=config.num_hidden_layers,
-      num_attention_heads=config.num_attention_heads,
-      intermediate_size=config.intermediate_size, type_vocab_size=2)
+  hf_config = bench_configs.transformers_config(name, type_vocab_size=2)
   model = transformers.BertForPreTraining(hf_config)
   model.train()
   optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6, weight_decay=0.01)
@@ -170,8 +154,6 @@ def matmul_peak_tflops(dtype, n=4096, repeats=5):
   return 2 * n ** 3 * repeats / (time.perf_counter() - start) / 1e12
 
 
-SMALL_PRETRAIN = dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
-                      intermediate_size=1024, vocab_size=VOCAB, type_vocab_size=2)
 HELD_OUT_BOOK = "pg84-frankenstein.txt"
 
 
@@ -259,7 +241,7 @@ def pretrain_run():
   records_seconds = time.time() - start
   num_train = sum(1 for _ in tf.data.TFRecordDataset(train_records))
   config_file = os.path.join(work, "bert_config.json")
-  BertConfig(**SMALL_PRETRAIN).to_json_file(config_file)
+  bench_configs.write_config("small", config_file)
   output_dir = os.path.join(work, "model")
   common = [f"--bert_config_file={config_file}", "--max_seq_length=128",
             "--max_predictions_per_seq=20", "--dtype=bfloat16", "--seed=1"]
@@ -294,22 +276,19 @@ def pretrain_run():
   print(table)
   print(summary)
   if FLAGS.append:
-    cpu = subprocess.run("lscpu | grep 'Model name' | sed 's/.*: *//'", shell=True, text=True,
-                         capture_output=True).stdout.strip()
-    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    with open(bench_history.today_file(), "a") as f:
-      f.write(f"\n## A real pretraining run on the CPU (bench/bench_pretraining.py --mode=pretrain)"
-              f"\n\nCommand: `flock /tmp/bert_tf_heavy.lock .venv/bin/python "
-              f"bench/bench_pretraining.py {' '.join(sys.argv[1:])}`  \nMachine: {cpu}, "
-              f"{os.cpu_count()} cores. Date: {date}.  \n"
-              f"Data: create_pretraining_data.py on {len(train_books)} other Gutenberg books of "
-              f"../shared/data/corpus (uncased vocab, seq 128, 20 predictions, dupe_factor 1: "
-              f"{num_train} train instances; {records_seconds:.0f} s), held out: "
-              f"{HELD_OUT_BOOK}. Model: L=4, H=256, A=4, I=1024, V={VOCAB}, bf16 "
-              f"(mixed_bfloat16), batch 32, lr {FLAGS.pretrain_learning_rate:g}, {FLAGS.pretrain_steps // 10} warmup steps, "
-              f"{FLAGS.pretrain_steps} steps in {train_seconds / 60:.1f} min (whole "
-              f"run_pretraining.py process; last logged {speed[-1][1] if speed else 0:.0f} "
-              f"examples/s).\n\n{table}\n\n{summary}\n")
+    harness.append_history(
+        f"\n## A real pretraining run on the CPU (bench/bench_pretraining.py --mode=pretrain)"
+        f"\n\nCommand: `flock /tmp/bert_tf_heavy.lock .venv/bin/python "
+        f"bench/bench_pretraining.py {' '.join(sys.argv[1:])}`  \nMachine: {harness.machine()}. "
+        f"Date: {harness.utc_now()}.  \n"
+        f"Data: create_pretraining_data.py on {len(train_books)} other Gutenberg books of "
+        f"../shared/data/corpus (uncased vocab, seq 128, 20 predictions, dupe_factor 1: "
+        f"{num_train} train instances; {records_seconds:.0f} s), held out: "
+        f"{HELD_OUT_BOOK}. Model: L=4, H=256, A=4, I=1024, V={VOCAB}, bf16 "
+        f"(mixed_bfloat16), batch 32, lr {FLAGS.pretrain_learning_rate:g}, {FLAGS.pretrain_steps // 10} warmup steps, "
+        f"{FLAGS.pretrain_steps} steps in {train_seconds / 60:.1f} min (whole "
+        f"run_pretraining.py process; last logged {speed[-1][1] if speed else 0:.0f} "
+        f"examples/s).\n\n{table}\n\n{summary}\n")
 
 
 def main(_):
@@ -322,7 +301,7 @@ def main(_):
     return
   if FLAGS.torch_child:
     name, batch_size, dtype = FLAGS.torch_child.split(",")
-    print("SEQS", time_torch(config_for(name), int(batch_size), dtype))
+    print("SEQS", time_torch(name, int(batch_size), dtype))
     return
   work_dir = tempfile.mkdtemp(prefix="bench_pretraining_")
   record_file = os.path.join(work_dir, "records.tfrecord")
@@ -372,25 +351,22 @@ def main(_):
   print(table)
   print("\n".join(ratios))
   if FLAGS.append:
-    cpu = subprocess.run("lscpu | grep 'Model name' | sed 's/.*: *//'", shell=True, text=True,
-                         capture_output=True).stdout.strip()
-    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     command = "flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_pretraining.py " + " ".join(
         sys.argv[1:])
-    with open(bench_history.today_file(), "a") as f:
-      f.write(f"\n## Pretraining throughput: run_pretraining's loop vs PyTorch "
-              f"BertForPreTraining (bench/bench_pretraining.py)\n\n"
-              f"Command: `{command.strip()}`  \nMachine: {cpu}, {os.cpu_count()} cores. "
-              f"Date: {date}.  \n"
-              f"Seq {FLAGS.seq_length}, {FLAGS.max_predictions_per_seq} masked positions, vocab "
-              f"{VOCAB}, dropout 0.1, full training steps (ours: bert_tf.training.train with "
-              f"AdamWeightDecay, clip 1.0, tf.data from records, op determinism on; PyTorch: "
-              f"AdamW, clip 1.0, 2 threads, MLM logits over all 128 positions as HF computes "
-              f"them). {FLAGS.steps} timed steps after {FLAGS.steps} untimed. Measured matmul "
-              f"peak (4096^3): bf16 {peak['bfloat16']:.2f} TFLOP/s, fp32 "
-              f"{peak['float32']:.2f} TFLOP/s.\n\n{table}\n\n" +
-              "".join(f"- {r}\n" for r in ratios))
+    harness.append_history(
+        f"\n## Pretraining throughput: run_pretraining's loop vs PyTorch "
+        f"BertForPreTraining (bench/bench_pretraining.py)\n\n"
+        f"Command: `{command.strip()}`  \nMachine: {harness.machine()}. "
+        f"Date: {harness.utc_now()}.  \n"
+        f"Seq {FLAGS.seq_length}, {FLAGS.max_predictions_per_seq} masked positions, vocab "
+        f"{VOCAB}, dropout 0.1, full training steps (ours: bert_tf.training.train with "
+        f"AdamWeightDecay, clip 1.0, tf.data from records, op determinism on; PyTorch: "
+        f"AdamW, clip 1.0, 2 threads, MLM logits over all 128 positions as HF computes "
+        f"them). {FLAGS.steps} timed steps after {FLAGS.steps} untimed. Measured matmul "
+        f"peak (4096^3): bf16 {peak['bfloat16']:.2f} TFLOP/s, fp32 "
+        f"{peak['float32']:.2f} TFLOP/s.\n\n{table}\n\n" +
+        "".join(f"- {r}\n" for r in ratios))
 
 
 if __name__ == "__main__":
-  app.run(main)
+  harness.run(main, FLAGS, __doc__)

@@ -11,7 +11,6 @@ are not run here either. Run it under the shared lock:
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_readme.py --work_dir=/tmp/readme
   ... --skip='run_ner.py'  # commands (and python blocks) matching the expression are not run
 """
-import argparse
 import glob
 import os
 import re
@@ -19,9 +18,18 @@ import subprocess
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from bench_env import REPO
+import harness
+
 sys.path.insert(0, os.path.join(REPO, "tests"))
 import test_readme  # noqa: E402  (the README's blocks, as the test reads them)
+
+FLAGS = harness.Flags()
+FLAGS.string("work_dir", "/tmp/bench_readme", "The sandbox and its logs.")
+FLAGS.string("skip", None, "a regular expression: commands not run")
+# The commands run in the environment the bench was started in, as a user's shell runs them.
+USER_ENV = dict(bench_env.STARTED_ENVIRON, TF_CPP_MIN_LOG_LEVEL="2")
 
 SHARED = os.path.join(os.path.dirname(REPO), "shared")
 _FIGURE = re.compile(r"\]\s+([A-Za-z_][\w ]*?) = (\S+)$")
@@ -81,15 +89,12 @@ def run_python(code, root, n, logs):
   start = time.time()
   with open(os.path.join(logs, f"{n}.log"), "w") as log:
     done = subprocess.run([os.path.join(REPO, ".venv", "bin", "python"), "-c", code], cwd=root,
-                          stdout=log, stderr=subprocess.STDOUT)
+                          stdout=log, stderr=subprocess.STDOUT, env=bench_env.STARTED_ENVIRON)
   return time.time() - start, done.returncode
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--work_dir", default="/tmp/bench_readme")
-  parser.add_argument("--skip", default=None, help="a regular expression: commands not run")
-  args = parser.parse_args()
+def main(_):
+  args = FLAGS
   root = sandbox(args.work_dir)
   logs = os.path.join(args.work_dir, "logs")
   os.makedirs(logs, exist_ok=True)
@@ -101,7 +106,7 @@ def main():
   read_4, write_4 = os.pipe()
   text = f"exec 3>&{write_3} 4<&{read_4}\n" + text
   shell = subprocess.Popen(["bash", "-c", text], cwd=root, pass_fds=(write_3, read_4),
-                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+                           env=USER_ENV,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
   os.close(write_3)
   os.close(read_4)
@@ -131,4 +136,4 @@ def main():
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  harness.run(main, FLAGS, __doc__)

@@ -18,58 +18,39 @@ per-call cast). Peers take turns call by call.
 prints a table and appends it to benchmarks/<date>.md.
 """
 import os
+import tempfile
+import time
 
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import bench_env  # noqa: F401  (first: the environment every bench runs in)
+import numpy as np
+import tensorflow as tf
+import tf_keras
 
-import datetime  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
+from bert_tf import export
+from bert_tf import tokenization
+from bert_tf import training
+from bert_tf.tasks import glue
+import bench_configs
+import harness
 
-from absl import app  # noqa: E402
-from absl import flags  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-import tf_keras  # noqa: E402
+FLAGS = harness.Flags()
+FLAGS.string("data_dir", bench_env.DATA, "The shared data (glue/MRPC, vocab/).")
+FLAGS.string("work_dir", None, "Where to write checkpoints and exports (default: a temporary "
+             "directory).")
+FLAGS.integer("max_seq_length", 128, "The exported models' max_seq_length.")
+FLAGS.integer("latency_calls", 100, "Timed batch-1 calls per model and input kind "
+              "(BERT-Base: a quarter of it).")
+FLAGS.integer("throughput_batches", 6, "Timed batch-32 calls per model and input kind "
+              "(BERT-Base: half of it).")
+FLAGS.strings("sizes", "minilm,base", "Model sizes to time (bench_configs.CONFIGS).")
+FLAGS.boolean("append", True, "Append the results to benchmarks/<date>.md.")
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-
-from bert_tf import export  # noqa: E402
-from bert_tf import tokenization  # noqa: E402
-from bert_tf import training  # noqa: E402
-from bert_tf.config import BertConfig  # noqa: E402
-from bert_tf.tasks import glue  # noqa: E402
-import bench_history  # noqa: E402
-
-flags.DEFINE_string("data_dir", os.path.join(os.path.dirname(REPO), "shared", "data"),
-                    "The shared data (glue/MRPC, vocab/).")
-flags.DEFINE_string("work_dir", None, "Where to write checkpoints and exports (default: a "
-                    "temporary directory).")
-flags.DEFINE_integer("max_seq_length", 128, "The exported models' max_seq_length.")
-flags.DEFINE_integer("latency_calls", 100, "Timed batch-1 calls per model and input kind "
-                     "(BERT-Base: a quarter of it).")
-flags.DEFINE_integer("throughput_batches", 6, "Timed batch-32 calls per model and input kind "
-                     "(BERT-Base: half of it).")
-flags.DEFINE_list("sizes", "minilm,base", "Model sizes to time.")
-flags.DEFINE_bool("append", True, "Append the results to benchmarks/<date>.md.")
-FLAGS = flags.FLAGS
-
-SIZES = {
-    "minilm": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
-                   intermediate_size=1536),
-    "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                 intermediate_size=3072),
-}
 LABELS = ["0", "1"]
 BATCH = 32
 
 
 def size_config(size):
-  return BertConfig(vocab_size=30522, max_position_embeddings=512, type_vocab_size=2,
-                    **SIZES[size])
+  return bench_configs.bert_config(size, max_position_embeddings=512)
 
 
 def long_pairs(pairs, tokenizer, seq_length):
@@ -107,17 +88,14 @@ def served(signature):
 
 
 def time_calls(peers, requests):
-  """{peer: [seconds per call]}, peers taking turns on each request (after one warm-up call)."""
+  """{peer: [seconds per call]}, peers taking turns on each request (after two warm-up calls,
+  on the first request and the last)."""
   for fn in peers.values():
     fn(requests[0])
     fn(requests[-1])
-  times = {name: [] for name in peers}
-  for request in requests:
-    for name, fn in peers.items():
-      start = time.perf_counter()
-      fn(request)
-      times[name].append(time.perf_counter() - start)
-  return times
+  calls = {name: (lambda fn=fn, each=iter(requests): fn(next(each)))
+           for name, fn in peers.items()}
+  return harness.interleave(calls, len(requests), warmup=0)
 
 
 def main(_):
@@ -177,23 +155,12 @@ def main(_):
   report(rows, real_lengths)
 
 
-def cpu_model():
-  try:
-    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    for line in out.splitlines():
-      if line.startswith("Model name:"):
-        return line.split(":", 1)[1].strip()
-  except OSError:
-    pass
-  return "unknown CPU"
-
-
 def report(rows, real_lengths):
-  now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+  now = harness.utc_now()
   lines = [
       f"## Serving the exported raw-text classifier (bench/bench_serving.py), {now}", "",
       "Command: `flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_serving.py`  ",
-      f"Machine: {cpu_model()}, {os.cpu_count()} cores. MRPC classifiers exported by "
+      f"Machine: {harness.machine()}. MRPC classifiers exported by "
       f"bert_tf/export.py (random weights, max_seq_length {FLAGS.max_seq_length}), loaded with "
       "tf.saved_model.load and called through `serving_default` on raw text pairs (tokenization "
       "in the graph). Peer: the Python path of the same weights (FullTokenizer + "
@@ -231,9 +198,8 @@ def report(rows, real_lengths):
   text = "\n".join(lines) + "\n"
   print(text)
   if FLAGS.append:
-    with open(bench_history.today_file(), "a", encoding="utf-8") as f:
-      f.write("\n" + text)
+    harness.append_history("\n" + text)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  harness.run(main, FLAGS, __doc__)

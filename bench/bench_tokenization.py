@@ -8,36 +8,25 @@ Then, for every vocabulary, the number of lines whose ids differ from the origin
 
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_tokenization.py
 """
+import glob
 import os
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import datetime  # noqa: E402
-import glob  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+import bench_env  # noqa: F401  (first: the environment every bench runs in)
+import bert.tokenization as original  # (the oracle; its absl flag: see harness.run)
+import tensorflow as tf
+import tokenizers
 
-from absl import app  # noqa: E402
-from absl import flags  # noqa: E402
-import bert.tokenization as original  # noqa: E402  (the oracle; it defines an absl flag)
-import tensorflow as tf  # noqa: E402
-import tokenizers  # noqa: E402
+from bert_tf import fast_tokenization
+from bert_tf import tokenization
+import harness
+from harness import timed
 
-from bert_tf import fast_tokenization  # noqa: E402
-from bert_tf import tokenization  # noqa: E402
-import bench_history  # noqa: E402
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = os.path.join(os.path.dirname(REPO), "shared", "data")
-
-flags.DEFINE_string("corpus_dir", os.path.join(DATA, "corpus"),
-                    "Every line of every file under it is tokenized.")
-flags.DEFINE_string("vocab_dir", os.path.join(DATA, "vocab"), "Folder of the BERT vocabularies.")
-flags.DEFINE_string("benchmarks_md", None,
-                    "Results are appended here.")
-flags.DEFINE_bool("all_vocabs", True, "Also check parity with the cased and Chinese vocabularies.")
-FLAGS = flags.FLAGS
+FLAGS = harness.Flags()
+FLAGS.string("corpus_dir", os.path.join(bench_env.DATA, "corpus"),
+             "Every line of every file under it is tokenized.")
+FLAGS.string("vocab_dir", os.path.join(bench_env.DATA, "vocab"), "Folder of the BERT vocabularies.")
+FLAGS.string("benchmarks_md", None, "Results are appended here.")
+FLAGS.boolean("all_vocabs", True, "Also check parity with the cased and Chinese vocabularies.")
 
 VOCABS = (("bert-base-uncased-vocab.txt", True), ("bert-base-cased-vocab.txt", False),
           ("bert-base-chinese-vocab.txt", True))
@@ -50,12 +39,6 @@ def read_corpus(corpus_dir):
       with open(path, "rb") as reader:
         lines.extend(reader.read().decode("utf-8", "ignore").split("\n"))
   return lines
-
-
-def timed(fn):
-  start = time.perf_counter()
-  result = fn()
-  return result, time.perf_counter() - start
 
 
 def count_mismatches(got, expected):
@@ -160,17 +143,14 @@ def main(_):
 
   report = "\n".join(out)
   print(report)
-  cpu = subprocess.run("lscpu | grep 'Model name' | sed 's/.*: *//'", shell=True,
-                       capture_output=True, text=True).stdout.strip()
-  now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-  with open(FLAGS.benchmarks_md or bench_history.today_file(), "a", encoding="utf-8") as writer:
-    writer.write(
-        "\n## Tokenization throughput and parity (bench/bench_tokenization.py)\n\n"
-        "Command: `flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_tokenization.py`  \n"
-        f"Machine: {cpu}, {os.cpu_count()} cores. Date: {now}. HF tokenizers runs on both cores "
-        f"(rayon); TensorFlow uses its default thread pools.\n\n{report}\n")
+  harness.append_history(
+      "\n## Tokenization throughput and parity (bench/bench_tokenization.py)\n\n"
+      "Command: `flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_tokenization.py`  \n"
+      f"Machine: {harness.machine()}. Date: {harness.utc_now()}. HF tokenizers runs on both "
+      f"cores (rayon); TensorFlow uses its default thread pools.\n\n{report}\n",
+      FLAGS.benchmarks_md)
   return 0
 
 
 if __name__ == "__main__":
-  sys.exit(app.run(main))
+  harness.run(main, FLAGS, __doc__)

@@ -10,43 +10,25 @@ counts words (once for all sizes, one core) and then learns (one core). Prints a
 
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_vocab.py
 """
+import glob
 import os
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import tempfile
 
-import datetime  # noqa: E402
-import glob  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
+import bench_env  # noqa: F401  (first: the environment every bench runs in)
+import tokenizers
 
-from absl import app  # noqa: E402
-from absl import flags  # noqa: E402
-import tokenizers  # noqa: E402
+from bert_tf import tokenization
+from bert_tf import vocab_learning
+import harness
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-DATA = os.path.join(os.path.dirname(REPO), "shared", "data")
-
-from bert_tf import tokenization  # noqa: E402
-from bert_tf import vocab_learning  # noqa: E402
-
-flags.DEFINE_string("books", os.path.join(DATA, "corpus", "gutenberg", "*.txt"), "The books.")
-flags.DEFINE_string("held_out", "pg84-frankenstein", "The book (file name prefix) to score on.")
-flags.DEFINE_list("sizes", ["8000", "30522"], "Vocabulary sizes (lines of the file).")
-flags.DEFINE_list("learners", list(vocab_learning.LEARNERS), "Our learners to compare.")
-flags.DEFINE_integer("repeats", 1, "Learning runs per learner and size (median time).")
-FLAGS = flags.FLAGS
+FLAGS = harness.Flags()
+FLAGS.string("books", os.path.join(bench_env.DATA, "corpus", "gutenberg", "*.txt"), "The books.")
+FLAGS.string("held_out", "pg84-frankenstein", "The book (file name prefix) to score on.")
+FLAGS.strings("sizes", ["8000", "30522"], "Vocabulary sizes (lines of the file).")
+FLAGS.strings("learners", list(vocab_learning.LEARNERS), "Our learners to compare.")
+FLAGS.integer("repeats", 1, "Learning runs per learner and size (median time).")
 
 NUM_UNUSED = vocab_learning.UNUSED_BEFORE_UNK
-
-
-def timed(fn):
-  start = time.perf_counter()
-  result = fn()
-  return result, time.perf_counter() - start
 
 
 def learn_ours(word_counts, num_pieces, learner):
@@ -85,12 +67,9 @@ def learn_all(counter, train, num_pieces):
   learners = {name: (lambda name=name: learn_ours(counter.counts, num_pieces, name))
               for name in vocab_learning.LEARNERS if name in FLAGS.learners}
   learners["hf"] = lambda: learn_hugging_face(train, num_pieces)
-  pieces, times = {}, {name: [] for name in learners}
-  for _ in range(FLAGS.repeats):
-    for name, learn in learners.items():
-      pieces[name], seconds = timed(learn)
-      times[name].append(seconds)
-  return {name: (pieces[name], statistics.median(times[name])) for name in learners}
+  pieces = {}
+  times = harness.interleave(learners, FLAGS.repeats, warmup=0, results=pieces)
+  return {name: (pieces[name], harness.summary(times[name])[0]) for name in learners}
 
 
 def main(_):
@@ -102,7 +81,8 @@ def main(_):
   with open(held_out[0], encoding="utf-8") as f:
     held_out_text = f.read()
   train_mb = sum(os.path.getsize(path) for path in train) / 1e6
-  counter, count_seconds = timed(lambda: vocab_learning.count_words(train, True, 5_000_000, None))
+  counter, count_seconds = harness.timed(
+      lambda: vocab_learning.count_words(train, True, 5_000_000, None))
   out = [f"Learned on {len(train)} Gutenberg books ({train_mb:.1f} MB, {counter.total:,} words, "
          f"{len(counter.counts):,} distinct), scored on {os.path.basename(held_out[0])} "
          f"(do_lower_case=True, {NUM_UNUSED} [unused*]). Our learners count words first "
@@ -121,14 +101,10 @@ def main(_):
                  f"bert_tf create_vocab --learner={name}")
         out.append(f"| {size:,} | {label} | {lines:,} | {per_word:.4f} | {unk:.5f} | "
                    f"{seconds:.1f} | {per_word / scores['hf'][1]:.4f} |")
-  cpu = subprocess.run("lscpu | grep 'Model name' | sed 's/.*: *//'", shell=True,
-                       capture_output=True, text=True).stdout.strip()
-  commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                          text=True).stdout.strip()
-  now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-  out.append(f"\nMachine: {cpu}, {os.cpu_count()} cores. Date: {now}. Commit: {commit}.")
+  out.append(f"\nMachine: {harness.machine()}. Date: {harness.utc_now()}. "
+             f"Commit: {harness.commit()}.")
   print("\n".join(out))
 
 
 if __name__ == "__main__":
-  app.run(main)
+  harness.run(main, FLAGS, __doc__)

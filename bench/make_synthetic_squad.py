@@ -10,31 +10,26 @@ share its topic and names but their answer is not in the context.
 
 writes train.json and dev.json from wiki.valid.tokens + wiki.test.tokens, split by article.
 """
+import json
 import os
+import random
+import re
 
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import bench_env  # noqa: F401  (first: the environment every bench runs in)
 
-import json  # noqa: E402
-import random  # noqa: E402
-import re  # noqa: E402
+from bert_tf import fileio
+import harness
 
-from absl import flags  # noqa: E402
+WIKITEXT = os.path.join(bench_env.DATA, "corpus", "wikitext-2-tokens")
 
-from bert_tf import cli  # noqa: E402
-from bert_tf import fileio  # noqa: E402
-from bert_tf.errors import BertTfError  # noqa: E402
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WIKITEXT = os.path.join(os.path.dirname(REPO), "shared", "data", "corpus", "wikitext-2-tokens")
-
-flags.DEFINE_string("wikitext_dir", WIKITEXT, "Folder with wiki.valid.tokens and wiki.test.tokens.")
-flags.DEFINE_string("output_dir", None, "Where train.json and dev.json are written.")
-flags.DEFINE_integer("num_train", 4000, "Questions in train.json (at most).")
-flags.DEFINE_integer("num_dev", 600, "Questions in dev.json (at most).")
-flags.DEFINE_float("unanswerable_fraction", 0.33, "Share of questions without an answer.")
-flags.DEFINE_integer("max_context_words", 150, "Paragraphs are cut to whole sentences under this.")
-flags.DEFINE_integer("seed", 12345, "Seed of every random choice.")
-FLAGS = flags.FLAGS
+FLAGS = harness.Flags()
+FLAGS.string("wikitext_dir", WIKITEXT, "Folder with wiki.valid.tokens and wiki.test.tokens.")
+FLAGS.string("output_dir", None, "Where train.json and dev.json are written.", required=True)
+FLAGS.integer("num_train", 4000, "Questions in train.json (at most).")
+FLAGS.integer("num_dev", 600, "Questions in dev.json (at most).")
+FLAGS.number("unanswerable_fraction", 0.33, "Share of questions without an answer.")
+FLAGS.integer("max_context_words", 150, "Paragraphs are cut to whole sentences under this.")
+FLAGS.integer("seed", 12345, "Seed of every random choice.")
 
 _DETOKENIZE = [(" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."), (" ,", ","), (" .", "."),
                (" ;", ";"), (" :", ":"), (" 's", "'s"), ("( ", "("), (" )", ")"), (" !", "!"),
@@ -153,7 +148,7 @@ def main(_):
   for source in ("wiki.valid.tokens", "wiki.test.tokens"):
     path = os.path.join(FLAGS.wikitext_dir, source)
     if not os.path.exists(path):
-      raise BertTfError(f"--wikitext_dir: {path} not found")
+      raise SystemExit(f"error: --wikitext_dir: {path} not found")
     articles.extend(read_articles(path))
   rng.shuffle(articles)
   dev, num_dev, next_article = build(articles, 0, FLAGS.num_dev, rng)
@@ -168,5 +163,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-  flags.mark_flag_as_required("output_dir")
-  cli.run(main)
+  harness.run(main, FLAGS, __doc__)
