@@ -35,7 +35,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MRPC = os.path.join(os.path.dirname(REPO), "shared", "data", "glue", "MRPC")
 # The README's MRPC command, but its paths, --dtype and --seed.
 README_FLAGS = ["--max_seq_length=128", "--pack_sequences", "--train_batch_size=16",
-                "--learning_rate=2e-5", "--num_train_epochs=1"]
+                "--learning_rate=3e-5", "--num_train_epochs=3"]
 QUICK_FLAGS = ["--max_seq_length=64", "--pack_sequences", "--train_batch_size=8",
                "--learning_rate=3e-5", "--num_train_epochs=1"]
 _LOG_TIME = re.compile(r"^[IWE](\d{4}) (\d\d):(\d\d):(\d\d\.\d+)")
