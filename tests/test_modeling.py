@@ -13,9 +13,9 @@ from bert_tf import modeling
 from bert_tf.config import BertConfig
 from support.models import head_shapes
 from support.models import original_encoder_shapes
+from support.tiny import bert_config
 
-CONFIG = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=37, max_position_embeddings=16, type_vocab_size=2)
+CONFIG = bert_config(50, max_position_embeddings=16, type_vocab_size=2)
 
 
 def features(batch=3, seq=9, seed=0):

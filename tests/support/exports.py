@@ -8,9 +8,9 @@ import tensorflow as tf
 from bert_tf import export
 from bert_tf.config import BertConfig
 from support.paths import shared_data
+from support.tiny import SIZES
 
-TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
-            max_position_embeddings=512, type_vocab_size=2)
+TINY = dict(SIZES, max_position_embeddings=512, type_vocab_size=2)
 
 
 def vocab_path(cased=False):

@@ -3,12 +3,10 @@ the task heads' tiny config with inputs padded to any length."""
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.config import BertConfig
+from support.tiny import bert_config
 
 # The task heads' tiny encoder (test_heads, test_bilstm_head, test_left_to_right_finetuning).
-HEADS_CONFIG = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2,
-                          num_attention_heads=2, intermediate_size=37, max_position_embeddings=64,
-                          type_vocab_size=2)
+HEADS_CONFIG = bert_config(50, max_position_embeddings=64, type_vocab_size=2)
 
 
 def original_encoder_shapes(c):

@@ -10,19 +10,18 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import records
-from bert_tf.config import BertConfig
 from support.paths import REPO
+from support.tiny import SIZES
+from support.tiny import bert_config
 
 SEQ, PREDS, VOCAB = 16, 4, 50
 SCRIPT = os.path.join(REPO, "run_pretraining.py")
-CONFIG = {"vocab_size": 50, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
-          "intermediate_size": 37, "max_position_embeddings": 16}
+CONFIG = {"vocab_size": VOCAB, **SIZES, "max_position_embeddings": SEQ}  # bert_config.json's
 
 
 def tiny_config(dropout=0.1):
-  return BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=37, max_position_embeddings=SEQ,
-                    hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+  return bert_config(VOCAB, max_position_embeddings=SEQ, hidden_dropout_prob=dropout,
+                     attention_probs_dropout_prob=dropout)
 
 
 def write_pretraining_records(path, num_examples, seq_length=SEQ, max_predictions=PREDS,

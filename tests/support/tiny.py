@@ -1,14 +1,24 @@
-"""The tiny fine-tuning set-up the script tests share: a 20-word vocabulary, a 2-layer config, the
-flags every fine-tuning script takes, and eval_results.txt read back and compared."""
+"""The tiny encoder's sizes, and the tiny fine-tuning set-up the script tests share: a 20-word
+vocabulary, a 2-layer config, the flags every fine-tuning script takes, and eval_results.txt read
+back and compared."""
 import json
 import os
 
 import pytest
 
-TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
-        "intermediate_size": 37, "max_position_embeddings": 64, "type_vocab_size": 2}
+from bert_tf.config import BertConfig
+
+# The tiny encoder of most tests (those that need other sizes say so).
+SIZES = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+         "intermediate_size": 37}
+TINY = dict(SIZES, max_position_embeddings=64, type_vocab_size=2)
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "fine", "awful", "the",
          "movie", "film", "plot", "was", "is", "a", "very", "really", "story", "acting"]
+
+
+def bert_config(vocab_size, **overrides):
+  """A BertConfig of the tiny sizes, with the overrides (max_position_embeddings, ...)."""
+  return BertConfig(vocab_size=vocab_size, **dict(SIZES, **overrides))
 
 
 def write_config(path, vocab_size):
