@@ -1,3 +1,5 @@
+"""pytest's set-up for the tests, and the fixtures several modules use. The helpers behind them
+live in tests/support/ (shared by the test modules, which never import one another)."""
 import os
 import sys
 
@@ -8,21 +10,21 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 import pytest  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED_DATA = os.path.join(os.path.dirname(REPO), "shared", "data")
+pytest.register_assert_rewrite("support")  # the shared checks report as the tests' own asserts
+
+from support.paths import REPO, shared_data  # noqa: E402  (the tests import them from here)
 sys.path.insert(0, REPO)
 
 from script_runner import run_script  # noqa: E402,F401  (the tests' way to run a script)
-
-
-def shared_data(*parts):
-  """Path under ../shared/data, or skip the test with the reason when it is absent."""
-  path = os.path.join(SHARED_DATA, *parts)
-  if not os.path.exists(path):
-    pytest.skip(f"real data not found at {path} (../shared/data is absent)")
-  return path
+from support import task_data  # noqa: E402
 
 
 @pytest.fixture
 def shared():
   return shared_data
+
+
+@pytest.fixture(scope="module")
+def conll_data(tmp_path_factory):
+  """Tiny CoNLL data, its vocabulary and config, and run_ner.py's common flags (one a module)."""
+  return task_data.conll_data(tmp_path_factory.mktemp("run_ner"))

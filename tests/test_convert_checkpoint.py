@@ -10,7 +10,7 @@ from bert_tf import checkpoints
 from bert_tf import model_dir
 from bert_tf import modeling
 from bert_tf.config import BertConfig
-from test_checkpoints import randomize
+from support.models import randomize
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,

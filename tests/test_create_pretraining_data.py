@@ -17,6 +17,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import REPO, shared_data, run_script
+from support.task_data import _toy_corpus
 
 from bert_tf import records
 from bert_tf import tokenization
@@ -186,19 +187,6 @@ def test_blocks_handed_out_while_making_are_whole_and_in_order(tmp_path, monkeyp
   for b in [instances, *blocks]:  # masked positions sorted within each instance, as the original's
     starts = b.mask_starts
     assert all(np.all(np.diff(b.positions[starts[i]:starts[i + 1]].astype(np.int64)) > 0) for i in range(len(b)))
-
-
-def _toy_corpus(tmp_path, documents=30, seed=0):
-  rng = random.Random(seed)
-  words = ["the", "cat", "sat", "on", "a", "mat", "unaffable", "running", "quickly", "dog", "ran", "home"]
-  lines = []
-  for _ in range(documents):
-    for _ in range(rng.randint(1, 6)):
-      lines.append(" ".join(rng.choice(words) for _ in range(rng.randint(3, 30))) + ".")
-    lines.append("")
-  path = tmp_path / "toy.txt"
-  path.write_text("\n".join(lines) + "\n")
-  return str(path)
 
 
 def test_masking_ablation_flags(tmp_path):

@@ -9,8 +9,9 @@ import pytest
 import tensorflow as tf
 
 from conftest import run_script
-from test_create_pretraining_data import _toy_corpus
-from test_run_pretraining import command, read_eval_results, start
+from support.pretraining_runs import command, read_eval_results, start
+from support.pretraining_runs import write_pretraining_records
+from support.task_data import _toy_corpus
 
 from bert_tf import dynamic_masking
 from bert_tf import pretraining
@@ -194,7 +195,6 @@ def test_bad_flags_and_records_fail_in_one_line(record_file, vocab_file, tmp_pat
   assert _masking(vocab_file, dynamic_masking=False) is None
   with pytest.raises(BertTfError, match="add --dynamic_masking"):
     dynamic_masking.check_records(record_file, None)
-  from test_training import write_pretraining_records  # pylint: disable=g-import-not-at-top
   masked = write_pretraining_records(str(tmp_path / "masked.tfrecord"), 2)
   with pytest.raises(BertTfError, match="create_pretraining_data.py --unmasked"):
     dynamic_masking.check_records(masked, _masking(vocab_file))

@@ -15,18 +15,16 @@ import tensorflow as tf
 from bert_tf import export
 from bert_tf import fast_tokenization
 from bert_tf import tokenization
-from bert_tf.config import BertConfig
 from bert_tf.tasks import conll
 from bert_tf.tasks import glue
 from bert_tf.tasks import squad
 from bert_tf.tasks import squad_answers
 from bert_tf.errors import BertTfError
 from conftest import shared_data, run_script
+from support.exports import model_inputs, tiny_config, vocab_path
 
 flags.FLAGS.mark_as_parsed()
 
-TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
-            max_position_embeddings=512, type_vocab_size=2)
 CLASSIFIER_SEQ = 64
 SQUAD_SEQ = 384
 NER_SEQ = 128
@@ -50,15 +48,6 @@ json.dump(results, open(sys.argv[2], "w"), default=lambda b: b.decode("utf-8", "
 """
 
 
-def vocab_path(cased=False):
-  name = "bert-base-cased-vocab.txt" if cased else "bert-base-uncased-vocab.txt"
-  return os.path.join(shared_data("vocab"), name)
-
-
-def tiny_config(vocab_size):
-  return BertConfig(vocab_size=vocab_size, **TINY)
-
-
 def save_model(model, directory):
   tf.train.Checkpoint(model=model).save(os.path.join(directory, "ckpt"))
   return directory
@@ -77,11 +66,6 @@ def run_in_fresh_process(requests, tmp_path):
 
 def run_export(*args):
   return run_script("export_savedmodel.py", *args, timeout=300)
-
-
-def model_inputs(features):
-  return {name: tf.constant(np.array([getattr(f, name) for f in features], np.int32))
-          for name in ("input_ids", "input_mask", "segment_ids")}
 
 
 def squad_questions(path):

@@ -17,9 +17,9 @@ from bert_tf.tasks import conll
 from bert_tf.tasks import squad
 from bert_tf.tasks import squad_answers
 from conftest import shared_data
-from test_export import model_inputs
-from test_export import tiny_config
-from test_export import vocab_path
+from support.exports import model_inputs
+from support.exports import tiny_config
+from support.exports import vocab_path
 
 flags.FLAGS.mark_as_parsed()
 

@@ -6,8 +6,7 @@ records, a fine-tuned classifier and a pre-trained model); the cases then run as
 at a time. Kills (SIGTERM, SIGKILL) of create_pretraining_data's workers and of a training run
 are separate tests.
 """
-import concurrent.futures
-import json
+import functools
 import os
 import re
 import shutil
@@ -20,6 +19,9 @@ import numpy as np
 import pytest
 
 from conftest import REPO, run_script
+from support import faults
+from support.faults import _alive
+from support.faults import write_json
 
 WORDS = ["the", "dog", "is", "hairy", "cat", "sat", "on", "a", "mat", "it", "not", "jack", "##son",
          "##ville", "big", "red", "ran", "far", "away", "home", "and", "then", "slept", "all",
@@ -36,55 +38,35 @@ def run(script, *args, timeout=300):
   return run_script(script, *args, timeout=timeout)
 
 
-def sentence(rng, n):
-  return " ".join(rng.choice([w for w in WORDS if not w.startswith("##")], n)) + " ."
-
-
-def write_json(path, obj):
-  path.write_text(json.dumps(obj))
-  return str(path)
-
-
-def mrpc(root, rows=16, dev_label=None):
-  rng = np.random.RandomState(0)
-  root.mkdir(parents=True)
-  header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
-  lines = [f"{i % 2}\t{i}\t{i}\t{sentence(rng, 4)}\t{sentence(rng, 5)}\n" for i in range(rows)]
-  for split in ("train", "dev", "test"):
-    rows_here = list(lines)
-    if split == "dev" and dev_label is not None:
-      rows_here[3] = f"{dev_label}" + rows_here[3][1:]
-    (root / f"{split}.tsv").write_text(header + "".join(rows_here))
-  return str(root)
+# MRPC-format data of this world's words (16 rows; a case's own with dev_label).
+mrpc = functools.partial(faults.mrpc, words=WORDS, rows=16)
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
   root = tmp_path_factory.mktemp("faults")
-  w = {"root": root}
-  (root / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
-  w["vocab"] = str(root / "vocab.txt")
-  w["config"] = write_json(root / "bert_config.json", CONFIG)
+  w = faults.make_world(root, VOCAB, CONFIG, WORDS, mrpc_rows=16)
   w["config4"] = write_json(root / "bert_config4.json", dict(CONFIG, num_hidden_layers=4))
-  w["mrpc"] = mrpc(root / "mrpc")
   rng = np.random.RandomState(1)
   (root / "corpus.txt").write_text("\n\n".join(
-      "\n".join(sentence(rng, 3 + i % 6) for i in range(8)) for _ in range(30)) + "\n")
-  w["records"] = str(root / "pre.tfrecord")
-  done = run("create_pretraining_data.py", f"--input_file={root / 'corpus.txt'}",
-             f"--output_file={w['records']}", f"--vocab_file={w['vocab']}", "--max_seq_length=32",
-             "--max_predictions_per_seq=5", "--dupe_factor=2")
-  assert done.returncode == 0, done.stderr[-3000:]
-  w["pre"] = str(root / "pre_out")
-  done = run("run_pretraining.py", f"--input_file={w['records']}", f"--output_dir={w['pre']}",
-             f"--bert_config_file={w['config']}", "--do_train", "--max_seq_length=32",
-             "--max_predictions_per_seq=5", "--train_batch_size=4", "--num_train_steps=2",
-             "--num_warmup_steps=1", "--save_checkpoints_steps=1", "--export_tf1_checkpoint")
-  assert done.returncode == 0, done.stderr[-3000:]
-  w["cls"] = str(root / "cls_out")
-  done = run("run_classifier.py", *classifier_flags(w), "--do_train", f"--output_dir={w['cls']}",
-             "--save_checkpoints_steps=2", f"--init_checkpoint={w['pre']}/bert_model.ckpt")
-  assert done.returncode == 0, done.stderr[-3000:]
+      "\n".join(faults.sentence(rng, 3 + i % 6, WORDS) for i in range(8)) for _ in range(30))
+      + "\n")
+  w["records"], w["pre"], w["cls"] = (str(root / name)
+                                      for name in ("pre.tfrecord", "pre_out", "cls_out"))
+  faults.run_all([  # in turn: each run starts from the one before
+      ("create_pretraining_data.py", [
+          f"--input_file={root / 'corpus.txt'}", f"--output_file={w['records']}",
+          f"--vocab_file={w['vocab']}", "--max_seq_length=32", "--max_predictions_per_seq=5",
+          "--dupe_factor=2"]),
+      ("run_pretraining.py", [
+          f"--input_file={w['records']}", f"--output_dir={w['pre']}",
+          f"--bert_config_file={w['config']}", "--do_train", "--max_seq_length=32",
+          "--max_predictions_per_seq=5", "--train_batch_size=4", "--num_train_steps=2",
+          "--num_warmup_steps=1", "--save_checkpoints_steps=1", "--export_tf1_checkpoint"]),
+      ("run_classifier.py", [
+          *classifier_flags(w), "--do_train", f"--output_dir={w['cls']}",
+          "--save_checkpoints_steps=2", f"--init_checkpoint={w['pre']}/bert_model.ckpt"]),
+  ], parallel=1)
   return w
 
 
@@ -330,9 +312,7 @@ def outcomes(world):
     args = [str(a) for a in make_flags(world, case_dir)]
     return name, (run(script, *args), case_dir)
 
-  (world["root"] / "cases").mkdir()
-  with concurrent.futures.ThreadPoolExecutor(2) as pool:
-    return dict(pool.map(one, CASES))
+  return faults.run_cases(world, CASES, one)
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -374,15 +354,6 @@ def _children_of(pid):
       if int(fields[1]) == pid:
         children.append(int(entry))
   return children
-
-
-def _alive(pid):
-  """Running (a zombie, dead but not yet reaped by this container's init, does not count)."""
-  try:
-    with open(f"/proc/{pid}/stat") as f:
-      return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-  except OSError:
-    return False
 
 
 def _big_corpus(path, megabytes):

@@ -20,6 +20,8 @@ import numpy as np
 import pytest
 
 from conftest import run_script
+from support import faults
+from support.faults import _alive
 
 WORDS = ["the", "dog", "is", "hairy", "cat", "sat", "on", "a", "mat", "it", "not", "big", "red",
          "ran", "far", "away", "home", "and", "then", "slept"]
@@ -28,20 +30,6 @@ CONFIG = {"vocab_size": len(VOCAB), "hidden_size": 16, "num_hidden_layers": 1,
           "num_attention_heads": 2, "intermediate_size": 32, "hidden_act": "gelu",
           "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
           "max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02}
-
-
-def sentence(rng, n):
-  return " ".join(rng.choice(WORDS, n)) + " ."
-
-
-def mrpc(root, rows=8):
-  rng = np.random.RandomState(0)
-  root.mkdir(parents=True)
-  header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
-  lines = [f"{i % 2}\t{i}\t{i}\t{sentence(rng, 4)}\t{sentence(rng, 5)}\n" for i in range(rows)]
-  for split in ("train", "dev", "test"):
-    (root / f"{split}.tsv").write_text(header + "".join(lines))
-  return str(root)
 
 
 def pretraining_records(path, seq_lengths, seed=0):
@@ -88,21 +76,13 @@ def classifier_flags(w, output_dir, *extra, data_dir=None, task_name="MRPC"):
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
   root = tmp_path_factory.mktemp("faults_runs")
-  w = {"root": root}
-  (root / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
-  w["vocab"] = str(root / "vocab.txt")
-  (root / "bert_config.json").write_text(json.dumps(CONFIG))
-  w["config"] = str(root / "bert_config.json")
-  w["mrpc"] = mrpc(root / "mrpc")
+  w = faults.make_world(root, VOCAB, CONFIG, WORDS, mrpc_rows=8)
   w["records"] = pretraining_records(root / "pre.tfrecord", [32] * 24)
   w["pre"], w["packed"], w["cls"] = (str(root / name) for name in ("pre", "packed", "cls"))
-  runs = [("run_pretraining.py", pretraining_flags(w, w["pre"], None, "--do_train")),
-          ("run_pretraining.py", pretraining_flags(w, w["packed"], None, "--do_train",
-                                                   "--pack_sequences")),
-          ("run_classifier.py", classifier_flags(w, w["cls"], "--do_train"))]
-  with concurrent.futures.ThreadPoolExecutor(2) as pool:
-    for done in pool.map(lambda run: run_script(*run[:1], *run[1], timeout=300), runs):
-      assert done.returncode == 0, done.stderr[-3000:]
+  faults.run_all([("run_pretraining.py", pretraining_flags(w, w["pre"], None, "--do_train")),
+                  ("run_pretraining.py", pretraining_flags(w, w["packed"], None, "--do_train",
+                                                           "--pack_sequences")),
+                  ("run_classifier.py", classifier_flags(w, w["cls"], "--do_train"))])
   return w
 
 
@@ -302,9 +282,7 @@ def outcomes(world):
     done = run_script(script, *args, timeout=300)
     return name, (done, case_dir, before, files_of(path) if path else None)
 
-  (world["root"] / "cases").mkdir()
-  with concurrent.futures.ThreadPoolExecutor(2) as pool:
-    return dict(pool.map(one, CASES))
+  return faults.run_cases(world, CASES, one)
 
 
 def _one_error_line(result, pattern):
@@ -344,14 +322,6 @@ def test_a_new_run_records_its_shape_and_resumes_with_the_same_flags(world, outc
 
 
 # --- 3. two runs in one output_dir ---------------------------------------------------------------
-
-def _alive(pid):
-  try:
-    with open(f"/proc/{pid}/stat") as f:
-      return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-  except OSError:
-    return False
-
 
 def test_a_second_run_into_a_held_output_dir_refuses_and_a_killed_holder_blocks_nothing(
     world, tmp_path):

@@ -5,10 +5,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf import heads
-from bert_tf.config import BertConfig
-
-CONFIG = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=37, max_position_embeddings=64, type_vocab_size=2)
+from support.models import HEADS_CONFIG as CONFIG
 
 
 def _inputs(batch=2, length=8, seed=0):

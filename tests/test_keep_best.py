@@ -24,15 +24,15 @@ from bert_tf import training
 from bert_tf.tasks import conll
 from bert_tf.tasks import glue
 from bert_tf.errors import BertTfError
-from test_run_classifier import common_args
-from test_run_classifier import read_results
-from test_run_classifier import run_script
-from test_run_classifier import write_config
-from test_run_classifier import write_vocab
-from test_training import PREDS
-from test_training import SEQ
-from test_training import tiny_config
-from test_training import write_pretraining_records
+from conftest import run_script
+from support.pretraining_runs import PREDS
+from support.pretraining_runs import SEQ
+from support.pretraining_runs import tiny_config
+from support.pretraining_runs import write_pretraining_records
+from support.tiny import common_args
+from support.tiny import read_results
+from support.tiny import write_config
+from support.tiny import write_vocab
 
 TASK = types.SimpleNamespace(primary_metric="eval_accuracy", eval_metric_names=lambda: [
     "eval_accuracy", "eval_loss", "eval_f1", "eval_entities", "global_step"])

@@ -10,8 +10,11 @@ from bert_tf import export
 from bert_tf import heads
 from bert_tf.config import BertConfig
 from conftest import run_script
-from test_bilstm_head import CONFIG, _inputs, check_classifier_run
-from test_run_classifier import WORDS, _synthetic_sst2, common_args, write_config, write_vocab
+from support.exports import check_classifier_run
+from support.models import HEADS_CONFIG as CONFIG
+from support.models import _inputs
+from support.task_data import _synthetic_sst2
+from support.tiny import WORDS, common_args, write_config, write_vocab
 
 
 def _changed_at(inputs, row, position, new_id=9):

@@ -11,46 +11,11 @@ import tf_keras
 
 from bert_tf import modeling
 from bert_tf.config import BertConfig
+from support.models import head_shapes
+from support.models import original_encoder_shapes
+from support.tiny import bert_config
 
-CONFIG = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=37, max_position_embeddings=16, type_vocab_size=2)
-
-
-def original_encoder_shapes(c):
-  """Name -> shape of the original release's encoder variables."""
-  h, i = c.hidden_size, c.intermediate_size
-  shapes = {
-      "bert/embeddings/word_embeddings": [c.vocab_size, h],
-      "bert/embeddings/token_type_embeddings": [c.type_vocab_size, h],
-      "bert/embeddings/position_embeddings": [c.max_position_embeddings, h],
-      "bert/embeddings/LayerNorm/gamma": [h], "bert/embeddings/LayerNorm/beta": [h],
-      "bert/pooler/dense/kernel": [h, h], "bert/pooler/dense/bias": [h],
-  }
-  for n in range(c.num_hidden_layers):
-    layer = f"bert/encoder/layer_{n}/"
-    for dense in ("attention/self/query", "attention/self/key", "attention/self/value",
-                  "attention/output/dense"):
-      shapes[layer + dense + "/kernel"] = [h, h]
-      shapes[layer + dense + "/bias"] = [h]
-    shapes[layer + "intermediate/dense/kernel"] = [h, i]
-    shapes[layer + "intermediate/dense/bias"] = [i]
-    shapes[layer + "output/dense/kernel"] = [i, h]
-    shapes[layer + "output/dense/bias"] = [h]
-    for norm in ("attention/output/LayerNorm", "output/LayerNorm"):
-      shapes[layer + norm + "/gamma"] = [h]
-      shapes[layer + norm + "/beta"] = [h]
-  return shapes
-
-
-def head_shapes(c):
-  h = c.hidden_size
-  return {"cls/predictions/transform/dense/kernel": [h, h],
-          "cls/predictions/transform/dense/bias": [h],
-          "cls/predictions/transform/LayerNorm/gamma": [h],
-          "cls/predictions/transform/LayerNorm/beta": [h],
-          "cls/predictions/output_bias": [c.vocab_size],
-          "cls/seq_relationship/output_weights": [2, h],
-          "cls/seq_relationship/output_bias": [2]}
+CONFIG = bert_config(50, max_position_embeddings=16, type_vocab_size=2)
 
 
 def features(batch=3, seq=9, seed=0):

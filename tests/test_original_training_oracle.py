@@ -32,7 +32,7 @@ from bert_tf import pretraining
 from bert_tf import records
 from bert_tf import scalars
 from conftest import REPO, run_script
-import test_original_oracle as oracle
+from support import oracle
 
 TOLERANCE = 1e-5
 STEPS, WARMUP = 8, 2

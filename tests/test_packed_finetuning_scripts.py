@@ -4,20 +4,10 @@ accumulation) and logs examples per second, and evaluating and predicting the sa
 packed or unpacked gives the same eval_results.txt and the same prediction files."""
 
 import numpy as np
-import pytest
 
 from conftest import run_script
-from test_run_classifier import WORDS, _synthetic_sst2, common_args, read_results, \
-    write_config, write_vocab
-
-
-def close(packed, unpacked):
-  """The same results (global_step aside: a checkpoint's, or 0 from --init_checkpoint)."""
-  assert set(packed) == set(unpacked)
-  for key, value in unpacked.items():
-    if key == "global_step":
-      continue
-    assert packed[key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
+from support.task_data import _synthetic_sst2
+from support.tiny import WORDS, close, common_args, read_results, write_config, write_vocab
 
 
 def test_classifier_packed_training_and_the_same_eval_and_predictions(tmp_path):

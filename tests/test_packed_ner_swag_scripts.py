@@ -5,13 +5,12 @@ classifier)."""
 import numpy as np
 
 from conftest import run_script
-from test_packed_finetuning_scripts import close
-from test_run_classifier import WORDS, common_args, read_results, write_config, write_vocab
-from test_run_ner import data  # noqa: F401  (the module-scoped fixture: tiny CoNLL data)
-from test_swag import _synthetic_swag
+from support.task_data import _synthetic_swag
+from support.tiny import WORDS, close, common_args, read_results, write_config, write_vocab
 
 
-def test_ner_packed_gives_the_same_entity_scores_and_predictions(data):  # noqa: F811
+def test_ner_packed_gives_the_same_entity_scores_and_predictions(conll_data):
+  data = conll_data
   outputs = {True: data.tmp / "ner_packed", False: data.tmp / "ner_unpacked"}
   result = run_script("run_ner.py", *data.common, f"--output_dir={outputs[True]}", "--do_train",
                       "--do_eval", "--do_predict", "--pack_sequences", "--num_train_epochs=2",

@@ -17,10 +17,9 @@ from bert_tf import packing
 from bert_tf import pretraining
 from bert_tf import training
 from bert_tf.errors import BertTfError
-from test_run_pretraining import command, read_eval_results, run
-from test_training import PREDS, SEQ, tiny_config, write_pretraining_records
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from support.paths import REPO
+from support.pretraining_runs import PREDS, SEQ, command, read_eval_results, run
+from support.pretraining_runs import tiny_config, write_pretraining_records
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +155,7 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 sys.path.insert(0, TESTS)
 from bert_tf import training, pretraining, modeling
-import test_training as t
+from support import pretraining_runs as t
 record_file, output_dir = sys.argv[1:3]
 strategy = training.get_strategy("mirrored", num_gpus=0)
 training.set_seed(7)

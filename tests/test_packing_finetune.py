@@ -18,7 +18,7 @@ from bert_tf import scalars
 from bert_tf import training
 from bert_tf.tasks import glue
 from bert_tf.errors import BertTfError
-from test_training import VOCAB, tiny_config
+from support.pretraining_runs import VOCAB, tiny_config
 
 SEQ = 16  # tiny_config's max_position_embeddings
 

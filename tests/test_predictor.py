@@ -18,12 +18,12 @@ from bert_tf import predictor
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
 from conftest import REPO
+from support import tiny
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "movie", "was", "good", "bad",
          "he", "said", "so", "anna", "met", "tom", "in", "paris", "who", "where", "did", "eu",
          "rejects", "german", "call", "to", "boycott", "british", "lamb", ".", ",", "?"]
-TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
-            max_position_embeddings=64, type_vocab_size=2, vocab_size=len(WORDS))
+TINY = dict(tiny.TINY, vocab_size=len(WORDS))
 SEQ = 32
 SENTENCES = ["the movie was good", "He said so.", "", "bad bad movie , the", "Anna met Tom in "
              "Paris ." * 3]

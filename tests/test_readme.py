@@ -16,8 +16,7 @@ import numpy as np
 
 import script_runner
 from conftest import REPO, shared_data
-
-README = os.path.join(REPO, "README.md")
+from support.readme import README, logical_lines, readme_blocks
 
 # (a text in the command's logical line, [(as written, as run)]): smaller runs of the same commands.
 SMALLER = [
@@ -47,20 +46,10 @@ SMALLER = [
 ]
 
 
-def readme_blocks():
-  """[(language, code)] of the README's fenced blocks, in order."""
-  with open(README, encoding="utf-8") as f:
-    return re.findall(r"^```(\w+)\n(.*?)^```", f.read(), flags=re.M | re.S)
-
-
 def runnable(language, code):
   if language == "bash":
     return "make demo" not in code and "gs://" not in code and "..." not in code
   return language == "python"
-
-
-def logical_lines(code):
-  return code.replace("\\\n", " ").splitlines()
 
 
 def smaller(code, used):

@@ -1,7 +1,6 @@
 """run_classifier.py end to end (subprocess): a learnable synthetic task (its output_dir, the
 original's layout, what a run shows), STS-B-style regression, and bad input. A slice of real
 MRPC runs through the README's command (tests/test_readme.py)."""
-import json
 import os
 import random
 import types
@@ -14,52 +13,8 @@ from bert_tf import scalars
 from bert_tf.tasks import glue
 from bert_tf.errors import BertTfError
 from conftest import run_script
-
-TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
-        "intermediate_size": 37, "max_position_embeddings": 64, "type_vocab_size": 2}
-WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "fine", "awful", "the",
-         "movie", "film", "plot", "was", "is", "a", "very", "really", "story", "acting"]
-
-
-def write_config(path, vocab_size):
-  path.write_text(json.dumps(dict(TINY, vocab_size=vocab_size)))
-  return str(path)
-
-
-def write_vocab(tmp_path):
-  path = tmp_path / "vocab.txt"
-  path.write_text("\n".join(WORDS) + "\n")
-  return str(path)
-
-
-def read_results(output_dir):
-  results = {}
-  with open(os.path.join(output_dir, "eval_results.txt")) as f:
-    for line in f:
-      key, value = line.strip().split(" = ")
-      results[key] = float(value)
-  return results
-
-
-def common_args(data_dir, vocab, config, output_dir):
-  return [f"--data_dir={data_dir}", f"--vocab_file={vocab}", f"--bert_config_file={config}",
-          f"--output_dir={output_dir}", "--max_seq_length=32", "--seed=7"]
-
-
-def _synthetic_sst2(data_dir, seed, n):
-  rng = random.Random(seed)
-  data_dir.mkdir()
-  for split, count in (("train", n), ("dev", 64), ("test", 16)):
-    lines = ["sentence\tlabel" if split != "test" else "index\tsentence"]
-    for i in range(count):
-      label = rng.randrange(2)
-      words = [rng.choice(["the", "movie", "film", "plot", "was", "is", "a", "very", "story"])
-               for _ in range(rng.randrange(3, 8))]
-      words.insert(rng.randrange(len(words) + 1), rng.choice(["good", "fine"] if label
-                                                             else ["bad", "awful"]))
-      text = " ".join(words)
-      lines.append(f"{text}\t{label}" if split != "test" else f"{i}\t{text}")
-    (data_dir / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+from support.task_data import _synthetic_sst2
+from support.tiny import WORDS, common_args, read_results, write_config, write_vocab
 
 
 def test_synthetic_task_is_learned(tmp_path):

@@ -2,41 +2,12 @@
 eval_results.txt, test_predictions.txt in conlleval's format (scored again with seqeval), windows
 for long sentences, restoring from output_dir, and one-line errors for bad input."""
 import os
-import random
 import types
 
 import pytest
 from seqeval import metrics as seqeval_metrics
 
-from bert_tf.config import BertConfig
 from conftest import run_script
-
-PEOPLE = ["john", "mary", "peter", "anna"]
-PLACES = ["paris", "london", "berlin", "rome"]
-OTHERS = ["the", "visited", "met", "in", "and", "today", "a", "city", "went", "to"]
-
-
-def _sentence(rng, length):
-  words, tags = [], []
-  while len(words) < length:
-    r = rng.random()
-    if r < 0.2:
-      words += [rng.choice(PEOPLE), rng.choice(PEOPLE)]
-      tags += ["B-PER", "I-PER"]
-    elif r < 0.35:
-      words.append(rng.choice(PLACES))
-      tags.append("B-LOC")
-    else:
-      words.append(rng.choice(OTHERS))
-      tags.append("O")
-  return words, tags
-
-
-def _write_conll(path, sentences, extra=""):
-  lines = ["-DOCSTART- -X- -X- O", ""]
-  for words, tags in sentences:
-    lines += [f"{w.capitalize()} NN I-NP {t}" for w, t in zip(words, tags)] + [""]
-  path.write_text("\n".join(lines) + "\n" + extra)
 
 
 def _run(*args):
@@ -49,26 +20,9 @@ def _results(path):
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
-  tmp = tmp_path_factory.mktemp("run_ner")
-  rng = random.Random(0)
-  data_dir = tmp / "data"
-  data_dir.mkdir()
-  _write_conll(data_dir / "train.txt", [_sentence(rng, rng.randint(3, 9)) for _ in range(160)])
-  _write_conll(data_dir / "valid.txt", [_sentence(rng, rng.randint(3, 9)) for _ in range(30)])
-  # One test sentence longer than --max_seq_length, so it is split into windows.
-  _write_conll(data_dir / "test.txt", [_sentence(rng, 40)] +
-               [_sentence(rng, rng.randint(3, 9)) for _ in range(20)])
-  (tmp / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + PEOPLE +
-                                           PLACES + OTHERS) + "\n")
-  BertConfig(vocab_size=22, hidden_size=16, num_hidden_layers=4, num_attention_heads=2,
-             intermediate_size=37, max_position_embeddings=64).to_json_file(
-                 str(tmp / "bert_config.json"))
-  common = [f"--data_dir={data_dir}", f"--vocab_file={tmp / 'vocab.txt'}",
-            f"--bert_config_file={tmp / 'bert_config.json'}", "--max_seq_length=16",
-            "--train_batch_size=8", "--learning_rate=3e-3", "--log_steps=20",
-            "--save_checkpoints_steps=1000"]
-  return types.SimpleNamespace(tmp=tmp, data_dir=data_dir, common=common)
+def data(conll_data):
+  """conftest's tiny CoNLL data, under the name this module's tests use."""
+  return conll_data
 
 
 @pytest.fixture(scope="module")

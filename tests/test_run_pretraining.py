@@ -5,54 +5,15 @@ import os
 import random
 import signal
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from bert_tf import scalars
-from test_training import write_pretraining_records
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(REPO, "run_pretraining.py")
-CONFIG = {"vocab_size": 50, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
-          "intermediate_size": 37, "max_position_embeddings": 16}
-
-
-def write_config(tmp_path, **overrides):
-  path = str(tmp_path / "bert_config.json")
-  with open(path, "w") as f:
-    json.dump(dict(CONFIG, **overrides), f)
-  return path
-
-
-def command(tmp_path, output_dir, *extra, seq=16, preds=4, records=None):
-  if records is None:
-    records = str(tmp_path / f"records_{seq}.tfrecord")
-    if not os.path.exists(records):
-      write_pretraining_records(records, 48, seq_length=seq, max_predictions=preds)
-  return [sys.executable, SCRIPT, f"--bert_config_file={write_config(tmp_path)}",
-          f"--input_file={records}", f"--output_dir={output_dir}", f"--max_seq_length={seq}",
-          f"--max_predictions_per_seq={preds}", "--train_batch_size=8", "--eval_batch_size=8",
-          "--learning_rate=1e-3", "--num_warmup_steps=3", "--max_eval_steps=3", "--log_steps=1",
-          *extra]
-
-
-def run(cmd, timeout=240):
-  result = subprocess.run(["timeout", "-k", "10", str(timeout)] + cmd, cwd=REPO, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-  return result.returncode, result.stdout
-
-
-def start(cmd, stderr=subprocess.STDOUT):
-  return subprocess.Popen(["timeout", "-k", "10", "240"] + cmd, cwd=REPO, text=True,
-                          stdout=subprocess.PIPE, stderr=stderr)
-
-
-def read_eval_results(output_dir):
-  with open(os.path.join(output_dir, "eval_results.txt")) as f:
-    return dict(line.strip().split(" = ") for line in f)
+from support.paths import REPO
+from support.pretraining_runs import CONFIG, command, read_eval_results, run, start
+from support.pretraining_runs import write_pretraining_records
 
 
 def checkpoint_values(prefix):

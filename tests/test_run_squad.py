@@ -14,24 +14,11 @@ from bert_tf.tasks import squad
 from bert_tf.errors import BertTfError
 from conftest import run_script
 from conftest import shared_data
+from support.task_data import _small_vocab
 
 
 def _run(*args):
   return run_script("run_squad.py", *args, timeout=600)
-
-
-def _small_vocab(dataset, path):
-  """Every basic token of the file as a whole word, so nothing is [UNK] and the vocab is tiny."""
-  basic = tokenization.BasicTokenizer(do_lower_case=True)
-  words = set()
-  for article in dataset["data"]:
-    for paragraph in article["paragraphs"]:
-      words.update(basic.tokenize(paragraph["context"]))
-      for qa in paragraph["qas"]:
-        words.update(basic.tokenize(qa["question"]))
-  vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted(words)
-  path.write_text("\n".join(vocab) + "\n")
-  return len(vocab)
 
 
 @pytest.fixture(scope="module")

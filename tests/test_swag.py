@@ -2,17 +2,14 @@
 set whose right ending is learnable. Accuracy on the real SWAG is not measured here."""
 import csv
 import os
-import random
 import shutil
 
 import numpy as np
 
+from conftest import run_script
 from conftest import shared_data
-from test_run_classifier import WORDS, common_args, read_results, run_script, write_config, \
-    write_vocab
-
-HEADER = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "ending0",
-          "ending1", "ending2", "ending3", "label"]
+from support.task_data import _synthetic_swag
+from support.tiny import WORDS, common_args, read_results, write_config, write_vocab
 
 
 def test_real_swag_sample(tmp_path):
@@ -38,20 +35,6 @@ def test_real_swag_sample(tmp_path):
   assert len(rows) == 12 and rows[1][0] == "swag-0"
   probabilities = np.array([[float(p) for p in row[1:5]] for row in rows[1:]])
   np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
-
-
-def _synthetic_swag(path, seed, n):
-  """The right ending is the one praising the film, at a random position."""
-  rng = random.Random(seed)
-  with open(path, "w", newline="") as f:
-    writer = csv.writer(f)
-    writer.writerow(HEADER)
-    for i in range(n):
-      context = f"the {rng.choice(['movie', 'film', 'plot'])} was ."
-      label = rng.randrange(4)
-      endings = [f"really {rng.choice(['awful', 'bad'])} story" for _ in range(4)]
-      endings[label] = f"really {rng.choice(['fine', 'good'])} story"
-      writer.writerow([i, "v", 0, "", context, "a", "gold"] + endings + [label])
 
 
 def test_synthetic_swag_is_learned(tmp_path):

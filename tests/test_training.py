@@ -18,43 +18,11 @@ from bert_tf import modeling
 from bert_tf import pretraining
 from bert_tf import records
 from bert_tf import training
-from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
+from support.paths import REPO
+from support.pretraining_runs import PREDS, SEQ, VOCAB, tiny_config, write_pretraining_records
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = sys.executable
-SEQ, PREDS, VOCAB = 16, 4, 50
-
-
-def tiny_config(dropout=0.1):
-  return BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=37, max_position_embeddings=SEQ,
-                    hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
-
-
-def write_pretraining_records(path, num_examples, seq_length=SEQ, max_predictions=PREDS,
-                              vocab_size=VOCAB, seed=0, min_length=None):
-  """Records shaped like create_pretraining_data's: some [MASK] (id 4) inputs, padded tails;
-  min_length tokens at least (default: half of seq_length)."""
-  rng = np.random.RandomState(seed)
-  with tf.io.TFRecordWriter(path) as writer:
-    for _ in range(num_examples):
-      length = rng.randint(min_length or seq_length // 2, seq_length + 1)
-      ids = rng.randint(5, vocab_size, length).tolist()
-      num_predictions = rng.randint(1, max_predictions + 1)
-      positions = sorted(rng.choice(np.arange(1, length), num_predictions, replace=False).tolist())
-      labels = [ids[p] for p in positions]
-      for p in positions:
-        ids[p] = 4
-      pad = seq_length - length
-      pred_pad = max_predictions - num_predictions
-      writer.write(records.serialize(collections.OrderedDict(
-          input_ids=ids + [0] * pad, input_mask=[1] * length + [0] * pad,
-          segment_ids=[0] * (length // 2) + [1] * (length - length // 2) + [0] * pad,
-          masked_lm_positions=positions + [0] * pred_pad, masked_lm_ids=labels + [0] * pred_pad,
-          masked_lm_weights=[1.0] * num_predictions + [0.0] * pred_pad,
-          next_sentence_labels=[int(rng.randint(2))])))
-  return path
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +183,7 @@ sys.path.insert(0, {tests!r})
 from absl import logging
 logging.set_verbosity("info")
 from bert_tf import training, pretraining, modeling
-import test_training as t
+from support import pretraining_runs as t
 strategy = training.get_strategy(strategy_name, num_gpus=0)
 training.set_seed(7)
 losses = []

@@ -1,0 +1,20 @@
+"""What several test modules share, so that no test module imports another (tests/conftest.py holds
+the pytest fixtures built from these):
+
+  paths.py             the repository, ../shared/data and shared_data() (skips when it is absent)
+  tiny.py              the tiny fine-tuning set-up: vocabulary, bert_config.json, script flags,
+                       eval_results.txt read back and compared
+  task_data.py         synthetic task data: SST-2, CoNLL (and the module-scoped NER set-up), SWAG,
+                       a SQuAD file's own vocabulary, a toy pretraining corpus
+  pretraining_runs.py  the tiny pretrainer: its config, pretraining records, run_pretraining.py
+                       commands and their eval results
+  models.py            in-memory models: the original's variable shapes, random weights, the
+                       heads' tiny config and inputs
+  exports.py           SavedModel checks: the export config and vocabularies, model inputs, a
+                       classifier run served back
+  faults.py            the tiny world that the fault tests run scripts against
+  oracle.py            the original release's harness (bert-tensorflow 1.0.4 on TF 2.20)
+  readme.py            the README's fenced blocks and logical lines
+
+Scripts run through tests/script_runner.py (conftest.run_script).
+"""

@@ -1,0 +1,78 @@
+"""The tiny worlds the fault tests run scripts against (test_faults.py: bad input and kills;
+test_faults_runs.py: run-state faults). Each is made once a module: a vocabulary, a config,
+MRPC-format data, then the runs its cases start from; the cases run as subprocesses, two at a
+time, each in a directory of its own under the world's cases/."""
+import concurrent.futures
+import json
+
+import numpy as np
+
+from script_runner import run_script
+
+
+def write_json(path, obj):
+  path.write_text(json.dumps(obj))
+  return str(path)
+
+
+def sentence(rng, n, words):
+  """n of the words (word pieces left out) and a full stop."""
+  return " ".join(rng.choice([w for w in words if not w.startswith("##")], n)) + " ."
+
+
+def mrpc(root, words, rows, dev_label=None):
+  """MRPC-format train/dev/test.tsv of `rows` sentence pairs (the same in each split; dev's fourth
+  row labelled dev_label when given) in root."""
+  rng = np.random.RandomState(0)
+  root.mkdir(parents=True)
+  header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+  lines = [f"{i % 2}\t{i}\t{i}\t{sentence(rng, 4, words)}\t{sentence(rng, 5, words)}\n"
+           for i in range(rows)]
+  for split in ("train", "dev", "test"):
+    rows_here = list(lines)
+    if split == "dev" and dev_label is not None:
+      rows_here[3] = f"{dev_label}" + rows_here[3][1:]
+    (root / f"{split}.tsv").write_text(header + "".join(rows_here))
+  return str(root)
+
+
+def make_world(root, vocab, config, words, mrpc_rows):
+  """The start of a world in root: vocab.txt, bert_config.json and MRPC data ->
+  {"root", "vocab", "config", "mrpc"}."""
+  (root / "vocab.txt").write_text("\n".join(vocab) + "\n")
+  return {"root": root, "vocab": str(root / "vocab.txt"),
+          "config": write_json(root / "bert_config.json", config),
+          "mrpc": mrpc(root / "mrpc", words, mrpc_rows)}
+
+
+def _succeeds(script, args):
+  done = run_script(script, *args, timeout=300)
+  assert done.returncode == 0, done.stderr[-3000:]
+
+
+def run_all(runs, parallel=2):
+  """Runs the (script, args) pairs, two at a time (parallel=1: in turn, each once the one before
+  it has succeeded); each must succeed."""
+  if parallel == 1:
+    for script, args in runs:
+      _succeeds(script, args)
+    return
+  with concurrent.futures.ThreadPoolExecutor(parallel) as pool:
+    list(pool.map(lambda run: _succeeds(*run), runs))
+
+
+def run_cases(world, cases, one):
+  """one(name) for every case, two at a time, after making the world's cases/ directory:
+  {name: what one returned}."""
+  (world["root"] / "cases").mkdir()
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    return dict(pool.map(one, cases))
+
+
+def _alive(pid):
+  """Running (a zombie, dead but not yet reaped by this container's init, does not count)."""
+  try:
+    with open(f"/proc/{pid}/stat") as f:
+      return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+  except OSError:
+    return False
