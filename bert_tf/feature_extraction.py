@@ -170,8 +170,9 @@ def write_features(output_file, extractor, features, batch_size):
         shown.update(i + 1)
 
 
-def run(values):
-  """The whole of extract_features.py for its flag values."""
+def run(values, runtime):
+  """The whole of extract_features.py for its flag values; runtime: a
+  bert_tf.options.RuntimeOptions."""
   start = time.time()
   check_outputs(values)
   bert_config = BertConfig.from_json_file(values.bert_config_file)
@@ -183,7 +184,7 @@ def run(values):
   bert_config.check_vocab_size(len(tokenizer.vocab), values.vocab_file)
   examples = read_examples(values.input_file)
   features = convert_examples_to_features(examples, values.max_seq_length, tokenizer)
-  strategy = training.setup_runtime(values)
+  strategy = training.setup_runtime(runtime)
   with strategy.scope():
     extractor = FeatureExtractor(bert_config, layer_indexes, values.use_one_hot_embeddings)
     checkpoints.init_from_checkpoint(extractor, values.init_checkpoint)

@@ -1,29 +1,34 @@
 """Every flag the scripts share, defined once; the only module of bert_tf that reads absl's FLAGS.
 
-A script defines the groups it uses at import time, marks its required flags, and hands the parsed
-values to the library as one plain object:
+A script defines the groups it uses at import time, marks its required flags, and turns the parsed
+values into the typed options of bert_tf.options, which are what the library receives:
 
   bert_flags.define_model_flags()
   bert_flags.define_runtime_flags()
   ...
   def main(_):
-    finetuning.run(glue.GlueTask, bert_flags.values())
+    values = bert_flags.values()
+    pretraining.run(bert_flags.pretraining_options(values), bert_flags.runtime_options(values),
+                    bert_flags.train_loop_options(values))
+
+values() checks every range rule: the plain ones of _RANGES, and those of the typed options,
+which it builds (each rule lives once, beside the option it constrains, in bert_tf.options).
 
 The names, defaults and help texts of the original's flags are the original's. Defining a flag
 that is already defined is a no-op, so several scripts can be imported by one test process.
 """
+import dataclasses
 import sys
 import types
 
 from absl import flags
 
+from bert_tf import options
 from bert_tf import precision
 from bert_tf.errors import BertTfError
+from bert_tf.options import OPTIMIZERS, STRATEGIES
 
 FLAGS = flags.FLAGS
-
-STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
-OPTIMIZERS = ("adamw", "lamb")
 
 
 def _define(kind, name, default, help_text, **kwargs):
@@ -43,19 +48,16 @@ _NOT_NEGATIVE = (lambda v: v >= 0, "a number of at least 0")
 _RANGES = {
     "train_batch_size": _AT_LEAST_ONE, "eval_batch_size": _AT_LEAST_ONE,
     "predict_batch_size": _AT_LEAST_ONE, "batch_size": _AT_LEAST_ONE,
-    "max_seq_length": (lambda v: v >= 3, "an integer of at least 3 ([CLS] x [SEP])"),
     "max_predictions_per_seq": _AT_LEAST_ONE, "num_train_steps": _AT_LEAST_ONE,
     "num_warmup_steps": _NOT_NEGATIVE, "max_eval_steps": _AT_LEAST_ONE,
-    "save_checkpoints_steps": _AT_LEAST_ONE, "iterations_per_loop": _AT_LEAST_ONE,
-    "gradient_accumulation_steps": _AT_LEAST_ONE, "keep_checkpoint_max": _NOT_NEGATIVE,
-    "log_steps": _AT_LEAST_ONE, "learning_rate": _POSITIVE, "num_train_epochs": _POSITIVE,
+    "learning_rate": _POSITIVE, "num_train_epochs": _POSITIVE,
     "warmup_proportion": (lambda v: 0 <= v <= 1, "a fraction between 0 and 1"),
     "doc_stride": _AT_LEAST_ONE, "max_query_length": _AT_LEAST_ONE,
     "max_answer_length": _AT_LEAST_ONE, "n_best_size": _NOT_NEGATIVE,
     "dupe_factor": _AT_LEAST_ONE,
     "masked_lm_prob": (lambda v: 0 < v <= 1, "a fraction above 0 and at most 1"),
     "short_seq_prob": (lambda v: 0 <= v <= 1, "a fraction between 0 and 1"),
-    "num_workers": _AT_LEAST_ONE, "num_gpus": _NOT_NEGATIVE, "num_tpu_cores": _AT_LEAST_ONE,
+    "num_workers": _AT_LEAST_ONE,
     "eval_every_n_steps": _AT_LEAST_ONE, "early_stopping_patience": _AT_LEAST_ONE,
     "bilstm_hidden_size": _AT_LEAST_ONE,
 }
@@ -73,7 +75,35 @@ def values(check_ranges=True):
     value = parsed.get(name)
     if value is not None and not test(value):
       raise BertTfError(f"--{name}: expected {expected}, got {value}")
-  return types.SimpleNamespace(**parsed)
+  namespace = types.SimpleNamespace(**parsed)
+  if check_ranges:  # the typed options check their own rules as they are built
+    if "max_seq_length" in parsed:
+      options.check_max_seq_length(namespace.max_seq_length)
+    if "distribution_strategy" in parsed or "dtype" in parsed:
+      runtime_options(namespace)
+    if "optimizer" in parsed:
+      train_loop_options(namespace)
+  return namespace
+
+
+def _given(values, name, default=None):
+  """A flag's value, or `default` where the script does not define the flag."""
+  return getattr(values, name, default)
+
+
+def runtime_options(values):
+  """The bert_tf.options.RuntimeOptions of the runtime flags (those a script lacks keep their
+  defaults; seed None without the training runtime flags: nothing is seeded)."""
+  defaults = options.RuntimeOptions()
+  return options.RuntimeOptions(**{
+      field.name: _given(values, field.name, getattr(defaults, field.name))
+      for field in dataclasses.fields(options.RuntimeOptions)})
+
+
+def train_loop_options(values):
+  """The bert_tf.options.TrainLoopOptions of the training runtime flags."""
+  return options.TrainLoopOptions(**{field.name: getattr(values, field.name)
+                                     for field in dataclasses.fields(options.TrainLoopOptions)})
 
 
 def mark_required(*names):
@@ -391,7 +421,7 @@ def define_training_runtime_flags():
   _define("integer", "gradient_accumulation_steps", 1, "Split each batch of --train_batch_size "
           "into this many micro-batches and apply their summed gradients once (same result, less "
           "memory).")
-  _define_enum("clip_norm_rule", "original", ["original", "per_position", "dense"],
+  _define_enum("clip_norm_rule", "original", list(options.CLIP_NORM_RULE_FLAGS),
                "How the global norm that gradients are clipped to (1.0) is counted. per_position: "
                "the word-embedding gradient as one row per looked-up position, a token seen k "
                "times adding |g1|^2 + ... + |gk|^2, as the original on CPU/GPU (its lookup is a "

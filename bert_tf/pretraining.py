@@ -179,18 +179,18 @@ def run_shape(values, limits):
   return shape
 
 
-def run(values):
-  """Trains (--do_train) and evaluates (--do_eval) as the flag values say; returns the eval
-  results (or None). Every check of the flags, the records and what --output_dir holds comes
+def run(values, runtime, loop):
+  """Trains (--do_train) and evaluates (--do_eval) as the flag values say (runtime, loop: the
+  bert_tf.options.RuntimeOptions and TrainLoopOptions); returns the eval results (or None). Every check of the flags, the records and what --output_dir holds comes
   before anything is written there (run_dir.claim, which also keeps a second run out of it)."""
   start = time.time()
-  strategy = training.setup_runtime(values)
+  strategy = training.setup_runtime(runtime)
   if not values.do_train and not values.do_eval:
     raise BertTfError("--do_train/--do_eval: at least one of them must be True")
   config = BertConfig.from_json_file(values.bert_config_file)
   config.check_sequence_length(values.max_seq_length)
   with run_dir.claim(values.output_dir, hold=strategy.extended.should_checkpoint):
-    return _run(values, start, strategy, config)
+    return _run(values, start, strategy, config, runtime, loop)
 
 
 def _check_input_files(values, masking):
@@ -214,7 +214,7 @@ def _check_input_files(values, masking):
   return input_files
 
 
-def _run(values, start, strategy, config):
+def _run(values, start, strategy, config, runtime, loop):
   """run() in its claimed --output_dir."""
   masking = dynamic_masking.DynamicMasking.from_values(values, config.vocab_size)
   input_files = _check_input_files(values, masking)
@@ -245,7 +245,7 @@ def _run(values, start, strategy, config):
   if values.do_train:
     model = _train(values, strategy, config, model_fn, make_input_fn(values.train_batch_size, True),
                    use_nsp, metric_fn(use_nsp, row_statistics=bool(limits)),
-                   shape)
+                   shape, training.train_options(loop, runtime))
   result = _evaluate(values, strategy, model_fn, make_input_fn, use_nsp, model, bool(limits)) if (
       values.do_eval) else None
   if strategy.extended.should_checkpoint:
@@ -287,7 +287,8 @@ def _summary(values, start, model, result):
       step, model if values.do_train else None, result)
 
 
-def _train(values, strategy, config, model_fn, train_input_fn, use_nsp, train_metric_fn, shape):
+def _train(values, strategy, config, model_fn, train_input_fn, use_nsp, train_metric_fn, shape,
+           train_options):
   if strategy.extended.should_checkpoint:
     model_dir.write_model_files(values.output_dir, config, values.vocab_file)
   logging.info("***** Running training *****")
@@ -296,7 +297,7 @@ def _train(values, strategy, config, model_fn, train_input_fn, use_nsp, train_me
       strategy, model_fn, loss_fn(use_nsp), train_input_fn, values.num_train_steps,
       values.learning_rate, values.num_warmup_steps, values.output_dir,
       init_checkpoint=values.init_checkpoint, metric_fn=train_metric_fn,
-      train_batch_size=values.train_batch_size, run_shape=shape, **training.train_options(values))
+      train_batch_size=values.train_batch_size, run_shape=shape, **train_options)
   if values.export_tf1_checkpoint and strategy.extended.should_checkpoint:
     run_dir.export_weights(model, values.output_dir)
   return model
