@@ -36,7 +36,8 @@ def define_flags():
 
 def main(_):
   values = bert_flags.values()
-  feature_extraction.run(values, bert_flags.runtime_options(values))
+  feature_extraction.run(bert_flags.options_of(feature_extraction.ExtractOptions, values),
+                         bert_flags.runtime_options(values))
 
 
 if __name__ == "__main__":

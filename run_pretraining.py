@@ -52,7 +52,8 @@ def define_flags():
 
 def main(_):
   values = bert_flags.values()
-  pretraining.run(values, bert_flags.runtime_options(values), bert_flags.train_loop_options(values))
+  pretraining.run(bert_flags.pretraining_options(values), bert_flags.runtime_options(values),
+                  bert_flags.train_loop_options(values))
 
 
 if __name__ == "__main__":

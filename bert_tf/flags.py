@@ -11,8 +11,11 @@ values into the typed options of bert_tf.options, which are what the library rec
     pretraining.run(bert_flags.pretraining_options(values), bert_flags.runtime_options(values),
                     bert_flags.train_loop_options(values))
 
-values() checks every range rule: the plain ones of _RANGES, and those of the typed options,
-which it builds (each rule lives once, beside the option it constrains, in bert_tf.options).
+Each range or combination rule lives once, beside the option it constrains (the __post_init__ of
+its dataclass). values() checks the rules of _RANGES (the flags of no typed option yet) and, by
+building them, those of RuntimeOptions, TrainLoopOptions and --max_seq_length; a script's own
+options (options.PretrainingOptions, pipeline.DataOptions, feature_extraction.ExtractOptions,
+vocab_learning.VocabOptions) check theirs as its main builds them, before any work.
 
 The names, defaults and help texts of the original's flags are the original's. Defining a flag
 that is already defined is a no-op, so several scripts can be imported by one test process.
@@ -23,6 +26,7 @@ import types
 
 from absl import flags
 
+from bert_tf import objectives
 from bert_tf import options
 from bert_tf import precision
 from bert_tf.errors import BertTfError
@@ -41,23 +45,18 @@ def _define_enum(name, default, enum_values, help_text):
     flags.DEFINE_enum(name, default, enum_values, help_text)
 
 
-# Flags whose values only make sense in a range: name -> (test, what is expected).
+# Flags whose values only make sense in a range, not yet in a typed option of bert_tf.options:
+# name -> (test, what is expected).
 _POSITIVE = (lambda v: v > 0, "a number above 0")
 _AT_LEAST_ONE = (lambda v: v >= 1, "an integer of at least 1")
 _NOT_NEGATIVE = (lambda v: v >= 0, "a number of at least 0")
 _RANGES = {
     "train_batch_size": _AT_LEAST_ONE, "eval_batch_size": _AT_LEAST_ONE,
-    "predict_batch_size": _AT_LEAST_ONE, "batch_size": _AT_LEAST_ONE,
-    "max_predictions_per_seq": _AT_LEAST_ONE, "num_train_steps": _AT_LEAST_ONE,
-    "num_warmup_steps": _NOT_NEGATIVE, "max_eval_steps": _AT_LEAST_ONE,
+    "predict_batch_size": _AT_LEAST_ONE,
     "learning_rate": _POSITIVE, "num_train_epochs": _POSITIVE,
     "warmup_proportion": (lambda v: 0 <= v <= 1, "a fraction between 0 and 1"),
     "doc_stride": _AT_LEAST_ONE, "max_query_length": _AT_LEAST_ONE,
     "max_answer_length": _AT_LEAST_ONE, "n_best_size": _NOT_NEGATIVE,
-    "dupe_factor": _AT_LEAST_ONE,
-    "masked_lm_prob": (lambda v: 0 < v <= 1, "a fraction above 0 and at most 1"),
-    "short_seq_prob": (lambda v: 0 <= v <= 1, "a fraction between 0 and 1"),
-    "num_workers": _AT_LEAST_ONE,
     "eval_every_n_steps": _AT_LEAST_ONE, "early_stopping_patience": _AT_LEAST_ONE,
     "bilstm_hidden_size": _AT_LEAST_ONE,
 }
@@ -98,6 +97,38 @@ def runtime_options(values):
   return options.RuntimeOptions(**{
       field.name: _given(values, field.name, getattr(defaults, field.name))
       for field in dataclasses.fields(options.RuntimeOptions)})
+
+
+def masking_options(values):
+  """The bert_tf.objectives.Masking of the masking flags (dynamic: --dynamic_masking)."""
+  return objectives.Masking(
+      max_predictions_per_seq=values.max_predictions_per_seq,
+      masked_lm_prob=values.masked_lm_prob, do_whole_word_mask=values.do_whole_word_mask,
+      mask_prob_mask=values.mask_prob_mask, mask_prob_keep=values.mask_prob_keep,
+      mask_prob_random=values.mask_prob_random, dynamic=values.dynamic_masking)
+
+
+def pretraining_options(values):
+  """The bert_tf.options.PretrainingOptions of run_pretraining.py's flags."""
+  objective = objectives.Objective.of_flags(values.no_nsp, values.left_to_right,
+                                            masking_options(values))
+  return options.PretrainingOptions(objective=objective, **{
+      field.name: getattr(values, field.name)
+      for field in dataclasses.fields(options.PretrainingOptions) if field.name != "objective"})
+
+
+def options_of(cls, values, **given):
+  """A typed options dataclass `cls` from the flag values of its fields' names (and `given`)."""
+  return cls(**{field.name: getattr(values, field.name) for field in dataclasses.fields(cls)
+                if field.name not in given}, **given)
+
+
+def pretraining_data_options(values):
+  """The bert_tf.pretraining_data.pipeline.DataOptions of create_pretraining_data.py's flags."""
+  from bert_tf.pretraining_data import algorithm  # pylint: disable=g-import-not-at-top
+  from bert_tf.pretraining_data import pipeline  # pylint: disable=g-import-not-at-top
+  return options_of(pipeline.DataOptions, values,
+                    instances=options_of(algorithm.Options, values))
 
 
 def train_loop_options(values):

@@ -65,6 +65,14 @@ class Masking:
   mask_prob_random: float = 0.1
   dynamic: bool = False
 
+  def __post_init__(self):
+    if self.max_predictions_per_seq < 1:
+      raise BertTfError(f"--max_predictions_per_seq: expected an integer of at least 1, got "
+                        f"{self.max_predictions_per_seq}")
+    if not 0 < self.masked_lm_prob <= 1:
+      raise BertTfError(f"--masked_lm_prob: expected a fraction above 0 and at most 1, got "
+                        f"{self.masked_lm_prob}")
+
 
 @dataclasses.dataclass(frozen=True)
 class Objective:

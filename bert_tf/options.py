@@ -15,6 +15,8 @@ them directly:
                    save_checkpoints_steps=1000, keep_checkpoint_max=5, iterations_per_loop=1000,
                    log_steps=100, clip_norm_rule="original")
       the loop's choices that the flags give as they are (bert_tf.training.train_options).
+  PretrainingOptions(input_file, bert_config_file, output_dir, ..., objective=Objective())
+      run_pretraining.py's own flags, the objective (bert_tf.objectives) among them.
   check_max_seq_length(max_seq_length, minimum=MIN_SEQ_LENGTH, maximum=None, why=...)
       the one --max_seq_length rule: an integer in [minimum, maximum]; each script states its own
       bounds (pretraining data need 5 tokens, a model's position embeddings cap it).
@@ -22,6 +24,7 @@ them directly:
 import dataclasses
 from typing import Optional
 
+from bert_tf import objectives
 from bert_tf import precision
 from bert_tf.errors import BertTfError
 
@@ -55,9 +58,9 @@ def check_max_seq_length(max_seq_length, minimum=MIN_SEQ_LENGTH, maximum=None,
   if maximum is None:
     check(max_seq_length >= minimum, flag, f"an integer of at least {minimum} ({why})",
           max_seq_length)
-  else:
-    check(minimum <= max_seq_length <= maximum, flag,
-          f"an integer in [{minimum}, {maximum}] ({why})", max_seq_length)
+  elif not minimum <= max_seq_length <= maximum:
+    raise BertTfError(f"--{flag}: must be in [{minimum}, {maximum}] ({why}), got "
+                      f"{max_seq_length}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,3 +118,44 @@ class TrainLoopOptions:
       check_at_least(getattr(self, flag), flag, 1)
     check(self.keep_checkpoint_max >= 0, "keep_checkpoint_max", "a number of at least 0",
           self.keep_checkpoint_max)
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingOptions:
+  """run_pretraining.py's own flags: files, phases, sizes and the objective (bert_tf.objectives);
+  the runtime and the loop come as RuntimeOptions and TrainLoopOptions beside it."""
+  input_file: str
+  bert_config_file: str
+  output_dir: str
+  init_checkpoint: Optional[str] = None
+  vocab_file: Optional[str] = None
+  max_seq_length: int = 128
+  do_train: bool = False
+  do_eval: bool = False
+  train_batch_size: int = 32
+  eval_batch_size: int = 8
+  learning_rate: float = 5e-5
+  num_train_steps: int = 100000
+  num_warmup_steps: int = 10000
+  max_eval_steps: int = 100
+  export_tf1_checkpoint: bool = False
+  pack_sequences: bool = False
+  max_instances_per_row: Optional[int] = None
+  max_predictions_per_row: Optional[int] = None
+  objective: objectives.Objective = objectives.Objective()
+
+  def __post_init__(self):
+    if not self.do_train and not self.do_eval:
+      raise BertTfError("--do_train/--do_eval: at least one of them must be True")
+    check_max_seq_length(self.max_seq_length)
+    for flag in ("num_train_steps", "max_eval_steps"):
+      check_at_least(getattr(self, flag), flag, 1)
+    check(self.num_warmup_steps >= 0, "num_warmup_steps", "a number of at least 0",
+          self.num_warmup_steps)
+    if self.objective.masking.dynamic and not self.vocab_file:
+      raise BertTfError("--dynamic_masking: needs --vocab_file (the records' vocabulary: [MASK], "
+                        "random replacements and, for whole words, the \"##\" pieces)")
+
+  @property
+  def max_predictions_per_seq(self):
+    return self.objective.masking.max_predictions_per_seq

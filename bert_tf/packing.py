@@ -45,20 +45,22 @@ def default_max_predictions(max_seq_length, max_predictions_per_seq, max_instanc
       max_instances // 2)
 
 
-def row_limits(values):
-  """(max_instances, max_predictions) per row for the flag values, checked."""
-  seq = values.max_seq_length
-  max_instances = values.max_instances_per_row or default_max_instances(seq)
+def row_limits(max_seq_length, objective, max_instances_per_row=None,
+               max_predictions_per_row=None):
+  """(max_instances, max_predictions) per row for --max_instances_per_row and
+  --max_predictions_per_row (None: the defaults) under a bert_tf.objectives.Objective, checked."""
+  seq, left_to_right, masking = max_seq_length, objective.left_to_right, objective.masking
+  max_instances = max_instances_per_row or default_max_instances(seq)
   if max_instances < 1:
     raise BertTfError(f"--max_instances_per_row: expected >= 1, got {max_instances}")
-  max_predictions = values.max_predictions_per_row or default_max_predictions(
-      seq, values.max_predictions_per_seq, max_instances, values.left_to_right,
-      values.masked_lm_prob if getattr(values, "dynamic_masking", False) else MASKED_LM_PROB)
-  needed = seq - 1 if values.left_to_right else values.max_predictions_per_seq
+  max_predictions = max_predictions_per_row or default_max_predictions(
+      seq, masking.max_predictions_per_seq, max_instances, left_to_right,
+      masking.masked_lm_prob if masking.dynamic else MASKED_LM_PROB)
+  needed = seq - 1 if left_to_right else masking.max_predictions_per_seq
   if max_predictions < needed:
     raise BertTfError(f"--max_predictions_per_row: {max_predictions} is less than one instance "
                       f"can hold ({needed}: " + ("--max_seq_length - 1 with --left_to_right)"
-                                                 if values.left_to_right else
+                                                 if left_to_right else
                                                  "--max_predictions_per_seq)"))
   return max_instances, max_predictions
 
