@@ -27,6 +27,7 @@ records. The draws are made per record, the masking per batch (vectorized over i
 from google.protobuf import message as protobuf_message
 import tensorflow as tf
 
+from bert_tf import objectives
 from bert_tf import records
 from bert_tf import tokenization
 from bert_tf.pretraining_data.algorithm import Options
@@ -170,8 +171,8 @@ def _predictions(ids, chosen, max_predictions):
   real = key < seq_length
   masked_positions = tf.where(real, key, 0)
   labels = tf.where(real, tf.gather(ids, masked_positions, batch_dims=1), 0)
-  return {"masked_lm_positions": masked_positions, "masked_lm_ids": labels,
-          "masked_lm_weights": tf.cast(real, tf.float32)}
+  return {objectives.MASKED_LM_POSITIONS: masked_positions, objectives.MASKED_LM_IDS: labels,
+          objectives.MASKED_LM_WEIGHTS: tf.cast(real, tf.float32)}
 
 
 def records_arguments(masking, max_seq_length, max_predictions_per_seq, is_training, seed):
@@ -193,9 +194,9 @@ def check_records(path, masking):
     features = tf.train.Example.FromString(first.numpy()).features.feature if first else {}
   except (tf.errors.OpError, protobuf_message.DecodeError):  # not TFRecords, or not Examples
     return
-  if "next_sentence_labels" not in features:  # not pretraining records
+  if objectives.NEXT_SENTENCE_LABELS not in features:  # not pretraining records
     return
-  masked = "masked_lm_positions" in features
+  masked = objectives.MASKED_LM_POSITIONS in features
   if masked and masking is not None:
     raise BertTfError(f"--dynamic_masking: {path} holds masked records; make them with "
                       f"create_pretraining_data.py --unmasked")

@@ -19,6 +19,7 @@ from bert_tf import dynamic_masking
 from bert_tf import heads
 from bert_tf import modeling
 from bert_tf import model_dir
+from bert_tf import objectives
 from bert_tf import packing
 from bert_tf import records
 from bert_tf import run_dir
@@ -62,22 +63,23 @@ def _label_cross_entropy(logits, labels):
 
 
 def masked_lm_loss(features, outputs):
-  per_prediction = _cross_entropy(outputs["mlm_logits"], features["masked_lm_ids"])
-  weights = tf.cast(features["masked_lm_weights"], tf.float32)
+  per_prediction = _cross_entropy(outputs[objectives.MLM_LOGITS],
+                                  features[objectives.MASKED_LM_IDS])
+  weights = tf.cast(features[objectives.MASKED_LM_WEIGHTS], tf.float32)
   return tf.reduce_sum(weights * per_prediction) / (tf.reduce_sum(weights) + 1e-5)
 
 
 def _next_sentence_labels(features):
   """The labels, [B] or, packed, [B, K], and their weights (None: all real)."""
-  weights = features.get("next_sentence_weights")
+  weights = features.get(objectives.NEXT_SENTENCE_WEIGHTS)
   if weights is None:
-    return tf.reshape(features["next_sentence_labels"], [-1]), None
-  return features["next_sentence_labels"], weights
+    return tf.reshape(features[objectives.NEXT_SENTENCE_LABELS], [-1]), None
+  return features[objectives.NEXT_SENTENCE_LABELS], weights
 
 
 def next_sentence_loss(features, outputs):
   labels, weights = _next_sentence_labels(features)
-  per_instance = _cross_entropy(outputs["nsp_logits"], labels)
+  per_instance = _cross_entropy(outputs[objectives.NSP_LOGITS], labels)
   if weights is None:
     return tf.reduce_mean(per_instance)
   return tf.math.divide_no_nan(tf.reduce_sum(weights * per_instance), tf.reduce_sum(weights))
@@ -100,9 +102,9 @@ def metric_fn(use_nsp=True, row_statistics=False):
   row_statistics adds the instances and real tokens per packed row (bert_tf.packing)."""
 
   def pretraining_metrics(features, outputs):
-    mlm_logits = outputs["mlm_logits"]
-    mlm_ids = features["masked_lm_ids"]
-    weights = features["masked_lm_weights"]
+    mlm_logits = outputs[objectives.MLM_LOGITS]
+    mlm_ids = features[objectives.MASKED_LM_IDS]
+    weights = features[objectives.MASKED_LM_WEIGHTS]
     metrics = {
         "masked_lm_accuracy": (heads.correct_predictions(mlm_ids, mlm_logits), weights),
         "masked_lm_loss": (_cross_entropy(mlm_logits, mlm_ids), weights),
@@ -110,8 +112,9 @@ def metric_fn(use_nsp=True, row_statistics=False):
     if use_nsp:
       labels, nsp_weights = _next_sentence_labels(features)
       metrics["next_sentence_accuracy"] = (
-          heads.correct_predictions(labels, outputs["nsp_logits"]), nsp_weights)
-      metrics["next_sentence_loss"] = (_cross_entropy(outputs["nsp_logits"], labels), nsp_weights)
+          heads.correct_predictions(labels, outputs[objectives.NSP_LOGITS]), nsp_weights)
+      metrics["next_sentence_loss"] = (_cross_entropy(outputs[objectives.NSP_LOGITS], labels),
+                                       nsp_weights)
     if row_statistics:
       metrics.update(packing.row_statistics(features))
     return metrics
@@ -127,16 +130,17 @@ def left_to_right_targets(features):
   """
   input_ids = features["input_ids"]
   seq_length = input_ids.shape[0]
-  weights = features["masked_lm_weights"]
+  weights = features[objectives.MASKED_LM_WEIGHTS]
   real = weights > 0
-  positions = tf.boolean_mask(features["masked_lm_positions"], real)
-  original_ids = tf.tensor_scatter_nd_update(input_ids, positions[:, tf.newaxis],
-                                             tf.boolean_mask(features["masked_lm_ids"], real))
+  positions = tf.boolean_mask(features[objectives.MASKED_LM_POSITIONS], real)
+  original_ids = tf.tensor_scatter_nd_update(
+      input_ids, positions[:, tf.newaxis],
+      tf.boolean_mask(features[objectives.MASKED_LM_IDS], real))
   features = dict(features)
   features["input_ids"] = original_ids
-  features["masked_lm_positions"] = tf.range(seq_length - 1, dtype=input_ids.dtype)
-  features["masked_lm_ids"] = original_ids[1:]
-  features["masked_lm_weights"] = tf.cast(features["input_mask"][1:], tf.float32)
+  features[objectives.MASKED_LM_POSITIONS] = tf.range(seq_length - 1, dtype=input_ids.dtype)
+  features[objectives.MASKED_LM_IDS] = original_ids[1:]
+  features[objectives.MASKED_LM_WEIGHTS] = tf.cast(features["input_mask"][1:], tf.float32)
   return features
 
 
