@@ -2,9 +2,11 @@
 (the original run_pretraining.py's model_fn and input_fn_builder).
 
 loss = masked-LM loss sum(w * ce) / (sum(w) + 1e-5) + mean next-sentence loss, as the original.
-The ablations of the paper's Table 5: use_nsp=False drops the NSP term (--no_nsp);
-left_to_right rebuilds the unmasked text and predicts every next token (--left_to_right, with a
-causal BertPretrainer).
+The objective is a bert_tf.objectives.Objective (with the feature names it reads). The ablations
+of the paper's Table 5: use_nsp=False drops the NSP term (--no_nsp); left_to_right rebuilds the
+unmasked text and predicts every next token (--left_to_right, with a causal BertPretrainer).
+run(options, runtime, loop) takes a bert_tf.options.PretrainingOptions, RuntimeOptions and
+TrainLoopOptions (bert_tf.flags builds them from run_pretraining.py's flags).
 --pack_sequences packs several instances per row (bert_tf.packing); the losses and metrics are
 the same per instance: the next-sentence terms are then weighted by next_sentence_weights.
 --dynamic_masking masks unmasked records at input time (bert_tf.dynamic_masking).
