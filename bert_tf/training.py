@@ -74,6 +74,7 @@ import tf_keras
 from bert_tf import checkpoints
 from bert_tf import interrupts
 from bert_tf import optimization
+from bert_tf import options
 from bert_tf import progress
 from bert_tf import records
 from bert_tf import run_dir
@@ -224,7 +225,9 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
           seed=None, use_xla=False, train_batch_size=None, adam_bias_correction=False,
           evaluator=None, clip_norm_rule=None, run_shape=None):
   """Trains model_fn()'s model to num_train_steps optimizer steps; see the module docstring."""
-  _check_train_arguments(gradient_accumulation_steps, save_checkpoints_steps)
+  # The options' own rules, for a caller that passes these values directly.
+  options.TrainLoopOptions(gradient_accumulation_steps=gradient_accumulation_steps,
+                           save_checkpoints_steps=save_checkpoints_steps)
   tf.io.gfile.makedirs(output_dir)
   if seed is not None:
     tf_keras.utils.set_random_seed(seed)
@@ -279,14 +282,6 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
     log.close()
   state.model.global_step = step
   return state.model
-
-
-def _check_train_arguments(gradient_accumulation_steps, save_checkpoints_steps):
-  if gradient_accumulation_steps < 1:
-    raise BertTfError("--gradient_accumulation_steps: must be >= 1, got "
-                      f"{gradient_accumulation_steps}")
-  if save_checkpoints_steps < 1:
-    raise BertTfError(f"--save_checkpoints_steps: must be >= 1, got {save_checkpoints_steps}")
 
 
 class _TrainState:
