@@ -112,9 +112,7 @@ def pretraining_options(values):
   """The bert_tf.options.PretrainingOptions of run_pretraining.py's flags."""
   objective = objectives.Objective.of_flags(values.no_nsp, values.left_to_right,
                                             masking_options(values))
-  return options.PretrainingOptions(objective=objective, **{
-      field.name: getattr(values, field.name)
-      for field in dataclasses.fields(options.PretrainingOptions) if field.name != "objective"})
+  return options_of(options.PretrainingOptions, values, objective=objective)
 
 
 def options_of(cls, values, **given):
@@ -133,8 +131,7 @@ def pretraining_data_options(values):
 
 def train_loop_options(values):
   """The bert_tf.options.TrainLoopOptions of the training runtime flags."""
-  return options.TrainLoopOptions(**{field.name: getattr(values, field.name)
-                                     for field in dataclasses.fields(options.TrainLoopOptions)})
+  return options_of(options.TrainLoopOptions, values)
 
 
 def mark_required(*names):
