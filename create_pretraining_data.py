@@ -56,13 +56,13 @@ flags.adopt_module_key_flags(bert_flags)  # --helpshort lists the masking flags 
 
 
 def main(_):
-  # Options.validate and run_shards check these flags against create_pretraining_data's own ranges.
-  values = bert_flags.values(check_ranges=False)
-  if values.beam_runner:
+  # The Options check these flags against create_pretraining_data's own ranges.
+  options = bert_flags.pretraining_data_options(bert_flags.values(check_ranges=False))
+  if options.beam_runner:
     from bert_tf.pretraining_data import beam  # noqa: E402  (apache-beam is optional)
-    beam.main(values)
+    beam.main(options)
   else:
-    pipeline.main(values)
+    pipeline.main(options)
 
 
 if __name__ == "__main__":

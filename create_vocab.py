@@ -51,7 +51,7 @@ def define_flags():
 
 
 def main(_):
-  vocab_learning.run(bert_flags.values())
+  vocab_learning.run(bert_flags.options_of(vocab_learning.VocabOptions, bert_flags.values()))
 
 
 if __name__ == "__main__":

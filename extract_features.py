@@ -35,7 +35,9 @@ def define_flags():
 
 
 def main(_):
-  feature_extraction.run(bert_flags.values())
+  values = bert_flags.values()
+  feature_extraction.run(bert_flags.options_of(feature_extraction.ExtractOptions, values),
+                         bert_flags.runtime_options(values))
 
 
 if __name__ == "__main__":

@@ -51,7 +51,9 @@ def define_flags():
 
 
 def main(_):
-  pretraining.run(bert_flags.values())
+  values = bert_flags.values()
+  pretraining.run(bert_flags.pretraining_options(values), bert_flags.runtime_options(values),
+                  bert_flags.train_loop_options(values))
 
 
 if __name__ == "__main__":

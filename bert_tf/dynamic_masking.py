@@ -27,6 +27,7 @@ records. The draws are made per record, the masking per batch (vectorized over i
 from google.protobuf import message as protobuf_message
 import tensorflow as tf
 
+from bert_tf import objectives
 from bert_tf import records
 from bert_tf import tokenization
 from bert_tf.pretraining_data.algorithm import Options
@@ -39,7 +40,7 @@ _RANDOM_IDS = "dynamic_masking_random_ids"  # per token: an index into the vocab
 
 
 class DynamicMasking:
-  """The masking of one run: from_values(values) checks the flags; numbered_map_fn(seed) and
+  """The masking of one run: from_options(masking, ...) checks the options; numbered_map_fn(seed) and
   batch_map_fn are records.records_input_fn's hooks."""
 
   def __init__(self, vocab, options):
@@ -52,24 +53,18 @@ class DynamicMasking:
                                 else 1.0)
 
   @classmethod
-  def from_values(cls, values, config_vocab_size=None):
-    """The masking run_pretraining's flag values ask for, or None without --dynamic_masking."""
-    if not getattr(values, "dynamic_masking", False):
+  def from_options(cls, masking, max_seq_length, vocab_file, config_vocab_size=None):
+    """The masking a bert_tf.objectives.Masking asks for (checked), or None unless dynamic;
+    vocab_file: the records' vocabulary."""
+    if not masking.dynamic:
       return None
-    if values.left_to_right:
-      raise BertTfError("--dynamic_masking: not with --left_to_right, which masks nothing (it "
-                        "predicts every next token)")
-    if not values.vocab_file:
-      raise BertTfError("--dynamic_masking: needs --vocab_file (the records' vocabulary: [MASK], "
-                        "random replacements and, for whole words, the \"##\" pieces)")
-    options = Options(max_seq_length=values.max_seq_length,
-                      max_predictions_per_seq=values.max_predictions_per_seq,
-                      masked_lm_prob=values.masked_lm_prob,
-                      do_whole_word_mask=values.do_whole_word_mask,
-                      mask_prob_mask=values.mask_prob_mask, mask_prob_keep=values.mask_prob_keep,
-                      mask_prob_random=values.mask_prob_random)
-    options.validate()
-    vocab = Vocab(tokenization.load_vocab(values.vocab_file), "--vocab_file")
+    options = Options(max_seq_length=max_seq_length,
+                      max_predictions_per_seq=masking.max_predictions_per_seq,
+                      masked_lm_prob=masking.masked_lm_prob,
+                      do_whole_word_mask=masking.do_whole_word_mask,
+                      mask_prob_mask=masking.mask_prob_mask, mask_prob_keep=masking.mask_prob_keep,
+                      mask_prob_random=masking.mask_prob_random)  # checked as it is made
+    vocab = Vocab(tokenization.load_vocab(vocab_file), "--vocab_file")
     if config_vocab_size is not None and vocab.size > config_vocab_size:
       raise BertTfError(f"--vocab_file: {vocab.size} ids but the model's vocab_size "
                         f"(--bert_config_file) is {config_vocab_size}")
@@ -176,8 +171,8 @@ def _predictions(ids, chosen, max_predictions):
   real = key < seq_length
   masked_positions = tf.where(real, key, 0)
   labels = tf.where(real, tf.gather(ids, masked_positions, batch_dims=1), 0)
-  return {"masked_lm_positions": masked_positions, "masked_lm_ids": labels,
-          "masked_lm_weights": tf.cast(real, tf.float32)}
+  return {objectives.MASKED_LM_POSITIONS: masked_positions, objectives.MASKED_LM_IDS: labels,
+          objectives.MASKED_LM_WEIGHTS: tf.cast(real, tf.float32)}
 
 
 def records_arguments(masking, max_seq_length, max_predictions_per_seq, is_training, seed):
@@ -199,9 +194,9 @@ def check_records(path, masking):
     features = tf.train.Example.FromString(first.numpy()).features.feature if first else {}
   except (tf.errors.OpError, protobuf_message.DecodeError):  # not TFRecords, or not Examples
     return
-  if "next_sentence_labels" not in features:  # not pretraining records
+  if objectives.NEXT_SENTENCE_LABELS not in features:  # not pretraining records
     return
-  masked = "masked_lm_positions" in features
+  masked = objectives.MASKED_LM_POSITIONS in features
   if masked and masking is not None:
     raise BertTfError(f"--dynamic_masking: {path} holds masked records; make them with "
                       f"create_pretraining_data.py --unmasked")

@@ -2,6 +2,7 @@
 per-token layer activations out) and the paper's feature-based NER model (Table 7): chosen
 layers of a frozen encoder into a two-layer BiLSTM and a linear classifier."""
 import collections
+import dataclasses
 import io
 import json
 import re
@@ -17,6 +18,7 @@ from bert_tf import checkpoints
 from bert_tf import fileio
 from bert_tf import heads
 from bert_tf import modeling
+from bert_tf import options as bert_options
 from bert_tf import progress
 from bert_tf import tokenization
 from bert_tf import training
@@ -49,14 +51,34 @@ def read_examples(input_file):
   return examples
 
 
-def check_outputs(values):
-  """--output_file must not be (or link to) one of the run's input files."""
-  inputs = [("--input_file", values.input_file), ("--vocab_file", values.vocab_file),
-            ("--bert_config_file", values.bert_config_file)]
-  if values.init_checkpoint and "," not in values.init_checkpoint:
-    inputs.append(("--init_checkpoint", glob_escape(values.init_checkpoint) + ".*"))
-  fileio.check_not_input(values.output_file, inputs, "--output_file")
-  fileio.check_output_file(values.output_file, "--output_file")
+@dataclasses.dataclass(frozen=True)
+class ExtractOptions:
+  """extract_features.py's own flags (the runtime's come as a RuntimeOptions)."""
+  input_file: str
+  output_file: str
+  bert_config_file: str
+  init_checkpoint: str
+  vocab_file: str
+  do_lower_case: bool = True
+  layers: str = "-1,-2,-3,-4"
+  max_seq_length: int = 128
+  batch_size: int = 32
+  use_one_hot_embeddings: bool = False
+
+  def __post_init__(self):
+    bert_options.check_max_seq_length(self.max_seq_length)
+    bert_options.check_at_least(self.batch_size, "batch_size", 1)
+
+
+def check_outputs(options):
+  """--output_file must not be (or link to) one of the run's input files; options: a
+  bert_tf.options.ExtractOptions."""
+  inputs = [("--input_file", options.input_file), ("--vocab_file", options.vocab_file),
+            ("--bert_config_file", options.bert_config_file)]
+  if options.init_checkpoint and "," not in options.init_checkpoint:
+    inputs.append(("--init_checkpoint", glob_escape(options.init_checkpoint) + ".*"))
+  fileio.check_not_input(options.output_file, inputs, "--output_file")
+  fileio.check_output_file(options.output_file, "--output_file")
 
 
 def _truncate_pair(tokens_a, tokens_b, max_length):
@@ -170,27 +192,28 @@ def write_features(output_file, extractor, features, batch_size):
         shown.update(i + 1)
 
 
-def run(values):
-  """The whole of extract_features.py for its flag values."""
+def run(options, runtime):
+  """The whole of extract_features.py: options, a bert_tf.options.ExtractOptions; runtime, a
+  RuntimeOptions."""
   start = time.time()
-  check_outputs(values)
-  bert_config = BertConfig.from_json_file(values.bert_config_file)
-  bert_config.check_sequence_length(values.max_seq_length)
-  layer_indexes = parse_layers(values.layers, bert_config.num_hidden_layers)
-  tokenization.validate_case_matches_checkpoint(values.do_lower_case, values.init_checkpoint)
-  tokenizer = tokenization.FullTokenizer(vocab_file=values.vocab_file,
-                                         do_lower_case=values.do_lower_case)
-  bert_config.check_vocab_size(len(tokenizer.vocab), values.vocab_file)
-  examples = read_examples(values.input_file)
-  features = convert_examples_to_features(examples, values.max_seq_length, tokenizer)
-  strategy = training.setup_runtime(values)
+  check_outputs(options)
+  bert_config = BertConfig.from_json_file(options.bert_config_file)
+  bert_config.check_sequence_length(options.max_seq_length)
+  layer_indexes = parse_layers(options.layers, bert_config.num_hidden_layers)
+  tokenization.validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
+  tokenizer = tokenization.FullTokenizer(vocab_file=options.vocab_file,
+                                         do_lower_case=options.do_lower_case)
+  bert_config.check_vocab_size(len(tokenizer.vocab), options.vocab_file)
+  examples = read_examples(options.input_file)
+  features = convert_examples_to_features(examples, options.max_seq_length, tokenizer)
+  strategy = training.setup_runtime(runtime)
   with strategy.scope():
-    extractor = FeatureExtractor(bert_config, layer_indexes, values.use_one_hot_embeddings)
-    checkpoints.init_from_checkpoint(extractor, values.init_checkpoint)
-  write_features(values.output_file, extractor, features, values.batch_size)
+    extractor = FeatureExtractor(bert_config, layer_indexes, options.use_one_hot_embeddings)
+    checkpoints.init_from_checkpoint(extractor, options.init_checkpoint)
+  write_features(options.output_file, extractor, features, options.batch_size)
   progress.summary(f"Finished in {progress.format_duration(time.time() - start)}",
-                   [("features", values.output_file)],
-                   {"lines": len(features), "layers": values.layers})
+                   [("features", options.output_file)],
+                   {"lines": len(features), "layers": options.layers})
 
 
 def select_layers(outputs, feature_layers):

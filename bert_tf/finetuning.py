@@ -48,6 +48,7 @@ import tensorflow as tf
 
 from bert_tf import checkpoints
 from bert_tf import export
+from bert_tf import flags as bert_flags
 from bert_tf import heads
 from bert_tf import keep_best
 from bert_tf import model_dir
@@ -149,7 +150,8 @@ def finetune(values, strategy, config, task, model_fn, train_records, steps, eva
       strategy, model_fn, task.loss_fn, train_input_fn, num_train_steps, values.learning_rate,
       num_warmup_steps, values.output_dir, init_checkpoint=values.init_checkpoint,
       metric_fn=metric_fn, train_batch_size=values.train_batch_size,
-      evaluator=evaluator, run_shape=run_shape(values), **training.train_options(values))
+      evaluator=evaluator, run_shape=run_shape(values), **training.train_options(
+          bert_flags.train_loop_options(values), bert_flags.runtime_options(values)))
   if values.export_tf1_checkpoint and strategy.extended.should_checkpoint:
     run_dir.export_weights(model, values.output_dir)
   return model
@@ -183,7 +185,8 @@ def run(task_class, values):
   task = task_class(values, tokenizer)
   plan = keep_best.plan(values, task)
   # Python-only work above; the strategy must come before the first TensorFlow op.
-  strategy = training.setup_runtime(values)
+  strategy = training.setup_runtime(bert_flags.runtime_options(values))
+  values.dtype = training.concrete_dtype()  # an export after training reads it
   chief = strategy.extended.should_checkpoint
   with run_dir.claim(values.output_dir, hold=chief):
     return _run(values, start, strategy, config, task, plan)
@@ -207,7 +210,7 @@ def _run(values, start, strategy, config, task, plan):
   layout = packing_finetune.task_layout(values, task, is_training=False)
   keeper = _keeper(values, plan)
   _check_output_dir(values, task, config)
-  model_fn = task.model_fn(config, training.trim_padding(values))
+  model_fn = task.model_fn(config, training.trim_padding(bert_flags.runtime_options(values)))
   # Every split's data are read (and a bad row reported) before anything else is written.
   train_records = steps = None
   if values.do_train:

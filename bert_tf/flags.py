@@ -1,29 +1,38 @@
 """Every flag the scripts share, defined once; the only module of bert_tf that reads absl's FLAGS.
 
-A script defines the groups it uses at import time, marks its required flags, and hands the parsed
-values to the library as one plain object:
+A script defines the groups it uses at import time, marks its required flags, and turns the parsed
+values into the typed options of bert_tf.options, which are what the library receives:
 
   bert_flags.define_model_flags()
   bert_flags.define_runtime_flags()
   ...
   def main(_):
-    finetuning.run(glue.GlueTask, bert_flags.values())
+    values = bert_flags.values()
+    pretraining.run(bert_flags.pretraining_options(values), bert_flags.runtime_options(values),
+                    bert_flags.train_loop_options(values))
+
+Each range or combination rule lives once, beside the option it constrains (the __post_init__ of
+its dataclass). values() checks the rules of _RANGES (the flags of no typed option yet) and, by
+building them, those of RuntimeOptions, TrainLoopOptions and --max_seq_length; a script's own
+options (options.PretrainingOptions, pipeline.DataOptions, feature_extraction.ExtractOptions,
+vocab_learning.VocabOptions) check theirs as its main builds them, before any work.
 
 The names, defaults and help texts of the original's flags are the original's. Defining a flag
 that is already defined is a no-op, so several scripts can be imported by one test process.
 """
+import dataclasses
 import sys
 import types
 
 from absl import flags
 
+from bert_tf import objectives
+from bert_tf import options
 from bert_tf import precision
 from bert_tf.errors import BertTfError
+from bert_tf.options import OPTIMIZERS, STRATEGIES
 
 FLAGS = flags.FLAGS
-
-STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
-OPTIMIZERS = ("adamw", "lamb")
 
 
 def _define(kind, name, default, help_text, **kwargs):
@@ -36,26 +45,18 @@ def _define_enum(name, default, enum_values, help_text):
     flags.DEFINE_enum(name, default, enum_values, help_text)
 
 
-# Flags whose values only make sense in a range: name -> (test, what is expected).
+# Flags whose values only make sense in a range, not yet in a typed option of bert_tf.options:
+# name -> (test, what is expected).
 _POSITIVE = (lambda v: v > 0, "a number above 0")
 _AT_LEAST_ONE = (lambda v: v >= 1, "an integer of at least 1")
 _NOT_NEGATIVE = (lambda v: v >= 0, "a number of at least 0")
 _RANGES = {
     "train_batch_size": _AT_LEAST_ONE, "eval_batch_size": _AT_LEAST_ONE,
-    "predict_batch_size": _AT_LEAST_ONE, "batch_size": _AT_LEAST_ONE,
-    "max_seq_length": (lambda v: v >= 3, "an integer of at least 3 ([CLS] x [SEP])"),
-    "max_predictions_per_seq": _AT_LEAST_ONE, "num_train_steps": _AT_LEAST_ONE,
-    "num_warmup_steps": _NOT_NEGATIVE, "max_eval_steps": _AT_LEAST_ONE,
-    "save_checkpoints_steps": _AT_LEAST_ONE, "iterations_per_loop": _AT_LEAST_ONE,
-    "gradient_accumulation_steps": _AT_LEAST_ONE, "keep_checkpoint_max": _NOT_NEGATIVE,
-    "log_steps": _AT_LEAST_ONE, "learning_rate": _POSITIVE, "num_train_epochs": _POSITIVE,
+    "predict_batch_size": _AT_LEAST_ONE,
+    "learning_rate": _POSITIVE, "num_train_epochs": _POSITIVE,
     "warmup_proportion": (lambda v: 0 <= v <= 1, "a fraction between 0 and 1"),
     "doc_stride": _AT_LEAST_ONE, "max_query_length": _AT_LEAST_ONE,
     "max_answer_length": _AT_LEAST_ONE, "n_best_size": _NOT_NEGATIVE,
-    "dupe_factor": _AT_LEAST_ONE,
-    "masked_lm_prob": (lambda v: 0 < v <= 1, "a fraction above 0 and at most 1"),
-    "short_seq_prob": (lambda v: 0 <= v <= 1, "a fraction between 0 and 1"),
-    "num_workers": _AT_LEAST_ONE, "num_gpus": _NOT_NEGATIVE, "num_tpu_cores": _AT_LEAST_ONE,
     "eval_every_n_steps": _AT_LEAST_ONE, "early_stopping_patience": _AT_LEAST_ONE,
     "bilstm_hidden_size": _AT_LEAST_ONE,
 }
@@ -73,7 +74,64 @@ def values(check_ranges=True):
     value = parsed.get(name)
     if value is not None and not test(value):
       raise BertTfError(f"--{name}: expected {expected}, got {value}")
-  return types.SimpleNamespace(**parsed)
+  namespace = types.SimpleNamespace(**parsed)
+  if check_ranges:  # the typed options check their own rules as they are built
+    if "max_seq_length" in parsed:
+      options.check_max_seq_length(namespace.max_seq_length)
+    if "distribution_strategy" in parsed or "dtype" in parsed:
+      runtime_options(namespace)
+    if "optimizer" in parsed:
+      train_loop_options(namespace)
+  return namespace
+
+
+def _given(values, name, default=None):
+  """A flag's value, or `default` where the script does not define the flag."""
+  return getattr(values, name, default)
+
+
+def runtime_options(values):
+  """The bert_tf.options.RuntimeOptions of the runtime flags (those a script lacks keep their
+  defaults; seed None without the training runtime flags: nothing is seeded)."""
+  defaults = options.RuntimeOptions()
+  return options.RuntimeOptions(**{
+      field.name: _given(values, field.name, getattr(defaults, field.name))
+      for field in dataclasses.fields(options.RuntimeOptions)})
+
+
+def masking_options(values):
+  """The bert_tf.objectives.Masking of the masking flags (dynamic: --dynamic_masking)."""
+  return objectives.Masking(
+      max_predictions_per_seq=values.max_predictions_per_seq,
+      masked_lm_prob=values.masked_lm_prob, do_whole_word_mask=values.do_whole_word_mask,
+      mask_prob_mask=values.mask_prob_mask, mask_prob_keep=values.mask_prob_keep,
+      mask_prob_random=values.mask_prob_random, dynamic=values.dynamic_masking)
+
+
+def pretraining_options(values):
+  """The bert_tf.options.PretrainingOptions of run_pretraining.py's flags."""
+  objective = objectives.Objective.of_flags(values.no_nsp, values.left_to_right,
+                                            masking_options(values))
+  return options_of(options.PretrainingOptions, values, objective=objective)
+
+
+def options_of(cls, values, **given):
+  """A typed options dataclass `cls` from the flag values of its fields' names (and `given`)."""
+  return cls(**{field.name: getattr(values, field.name) for field in dataclasses.fields(cls)
+                if field.name not in given}, **given)
+
+
+def pretraining_data_options(values):
+  """The bert_tf.pretraining_data.pipeline.DataOptions of create_pretraining_data.py's flags."""
+  from bert_tf.pretraining_data import algorithm  # pylint: disable=g-import-not-at-top
+  from bert_tf.pretraining_data import pipeline  # pylint: disable=g-import-not-at-top
+  return options_of(pipeline.DataOptions, values,
+                    instances=options_of(algorithm.Options, values))
+
+
+def train_loop_options(values):
+  """The bert_tf.options.TrainLoopOptions of the training runtime flags."""
+  return options_of(options.TrainLoopOptions, values)
 
 
 def mark_required(*names):
@@ -391,7 +449,7 @@ def define_training_runtime_flags():
   _define("integer", "gradient_accumulation_steps", 1, "Split each batch of --train_batch_size "
           "into this many micro-batches and apply their summed gradients once (same result, less "
           "memory).")
-  _define_enum("clip_norm_rule", "original", ["original", "per_position", "dense"],
+  _define_enum("clip_norm_rule", "original", list(options.CLIP_NORM_RULE_FLAGS),
                "How the global norm that gradients are clipped to (1.0) is counted. per_position: "
                "the word-embedding gradient as one row per looked-up position, a token seen k "
                "times adding |g1|^2 + ... + |gk|^2, as the original on CPU/GPU (its lookup is a "

@@ -18,6 +18,8 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
+from bert_tf import objectives  # noqa: E402
+
 LAYER_NORM_EPSILON = 1e-12
 # The original adds this to attention logits of masked positions instead of -inf.
 MASK_ADDER = -10000.0
@@ -613,13 +615,14 @@ class BertPretrainer(tf_keras.Model):
 
   def call(self, features, training=False):
     outputs = dict(self.encoder(features, training=training))
-    outputs["mlm_logits"] = self.masked_lm(
-        outputs["sequence_output"], features["masked_lm_positions"], self.encoder.embedding_table)
-    cls_positions = features.get("next_sentence_positions")
+    outputs[objectives.MLM_LOGITS] = self.masked_lm(
+        outputs["sequence_output"], features[objectives.MASKED_LM_POSITIONS],
+        self.encoder.embedding_table)
+    cls_positions = features.get(objectives.NEXT_SENTENCE_POSITIONS)
     if cls_positions is None:
-      outputs["nsp_logits"] = self.next_sentence(outputs["pooled_output"])
+      outputs[objectives.NSP_LOGITS] = self.next_sentence(outputs["pooled_output"])
     else:
       pooled = self.encoder.pooler(gather_positions(outputs["sequence_output"], cls_positions))
-      outputs["nsp_logits"] = tf.reshape(self.next_sentence(pooled),
-                                         tf.concat([tf.shape(cls_positions), [2]], axis=0))
+      outputs[objectives.NSP_LOGITS] = tf.reshape(
+          self.next_sentence(pooled), tf.concat([tf.shape(cls_positions), [2]], axis=0))
     return outputs

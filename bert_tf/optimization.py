@@ -22,9 +22,9 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf.errors import BertTfError
+from bert_tf.options import OPTIMIZERS as OPTIMIZER_TYPES
 
 EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
-OPTIMIZER_TYPES = ("adamw", "lamb")
 # per_position: the original's on CPU/GPU (see the module docstring); dense: with --use_tpu.
 CLIP_NORM_RULES = ("per_position", "dense")
 # The variables whose IndexedSlices gradients count per position under the per_position rule: the

@@ -24,6 +24,7 @@ import math
 import tensorflow as tf
 
 from bert_tf import dynamic_masking
+from bert_tf import objectives
 from bert_tf import records
 from bert_tf.errors import BertTfError
 
@@ -45,20 +46,22 @@ def default_max_predictions(max_seq_length, max_predictions_per_seq, max_instanc
       max_instances // 2)
 
 
-def row_limits(values):
-  """(max_instances, max_predictions) per row for the flag values, checked."""
-  seq = values.max_seq_length
-  max_instances = values.max_instances_per_row or default_max_instances(seq)
+def row_limits(max_seq_length, objective, max_instances_per_row=None,
+               max_predictions_per_row=None):
+  """(max_instances, max_predictions) per row for --max_instances_per_row and
+  --max_predictions_per_row (None: the defaults) under a bert_tf.objectives.Objective, checked."""
+  seq, left_to_right, masking = max_seq_length, objective.left_to_right, objective.masking
+  max_instances = max_instances_per_row or default_max_instances(seq)
   if max_instances < 1:
     raise BertTfError(f"--max_instances_per_row: expected >= 1, got {max_instances}")
-  max_predictions = values.max_predictions_per_row or default_max_predictions(
-      seq, values.max_predictions_per_seq, max_instances, values.left_to_right,
-      values.masked_lm_prob if getattr(values, "dynamic_masking", False) else MASKED_LM_PROB)
-  needed = seq - 1 if values.left_to_right else values.max_predictions_per_seq
+  max_predictions = max_predictions_per_row or default_max_predictions(
+      seq, masking.max_predictions_per_seq, max_instances, left_to_right,
+      masking.masked_lm_prob if masking.dynamic else MASKED_LM_PROB)
+  needed = seq - 1 if left_to_right else masking.max_predictions_per_seq
   if max_predictions < needed:
     raise BertTfError(f"--max_predictions_per_row: {max_predictions} is less than one instance "
                       f"can hold ({needed}: " + ("--max_seq_length - 1 with --left_to_right)"
-                                                 if values.left_to_right else
+                                                 if left_to_right else
                                                  "--max_predictions_per_seq)"))
   return max_instances, max_predictions
 
@@ -118,7 +121,7 @@ def pack_window(features, max_instances, max_predictions):
   input_mask = features["input_mask"]
   seq_length = input_mask.shape[1]
   lengths = tf.reduce_sum(input_mask, axis=1)
-  real_predictions = features["masked_lm_weights"] > 0
+  real_predictions = features[objectives.MASKED_LM_WEIGHTS] > 0
   num_predictions = tf.reduce_sum(tf.cast(real_predictions, tf.int32), axis=1)
   placement = first_fit_decreasing(lengths, seq_length, max_instances, num_predictions,
                                    max_predictions)
@@ -151,13 +154,14 @@ def pack_window(features, max_instances, max_predictions):
       "segment_ids": tokens(features["segment_ids"]),
       "position_ids": tokens(positions),
       "instance_ids": tokens(tf.broadcast_to(slot[:, tf.newaxis] + 1, tf.shape(input_mask))),
-      "masked_lm_positions": per_prediction(
-          features["masked_lm_positions"] + offset[:, tf.newaxis]),
-      "masked_lm_ids": per_prediction(features["masked_lm_ids"]),
-      "masked_lm_weights": per_prediction(features["masked_lm_weights"]),
-      "next_sentence_positions": per_instance(offset),
-      "next_sentence_labels": per_instance(features["next_sentence_labels"][:, 0]),
-      "next_sentence_weights": per_instance(tf.ones_like(offset, tf.float32)),
+      objectives.MASKED_LM_POSITIONS: per_prediction(
+          features[objectives.MASKED_LM_POSITIONS] + offset[:, tf.newaxis]),
+      objectives.MASKED_LM_IDS: per_prediction(features[objectives.MASKED_LM_IDS]),
+      objectives.MASKED_LM_WEIGHTS: per_prediction(features[objectives.MASKED_LM_WEIGHTS]),
+      objectives.NEXT_SENTENCE_POSITIONS: per_instance(offset),
+      objectives.NEXT_SENTENCE_LABELS: per_instance(
+          features[objectives.NEXT_SENTENCE_LABELS][:, 0]),
+      objectives.NEXT_SENTENCE_WEIGHTS: per_instance(tf.ones_like(offset, tf.float32)),
   }
 
 
@@ -215,7 +219,8 @@ def row_statistics(features):
   """Per row: instances and real (non-padding) tokens, as training metrics {name: (values,
   None)}; bert_tf.scalars.TrainLog turns each X_per_row into X_per_second."""
   return {
-      "instances_per_row": (tf.reduce_sum(features["next_sentence_weights"], axis=-1), None),
+      "instances_per_row": (
+          tf.reduce_sum(features[objectives.NEXT_SENTENCE_WEIGHTS], axis=-1), None),
       "real_tokens_per_row": (tf.reduce_sum(tf.cast(features["input_mask"], tf.float32),
                                             axis=-1), None),
   }

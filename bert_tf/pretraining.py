@@ -2,9 +2,11 @@
 (the original run_pretraining.py's model_fn and input_fn_builder).
 
 loss = masked-LM loss sum(w * ce) / (sum(w) + 1e-5) + mean next-sentence loss, as the original.
-The ablations of the paper's Table 5: use_nsp=False drops the NSP term (--no_nsp);
-left_to_right rebuilds the unmasked text and predicts every next token (--left_to_right, with a
-causal BertPretrainer).
+The objective is a bert_tf.objectives.Objective (with the feature names it reads). The ablations
+of the paper's Table 5: use_nsp=False drops the NSP term (--no_nsp); left_to_right rebuilds the
+unmasked text and predicts every next token (--left_to_right, with a causal BertPretrainer).
+run(options, runtime, loop) takes a bert_tf.options.PretrainingOptions, RuntimeOptions and
+TrainLoopOptions (bert_tf.flags builds them from run_pretraining.py's flags).
 --pack_sequences packs several instances per row (bert_tf.packing); the losses and metrics are
 the same per instance: the next-sentence terms are then weighted by next_sentence_weights.
 --dynamic_masking masks unmasked records at input time (bert_tf.dynamic_masking).
@@ -19,6 +21,7 @@ from bert_tf import dynamic_masking
 from bert_tf import heads
 from bert_tf import modeling
 from bert_tf import model_dir
+from bert_tf import objectives
 from bert_tf import packing
 from bert_tf import records
 from bert_tf import run_dir
@@ -62,22 +65,23 @@ def _label_cross_entropy(logits, labels):
 
 
 def masked_lm_loss(features, outputs):
-  per_prediction = _cross_entropy(outputs["mlm_logits"], features["masked_lm_ids"])
-  weights = tf.cast(features["masked_lm_weights"], tf.float32)
+  per_prediction = _cross_entropy(outputs[objectives.MLM_LOGITS],
+                                  features[objectives.MASKED_LM_IDS])
+  weights = tf.cast(features[objectives.MASKED_LM_WEIGHTS], tf.float32)
   return tf.reduce_sum(weights * per_prediction) / (tf.reduce_sum(weights) + 1e-5)
 
 
 def _next_sentence_labels(features):
   """The labels, [B] or, packed, [B, K], and their weights (None: all real)."""
-  weights = features.get("next_sentence_weights")
+  weights = features.get(objectives.NEXT_SENTENCE_WEIGHTS)
   if weights is None:
-    return tf.reshape(features["next_sentence_labels"], [-1]), None
-  return features["next_sentence_labels"], weights
+    return tf.reshape(features[objectives.NEXT_SENTENCE_LABELS], [-1]), None
+  return features[objectives.NEXT_SENTENCE_LABELS], weights
 
 
 def next_sentence_loss(features, outputs):
   labels, weights = _next_sentence_labels(features)
-  per_instance = _cross_entropy(outputs["nsp_logits"], labels)
+  per_instance = _cross_entropy(outputs[objectives.NSP_LOGITS], labels)
   if weights is None:
     return tf.reduce_mean(per_instance)
   return tf.math.divide_no_nan(tf.reduce_sum(weights * per_instance), tf.reduce_sum(weights))
@@ -100,9 +104,9 @@ def metric_fn(use_nsp=True, row_statistics=False):
   row_statistics adds the instances and real tokens per packed row (bert_tf.packing)."""
 
   def pretraining_metrics(features, outputs):
-    mlm_logits = outputs["mlm_logits"]
-    mlm_ids = features["masked_lm_ids"]
-    weights = features["masked_lm_weights"]
+    mlm_logits = outputs[objectives.MLM_LOGITS]
+    mlm_ids = features[objectives.MASKED_LM_IDS]
+    weights = features[objectives.MASKED_LM_WEIGHTS]
     metrics = {
         "masked_lm_accuracy": (heads.correct_predictions(mlm_ids, mlm_logits), weights),
         "masked_lm_loss": (_cross_entropy(mlm_logits, mlm_ids), weights),
@@ -110,8 +114,9 @@ def metric_fn(use_nsp=True, row_statistics=False):
     if use_nsp:
       labels, nsp_weights = _next_sentence_labels(features)
       metrics["next_sentence_accuracy"] = (
-          heads.correct_predictions(labels, outputs["nsp_logits"]), nsp_weights)
-      metrics["next_sentence_loss"] = (_cross_entropy(outputs["nsp_logits"], labels), nsp_weights)
+          heads.correct_predictions(labels, outputs[objectives.NSP_LOGITS]), nsp_weights)
+      metrics["next_sentence_loss"] = (_cross_entropy(outputs[objectives.NSP_LOGITS], labels),
+                                       nsp_weights)
     if row_statistics:
       metrics.update(packing.row_statistics(features))
     return metrics
@@ -127,16 +132,17 @@ def left_to_right_targets(features):
   """
   input_ids = features["input_ids"]
   seq_length = input_ids.shape[0]
-  weights = features["masked_lm_weights"]
+  weights = features[objectives.MASKED_LM_WEIGHTS]
   real = weights > 0
-  positions = tf.boolean_mask(features["masked_lm_positions"], real)
-  original_ids = tf.tensor_scatter_nd_update(input_ids, positions[:, tf.newaxis],
-                                             tf.boolean_mask(features["masked_lm_ids"], real))
+  positions = tf.boolean_mask(features[objectives.MASKED_LM_POSITIONS], real)
+  original_ids = tf.tensor_scatter_nd_update(
+      input_ids, positions[:, tf.newaxis],
+      tf.boolean_mask(features[objectives.MASKED_LM_IDS], real))
   features = dict(features)
   features["input_ids"] = original_ids
-  features["masked_lm_positions"] = tf.range(seq_length - 1, dtype=input_ids.dtype)
-  features["masked_lm_ids"] = original_ids[1:]
-  features["masked_lm_weights"] = tf.cast(features["input_mask"][1:], tf.float32)
+  features[objectives.MASKED_LM_POSITIONS] = tf.range(seq_length - 1, dtype=input_ids.dtype)
+  features[objectives.MASKED_LM_IDS] = original_ids[1:]
+  features[objectives.MASKED_LM_WEIGHTS] = tf.cast(features["input_mask"][1:], tf.float32)
   return features
 
 
@@ -166,40 +172,41 @@ def input_fn(input_files, max_seq_length, max_predictions_per_seq, batch_size, i
                                           is_training, seed))
 
 
-def run_shape(values, limits):
+def run_shape(options, limits):
   """The options that change what a pretraining run's checkpoints hold or how its input is read:
-  resuming the run needs the same (bert_tf.run_dir.check_run_shape). limits: the packed row
-  limits (None unpacked)."""
-  shape = {"left_to_right": bool(values.left_to_right),
-           "pack_sequences": bool(getattr(values, "pack_sequences", False)),
-           "dynamic_masking": bool(getattr(values, "dynamic_masking", False)),
-           "max_seq_length": values.max_seq_length}
+  resuming the run needs the same (bert_tf.run_dir.check_run_shape). options: a
+  bert_tf.options.PretrainingOptions; limits: the packed row limits (None unpacked)."""
+  objective_shape = options.objective.run_shape()
+  shape = {"left_to_right": objective_shape["left_to_right"],
+           "pack_sequences": bool(options.pack_sequences),
+           "dynamic_masking": objective_shape["dynamic_masking"],
+           "max_seq_length": options.max_seq_length}
   if limits:
     shape["max_instances_per_row"], shape["max_predictions_per_row"] = limits
   return shape
 
 
-def run(values):
-  """Trains (--do_train) and evaluates (--do_eval) as the flag values say; returns the eval
-  results (or None). Every check of the flags, the records and what --output_dir holds comes
-  before anything is written there (run_dir.claim, which also keeps a second run out of it)."""
+def run(options, runtime, loop):
+  """Trains (--do_train) and evaluates (--do_eval) as a bert_tf.options.PretrainingOptions says,
+  under a RuntimeOptions and a TrainLoopOptions; returns the eval results (or None). Every check
+  of the options, the records and what --output_dir holds comes before anything is written there
+  (run_dir.claim, which also keeps a second run out of it)."""
   start = time.time()
-  strategy = training.setup_runtime(values)
-  if not values.do_train and not values.do_eval:
-    raise BertTfError("--do_train/--do_eval: at least one of them must be True")
-  config = BertConfig.from_json_file(values.bert_config_file)
-  config.check_sequence_length(values.max_seq_length)
-  with run_dir.claim(values.output_dir, hold=strategy.extended.should_checkpoint):
-    return _run(values, start, strategy, config)
+  strategy = training.setup_runtime(runtime)
+  config = BertConfig.from_json_file(options.bert_config_file)
+  config.check_sequence_length(options.max_seq_length)
+  with run_dir.claim(options.output_dir, hold=strategy.extended.should_checkpoint):
+    return _run(options, start, strategy, config, runtime, loop)
 
 
-def _check_input_files(values, masking):
+def _check_input_files(options, masking):
   """The --input_file records (the first of each file: a later one of other lengths is named
   when the pipeline reads it); returns the files."""
-  input_files = records.input_files(values.input_file, "--input_file")
+  input_files = records.input_files(options.input_file, "--input_file")
   logging.info("*** Input Files ***")
   name_to_features = dynamic_masking.records_arguments(
-      masking, values.max_seq_length, values.max_predictions_per_seq, False, 0)["name_to_features"]
+      masking, options.max_seq_length, options.max_predictions_per_seq, False,
+      0)["name_to_features"]
   empty = []
   for input_file in input_files:
     logging.info("  %s", input_file)
@@ -214,89 +221,95 @@ def _check_input_files(values, masking):
   return input_files
 
 
-def _run(values, start, strategy, config):
+def _run(options, start, strategy, config, runtime, loop):
   """run() in its claimed --output_dir."""
-  masking = dynamic_masking.DynamicMasking.from_values(values, config.vocab_size)
-  input_files = _check_input_files(values, masking)
-  use_nsp = not (values.no_nsp or values.left_to_right)
-  limits = packing.row_limits(values) if getattr(values, "pack_sequences", False) else None
+  objective = options.objective
+  masking = dynamic_masking.DynamicMasking.from_options(
+      objective.masking, options.max_seq_length, options.vocab_file, config.vocab_size)
+  input_files = _check_input_files(options, masking)
+  use_nsp = objective.predicts_next_sentence
+  limits = packing.row_limits(options.max_seq_length, objective, options.max_instances_per_row,
+                              options.max_predictions_per_row) if options.pack_sequences else None
   if limits:
     logging.info("Packing up to %d instances and %d masked-LM predictions per row", *limits)
-  run_dir.check_run_kind(values.output_dir)
-  shape = run_shape(values, limits)
+  run_dir.check_run_kind(options.output_dir)
+  shape = run_shape(options, limits)
   # Evaluating the checkpoints of output_dir needs their model (the input may differ).
-  run_dir.check_run_shape(values.output_dir, shape if values.do_train else {
+  run_dir.check_run_shape(options.output_dir, shape if options.do_train else {
       "left_to_right": shape["left_to_right"]}, config)
-  if values.do_train:
-    model_dir.check_vocab(values.output_dir, values.vocab_file)
-    run_dir.check_init_checkpoint(values.output_dir, values.init_checkpoint)
+  if options.do_train:
+    model_dir.check_vocab(options.output_dir, options.vocab_file)
+    run_dir.check_init_checkpoint(options.output_dir, options.init_checkpoint)
 
   def model_fn():
-    return modeling.BertPretrainer(config, causal=values.left_to_right)
+    return modeling.BertPretrainer(config, causal=objective.left_to_right)
 
   def make_input_fn(batch_size, is_training):
-    return input_fn(input_files, values.max_seq_length, values.max_predictions_per_seq,
-                    batch_size, is_training, seed=values.seed, left_to_right=values.left_to_right,
-                    row_limits=limits, eval_steps=values.max_eval_steps, masking=masking,
-                    gradient_accumulation_steps=(values.gradient_accumulation_steps if is_training
+    return input_fn(input_files, options.max_seq_length, options.max_predictions_per_seq,
+                    batch_size, is_training, seed=runtime.seed,
+                    left_to_right=objective.left_to_right, row_limits=limits,
+                    eval_steps=options.max_eval_steps, masking=masking,
+                    gradient_accumulation_steps=(loop.gradient_accumulation_steps if is_training
                                                  else 1))
 
   model = None
-  if values.do_train:
-    model = _train(values, strategy, config, model_fn, make_input_fn(values.train_batch_size, True),
-                   use_nsp, metric_fn(use_nsp, row_statistics=bool(limits)),
-                   shape)
-  result = _evaluate(values, strategy, model_fn, make_input_fn, use_nsp, model, bool(limits)) if (
-      values.do_eval) else None
+  if options.do_train:
+    model = _train(options, strategy, config, model_fn,
+                   make_input_fn(options.train_batch_size, True), use_nsp,
+                   metric_fn(use_nsp, row_statistics=bool(limits)), shape,
+                   training.train_options(loop, runtime))
+  result = _evaluate(options, strategy, model_fn, make_input_fn, use_nsp, model, bool(limits)) if (
+      options.do_eval) else None
   if strategy.extended.should_checkpoint:
-    _summary(values, start, model, result)
+    _summary(options, start, model, result)
   return result
 
 
-def _evaluate(values, strategy, model_fn, make_input_fn, use_nsp, model, packed):
+def _evaluate(options, strategy, model_fn, make_input_fn, use_nsp, model, packed):
   """--do_eval: the metrics over --max_eval_steps batches, in eval_results.txt and output_dir/eval
   (TensorBoard). Packed, over the same instances, in fewer rows; the results add how many
   instances and real tokens were evaluated (and per row)."""
   logging.info("***** Running evaluation *****")
-  logging.info("  Batch size = %d", values.eval_batch_size)
-  eval_input_fn = make_input_fn(values.eval_batch_size, False)
+  logging.info("  Batch size = %d", options.eval_batch_size)
+  eval_input_fn = make_input_fn(options.eval_batch_size, False)
   if model is None:
-    model, _ = training.restore_model(strategy, model_fn, eval_input_fn, values.output_dir,
-                                      values.init_checkpoint)
+    model, _ = training.restore_model(strategy, model_fn, eval_input_fn, options.output_dir,
+                                      options.init_checkpoint)
   result = training.evaluate(strategy, model, eval_input_fn, metric_fn(use_nsp, packed),
-                             loss_fn(use_nsp), steps=None if packed else values.max_eval_steps,
+                             loss_fn(use_nsp), steps=None if packed else options.max_eval_steps,
                              global_step=training.global_step(model))
   if packed:
-    result["instances"] = values.max_eval_steps * values.eval_batch_size
+    result["instances"] = options.max_eval_steps * options.eval_batch_size
     result["real_tokens"] = round(result["instances"] * result["real_tokens_per_row"] /
                                   result["instances_per_row"])
   if strategy.extended.should_checkpoint:
     logging.info("***** Eval results *****")
-    training.write_eval_results(os.path.join(values.output_dir, "eval_results.txt"), result)
-    scalars.write_eval_scalars(values.output_dir, result, result["global_step"])
+    training.write_eval_results(os.path.join(options.output_dir, "eval_results.txt"), result)
+    scalars.write_eval_scalars(options.output_dir, result, result["global_step"])
   return result
 
 
-def _summary(values, start, model, result):
-  output_dir = values.output_dir
+def _summary(options, start, model, result):
+  output_dir = options.output_dir
   tf1 = os.path.join(output_dir, model_dir.WEIGHTS_CHECKPOINT)
   step = training.global_step(model) if model is not None else result["global_step"]
   scalars.run_summary(output_dir, start, [
-      ("weights", tf1 if values.do_train and values.export_tf1_checkpoint else None),
+      ("weights", tf1 if options.do_train and options.export_tf1_checkpoint else None),
       ("eval results", os.path.join(output_dir, "eval_results.txt") if result else None)],
-      step, model if values.do_train else None, result)
+      step, model if options.do_train else None, result)
 
 
-def _train(values, strategy, config, model_fn, train_input_fn, use_nsp, train_metric_fn, shape):
+def _train(options, strategy, config, model_fn, train_input_fn, use_nsp, train_metric_fn, shape,
+           train_options):
   if strategy.extended.should_checkpoint:
-    model_dir.write_model_files(values.output_dir, config, values.vocab_file)
+    model_dir.write_model_files(options.output_dir, config, options.vocab_file)
   logging.info("***** Running training *****")
-  logging.info("  Batch size = %d", values.train_batch_size)
+  logging.info("  Batch size = %d", options.train_batch_size)
   model = training.train(
-      strategy, model_fn, loss_fn(use_nsp), train_input_fn, values.num_train_steps,
-      values.learning_rate, values.num_warmup_steps, values.output_dir,
-      init_checkpoint=values.init_checkpoint, metric_fn=train_metric_fn,
-      train_batch_size=values.train_batch_size, run_shape=shape, **training.train_options(values))
-  if values.export_tf1_checkpoint and strategy.extended.should_checkpoint:
-    run_dir.export_weights(model, values.output_dir)
+      strategy, model_fn, loss_fn(use_nsp), train_input_fn, options.num_train_steps,
+      options.learning_rate, options.num_warmup_steps, options.output_dir,
+      init_checkpoint=options.init_checkpoint, metric_fn=train_metric_fn,
+      train_batch_size=options.train_batch_size, run_shape=shape, **train_options)
+  if options.export_tf1_checkpoint and strategy.extended.should_checkpoint:
+    run_dir.export_weights(model, options.output_dir)
   return model

@@ -10,6 +10,7 @@ import collections
 import contextlib
 
 from bert_tf import fileio
+from bert_tf import objectives
 from bert_tf.errors import BertTfError
 
 
@@ -17,24 +18,18 @@ from bert_tf.errors import BertTfError
 tf = fileio.tf
 
 
-def pretraining_features(max_seq_length, max_predictions_per_seq):
-  """Records of create_pretraining_data.py, read by run_pretraining.py."""
-  return {
-      "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "masked_lm_positions": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-      "masked_lm_ids": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-      "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
-      "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
-  }
+def pretraining_features(max_seq_length, max_predictions_per_seq, masked=True):
+  """Records of create_pretraining_data.py, read by run_pretraining.py: the features of
+  bert_tf.objectives.RECORD_FEATURES; masked=False: without the masked LM's (--unmasked)."""
+  lengths = {"seq": max_seq_length, "predictions": max_predictions_per_seq}
+  return {name: tf.io.FixedLenFeature([lengths.get(length, length)], getattr(tf, kind))
+          for name, (length, kind) in objectives.record_features(masked).items()}
 
 
 def unmasked_pretraining_features(max_seq_length):
   """Records of create_pretraining_data.py --unmasked (the text itself, no masked_lm_*), read by
   run_pretraining.py --dynamic_masking (bert_tf.dynamic_masking)."""
-  features = pretraining_features(max_seq_length, 1)
-  return {name: spec for name, spec in features.items() if not name.startswith("masked_lm_")}
+  return pretraining_features(max_seq_length, 1, masked=False)
 
 
 def classifier_features(max_seq_length, regression=False):

@@ -1,20 +1,13 @@
-"""The one train / evaluate / predict loop every run_*.py uses, with strategy and precision set-up.
+"""The one train / evaluate / predict loop every run_*.py uses.
 
 API (stable; later changes only add keyword arguments):
 
-  strategy = get_strategy(distribution_strategy="one_device", num_gpus=None, tpu_name=None,
-                          tpu_zone=None, gcp_project=None, master=None)
-      one of STRATEGIES: one_device | mirrored | multi_worker_mirrored | tpu. Create it before any
-      other TensorFlow op (multi_worker_mirrored needs that). Scripts call
-      setup_runtime(values) with their flag values (bert_tf.flags.values()), which does this,
-      then set_precision and set_seed; trim_padding(values) and train_options(values) give the
-      other runtime choices.
-  set_precision(dtype, strategy=None)
-      dtype: float32 | bfloat16 | float16 (loss-scaled) | auto (bert_tf.precision); returns the
-      concrete one
-  set_seed(seed, deterministic=True)
-      seeds Python/NumPy/TF, enables op determinism and makes dropout layers draw from
-      tf.random.Generator objects, whose state the loop checkpoints (exact resume).
+  The runtime set-up is bert_tf.runtime's, here too under its names: setup_runtime(options) (a
+  bert_tf.options.RuntimeOptions) creates the strategy before any other TensorFlow op, then sets
+  precision, seed and determinism; get_strategy, set_precision, set_seed, strategy_name(options),
+  trim_padding(options), concrete_dtype() and STRATEGIES as there.
+  train_options(loop, runtime)
+      the keyword arguments of train() that a TrainLoopOptions and a RuntimeOptions give.
 
   model = train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning_rate,
                 num_warmup_steps, output_dir, init_checkpoint=None, optimizer_type="adamw",
@@ -81,106 +74,29 @@ import tf_keras
 from bert_tf import checkpoints
 from bert_tf import interrupts
 from bert_tf import optimization
-from bert_tf import precision
+from bert_tf import options
 from bert_tf import progress
 from bert_tf import records
 from bert_tf import run_dir
 from bert_tf import scalars
 from bert_tf.errors import BertTfError
+# The runtime set-up, here too for the callers of training.setup_runtime & co.
+from bert_tf.runtime import (STRATEGIES, concrete_dtype, get_strategy, set_precision, set_seed,  # pylint: disable=unused-import
+                             setup_runtime, strategy_name, trim_padding)
 
-STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
-PRECISIONS = precision.PRECISIONS
 CLIP_NORM = 1.0  # the original's clip_by_global_norm(grads, clip_norm=1.0)
 
 
-# ---------------------------------------------------------------------------- set-up
-
-
-def get_strategy(distribution_strategy="one_device", num_gpus=None, tpu_name=None, tpu_zone=None,
-                 gcp_project=None, master=None):
-  """The tf.distribute.Strategy named by --distribution_strategy."""
-  if distribution_strategy not in STRATEGIES:
-    raise BertTfError(f"--distribution_strategy: {distribution_strategy!r} is not one of "
-                      f"{STRATEGIES}")
-  if distribution_strategy == "tpu":
-    tpu = tpu_name or master or ""
-    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu, zone=tpu_zone,
-                                                                  project=gcp_project)
-    tf.config.experimental_connect_to_cluster(resolver)
-    tf.tpu.experimental.initialize_tpu_system(resolver)
-    return tf.distribute.TPUStrategy(resolver)
-  if distribution_strategy == "multi_worker_mirrored":
-    return tf.distribute.MultiWorkerMirroredStrategy()
-  gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
-  if distribution_strategy == "one_device":
-    return tf.distribute.OneDeviceStrategy(gpus[0] if gpus and num_gpus != 0 else "/cpu:0")
-  if num_gpus is None:
-    devices = gpus
-  elif num_gpus > len(gpus):
-    raise BertTfError(f"--num_gpus: {num_gpus} requested but {len(gpus)} GPU(s) are visible")
-  else:
-    devices = gpus[:num_gpus]
-  # Without GPUs, mirror over the logical CPU devices (tests split the CPU into two).
-  devices = devices or [d.name for d in tf.config.list_logical_devices("CPU")]
-  return tf.distribute.MirroredStrategy(devices)
-
-
-def set_precision(dtype, strategy=None, cpuinfo=None):
-  """Sets the global Keras policy (bfloat16 and float16 compute with float32 variables) for
-  --dtype, "auto" resolved for the strategy's devices (bert_tf.precision.resolve, which also warns
-  when bfloat16 would be emulated); returns the concrete dtype."""
-  dtype = precision.resolve(dtype, strategy, cpuinfo)
-  tf_keras.mixed_precision.set_global_policy(PRECISIONS[dtype])
-  return dtype
-
-
-def set_seed(seed, deterministic=True):
-  """Seeds everything; with `deterministic`, the same flags give bit-identical weights."""
-  tf_keras.utils.set_random_seed(seed)
-  if deterministic:
-    tf.config.experimental.enable_op_determinism()
-  # Dropout then draws from tf.random.Generator variables, which are checkpointed, so a resumed
-  # run draws the same masks as one that was never stopped.
-  tf_keras.backend.experimental.enable_tf_random_generator()
-
-
-def strategy_name(values):
-  """--distribution_strategy, or tpu with --use_tpu (the original's flag)."""
-  return "tpu" if values.use_tpu else values.distribution_strategy
-
-
-def setup_runtime(values):
-  """The strategy for the runtime flag values, after which precision, seed and determinism are
-  set. Call before any other TensorFlow op: multi_worker_mirrored must be created first."""
-  strategy = get_strategy(strategy_name(values), num_gpus=values.num_gpus,
-                          tpu_name=values.tpu_name, tpu_zone=values.tpu_zone,
-                          gcp_project=values.gcp_project, master=values.master)
-  if (isinstance(strategy, tf.distribute.TPUStrategy) and values.num_tpu_cores and
-      strategy.num_replicas_in_sync != values.num_tpu_cores):
-    logging.warning("--num_tpu_cores=%d, but the TPU has %d cores: all of them are used",
-                    values.num_tpu_cores, strategy.num_replicas_in_sync)
-  # The concrete dtype from here on (an export after training reads it too).
-  values.dtype = set_precision(values.dtype, strategy)
-  if hasattr(values, "seed"):
-    set_seed(values.seed, deterministic=values.deterministic)
-  return strategy
-
-
-def trim_padding(values):
-  """Whether task models may run each batch at its longest sequence: not where shapes are compiled
-  statically (XLA, TPU)."""
-  return not values.use_xla and strategy_name(values) != "tpu"
-
-
-def train_options(values):
-  """The keyword arguments of train() that come straight from the runtime flag values."""
-  return dict(optimizer_type=values.optimizer, adam_bias_correction=values.adam_bias_correction,
-              gradient_accumulation_steps=values.gradient_accumulation_steps,
-              save_checkpoints_steps=values.save_checkpoints_steps,
-              keep_checkpoint_max=values.keep_checkpoint_max,
-              steps_per_loop=values.iterations_per_loop, log_steps=values.log_steps,
-              use_xla=values.use_xla, seed=values.seed,
-              clip_norm_rule=optimization.clip_norm_rule_of_flag(values.clip_norm_rule))
+def train_options(loop, runtime):
+  """The keyword arguments of train() that come straight from the options: loop, a
+  bert_tf.options.TrainLoopOptions; runtime, a RuntimeOptions (its seed and use_xla)."""
+  return dict(optimizer_type=loop.optimizer, adam_bias_correction=loop.adam_bias_correction,
+              gradient_accumulation_steps=loop.gradient_accumulation_steps,
+              save_checkpoints_steps=loop.save_checkpoints_steps,
+              keep_checkpoint_max=loop.keep_checkpoint_max,
+              steps_per_loop=loop.iterations_per_loop, log_steps=loop.log_steps,
+              use_xla=runtime.use_xla, seed=runtime.seed,
+              clip_norm_rule=optimization.clip_norm_rule_of_flag(loop.clip_norm_rule))
 
 
 # ---------------------------------------------------------------------------- model building
@@ -309,7 +225,9 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
           seed=None, use_xla=False, train_batch_size=None, adam_bias_correction=False,
           evaluator=None, clip_norm_rule=None, run_shape=None):
   """Trains model_fn()'s model to num_train_steps optimizer steps; see the module docstring."""
-  _check_train_arguments(gradient_accumulation_steps, save_checkpoints_steps)
+  # The options' own rules, for a caller that passes these values directly.
+  options.TrainLoopOptions(gradient_accumulation_steps=gradient_accumulation_steps,
+                           save_checkpoints_steps=save_checkpoints_steps)
   tf.io.gfile.makedirs(output_dir)
   if seed is not None:
     tf_keras.utils.set_random_seed(seed)
@@ -364,14 +282,6 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
     log.close()
   state.model.global_step = step
   return state.model
-
-
-def _check_train_arguments(gradient_accumulation_steps, save_checkpoints_steps):
-  if gradient_accumulation_steps < 1:
-    raise BertTfError("--gradient_accumulation_steps: must be >= 1, got "
-                      f"{gradient_accumulation_steps}")
-  if save_checkpoints_steps < 1:
-    raise BertTfError(f"--save_checkpoints_steps: must be >= 1, got {save_checkpoints_steps}")
 
 
 class _TrainState:

@@ -27,10 +27,12 @@ the learned pieces (single characters first). With N = 994 the first 999 lines a
 original uncased vocabulary; with N < 99, [UNK] comes right after the last [unused].
 """
 import collections
+import dataclasses
 import heapq
 import math
 import os
 import time
+from typing import Optional
 
 from absl import logging
 
@@ -64,25 +66,42 @@ def special_tokens(num_unused, reserved_tokens=()):
           [f"[unused{i}]" for i in range(first, num_unused)] + list(reserved_tokens))
 
 
-def check_values(values):
-  """One-line errors for flags outside their range and unusable reserved tokens."""
-  for name, minimum in (("vocab_size", 1), ("min_count", 1), ("num_unused", 0),
-                        ("max_unique_chars", 1), ("max_words_in_memory", 2)):
-    if getattr(values, name) < minimum:
-      raise BertTfError(f"--{name}: expected an integer of at least {minimum}, "
-                        f"got {getattr(values, name)}")
-  fixed = set(special_tokens(values.num_unused))
-  seen = set()
-  for token in values.reserved_tokens:
-    if not token or token != token.strip() or len(token.split()) != 1:
-      raise BertTfError(f"--reserved_tokens: {token!r} is empty or holds whitespace")
-    if token in fixed or token in seen:
-      raise BertTfError(f"--reserved_tokens: {token!r} is already in the vocabulary's layout")
-    seen.add(token)
-  num_fixed = len(special_tokens(values.num_unused, values.reserved_tokens))
-  if values.vocab_size <= num_fixed:
-    raise BertTfError(f"--vocab_size: {values.vocab_size} leaves no room for pieces after "
-                      f"{num_fixed} special, unused and reserved tokens")
+@dataclasses.dataclass(frozen=True)
+class VocabOptions:
+  """create_vocab.py's flags, checked as they are built: one-line errors for values outside their
+  range and unusable reserved tokens."""
+  input_file: str
+  output_file: str
+  overwrite: bool = False
+  vocab_size: int = 30522
+  do_lower_case: bool = True
+  min_count: int = 1
+  reserved_tokens: tuple = ()
+  num_unused: int = UNUSED_BEFORE_UNK
+  max_unique_chars: int = 1000
+  max_words_in_memory: int = 5_000_000
+  learner: str = "bpe"
+  progress_seconds: Optional[float] = 30
+
+  def __post_init__(self):
+    object.__setattr__(self, "reserved_tokens", tuple(self.reserved_tokens))
+    for name, minimum in (("vocab_size", 1), ("min_count", 1), ("num_unused", 0),
+                          ("max_unique_chars", 1), ("max_words_in_memory", 2)):
+      if getattr(self, name) < minimum:
+        raise BertTfError(f"--{name}: expected an integer of at least {minimum}, "
+                          f"got {getattr(self, name)}")
+    fixed = set(special_tokens(self.num_unused))
+    seen = set()
+    for token in self.reserved_tokens:
+      if not token or token != token.strip() or len(token.split()) != 1:
+        raise BertTfError(f"--reserved_tokens: {token!r} is empty or holds whitespace")
+      if token in fixed or token in seen:
+        raise BertTfError(f"--reserved_tokens: {token!r} is already in the vocabulary's layout")
+      seen.add(token)
+    num_fixed = len(special_tokens(self.num_unused, self.reserved_tokens))
+    if self.vocab_size <= num_fixed:
+      raise BertTfError(f"--vocab_size: {self.vocab_size} leaves no room for pieces after "
+                        f"{num_fixed} special, unused and reserved tokens")
 
 
 class WordCounter:
@@ -343,17 +362,17 @@ def write_vocabulary(path, tokens, overwrite):
   fileio.write_text_atomically(path, "".join(token + "\n" for token in tokens))
 
 
-def run(values):
-  """create_vocab.py: count words, learn, write (module docstring)."""
-  check_values(values)
-  fileio.check_not_input(values.output_file, [("--input_file", values.input_file)], "--output_file")
-  refuse_existing(values.output_file, values.overwrite)  # before hours of work, and after
-  fileio.remove_stale_temporaries(values.output_file)
-  input_files = records.input_files(values.input_file)
-  fixed = special_tokens(values.num_unused, values.reserved_tokens)
+def run(options):
+  """create_vocab.py: count words, learn, write (module docstring); options: a VocabOptions."""
+  fileio.check_not_input(options.output_file, [("--input_file", options.input_file)],
+                         "--output_file")
+  refuse_existing(options.output_file, options.overwrite)  # before hours of work, and after
+  fileio.remove_stale_temporaries(options.output_file)
+  input_files = records.input_files(options.input_file)
+  fixed = special_tokens(options.num_unused, options.reserved_tokens)
   start = time.monotonic()
-  counter = count_words(input_files, values.do_lower_case, values.max_words_in_memory,
-                        values.progress_seconds)
+  counter = count_words(input_files, options.do_lower_case, options.max_words_in_memory,
+                        options.progress_seconds)
   count_seconds = time.monotonic() - start
   if not counter.total:
     raise BertTfError(f"--input_file: no word in {', '.join(input_files)} (expected text; the "
@@ -361,17 +380,17 @@ def run(values):
   if counter.invalid_utf8_lines:
     logging.warning("%d lines held invalid UTF-8: those bytes were dropped (as the original "
                     "create_pretraining_data drops them)", counter.invalid_utf8_lines)
-  num_pieces = values.vocab_size - len(fixed)
-  pieces, figures = learn_vocabulary(counter.counts, num_pieces, values.min_count,
-                                     values.max_unique_chars, fixed, values.learner,
-                                     values.progress_seconds)
+  num_pieces = options.vocab_size - len(fixed)
+  pieces, figures = learn_vocabulary(counter.counts, num_pieces, options.min_count,
+                                     options.max_unique_chars, fixed, options.learner,
+                                     options.progress_seconds)
   learn_seconds = time.monotonic() - start - count_seconds
   if len(pieces) < num_pieces:
     logging.warning("the corpus gives only %d pieces: the vocabulary has %d tokens, not "
                     "--vocab_size=%d (set the model's vocab_size to it or above)", len(pieces),
-                    len(fixed) + len(pieces), values.vocab_size)
-  write_vocabulary(values.output_file, fixed + pieces, values.overwrite)
-  progress.summary("Finished", [("vocabulary", values.output_file)], {
+                    len(fixed) + len(pieces), options.vocab_size)
+  write_vocabulary(options.output_file, fixed + pieces, options.overwrite)
+  progress.summary("Finished", [("vocabulary", options.output_file)], {
       "vocabulary size": len(fixed) + len(pieces), "special, unused and reserved": len(fixed),
       "learned pieces": len(pieces), "input MB": round(counter.num_bytes / 1e6, 1),
       "words counted": counter.total, "distinct words": len(counter.counts), **figures,

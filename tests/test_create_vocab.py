@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import types
 
 import pytest
 
@@ -32,7 +31,7 @@ def values(tmp_path, **overrides):
                   overwrite=False, vocab_size=200, do_lower_case=True, min_count=1,
                   reserved_tokens=[], num_unused=99, max_unique_chars=1000,
                   max_words_in_memory=5_000_000, learner="bpe", progress_seconds=None)
-  return types.SimpleNamespace(**dict(defaults, **overrides))
+  return vocab_learning.VocabOptions(**dict(defaults, **overrides))
 
 
 def write_text(tmp_path, text=TEXT, name="a.txt"):

@@ -2,7 +2,6 @@
 records it reads (create_pretraining_data.py --unmasked): the original's masking rule in
 distribution (counts, 80/10/10 and the Table 8 mixes, specials, whole words), seeding, new masks
 each epoch, exact resume, and the scripts end to end, packed or not."""
-import types
 
 import numpy as np
 import pytest
@@ -14,6 +13,8 @@ from support.pretraining_runs import write_pretraining_records
 from support.task_data import _toy_corpus
 
 from bert_tf import dynamic_masking
+from bert_tf import objectives
+from bert_tf import options
 from bert_tf import pretraining
 from bert_tf import records
 from bert_tf.errors import BertTfError
@@ -57,12 +58,11 @@ def record_file(tmp_path_factory):
 
 
 def _masking(vocab_file, **flags):
-  values = dict(dynamic_masking=True, left_to_right=False, vocab_file=vocab_file,
-                max_seq_length=SEQ, max_predictions_per_seq=PREDS, masked_lm_prob=0.15,
-                do_whole_word_mask=False, mask_prob_mask=0.8, mask_prob_keep=0.1,
-                mask_prob_random=0.1)
+  values = dict(max_predictions_per_seq=PREDS, masked_lm_prob=0.15, do_whole_word_mask=False,
+                mask_prob_mask=0.8, mask_prob_keep=0.1, mask_prob_random=0.1, dynamic=True)
   values.update(flags)
-  return dynamic_masking.DynamicMasking.from_values(types.SimpleNamespace(**values))
+  return dynamic_masking.DynamicMasking.from_options(objectives.Masking(**values), SEQ,
+                                                     vocab_file)
 
 
 def _batches(record_file, masking, batches, batch_size=100, seed=1, is_training=True,
@@ -188,11 +188,13 @@ def test_input_resumes_with_the_same_masks(record_file, vocab_file, tmp_path):
 
 
 def test_bad_flags_and_records_fail_in_one_line(record_file, vocab_file, tmp_path):
+  dynamic = objectives.Masking(dynamic=True)
   with pytest.raises(BertTfError, match="--dynamic_masking: needs --vocab_file"):
-    _masking(None)
+    options.PretrainingOptions("in", "c.json", "out", do_train=True,
+                               objective=objectives.Objective(masking=dynamic))
   with pytest.raises(BertTfError, match="--left_to_right"):
-    _masking(vocab_file, left_to_right=True)
-  assert _masking(vocab_file, dynamic_masking=False) is None
+    objectives.Objective.of_flags(left_to_right=True, masking=dynamic)
+  assert _masking(vocab_file, dynamic=False) is None
   with pytest.raises(BertTfError, match="add --dynamic_masking"):
     dynamic_masking.check_records(record_file, None)
   masked = write_pretraining_records(str(tmp_path / "masked.tfrecord"), 2)

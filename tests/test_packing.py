@@ -6,13 +6,13 @@ import json
 import os
 import subprocess
 import sys
-import types
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from bert_tf import modeling
+from bert_tf import objectives
 from bert_tf import packing
 from bert_tf import pretraining
 from bert_tf import training
@@ -128,21 +128,17 @@ def test_input_resumes_at_the_same_row(short_records):
 
 
 def test_row_limits_are_checked():
-  values = types.SimpleNamespace(max_seq_length=128, max_predictions_per_seq=20,
-                                 max_instances_per_row=None, max_predictions_per_row=None,
-                                 left_to_right=False)
-  assert packing.row_limits(values) == (8, 24)
-  values.left_to_right = True
-  assert packing.row_limits(values) == (8, 128)
-  values.max_predictions_per_row = 100
+  masking = objectives.Masking(max_predictions_per_seq=20)
+  mlm, left_to_right = objectives.Objective(masking=masking), objectives.Objective.of_flags(
+      left_to_right=True, masking=masking)
+  assert packing.row_limits(128, mlm) == (8, 24)
+  assert packing.row_limits(128, left_to_right) == (8, 128)
   with pytest.raises(BertTfError, match="--max_predictions_per_row: 100 is less than"):
-    packing.row_limits(values)
-  values.left_to_right, values.max_predictions_per_row = False, 19
+    packing.row_limits(128, left_to_right, max_predictions_per_row=100)
   with pytest.raises(BertTfError, match="--max_predictions_per_seq"):
-    packing.row_limits(values)
-  values.max_predictions_per_row, values.max_instances_per_row = None, -1
+    packing.row_limits(128, mlm, max_predictions_per_row=19)
   with pytest.raises(BertTfError, match="--max_instances_per_row"):
-    packing.row_limits(values)
+    packing.row_limits(128, mlm, max_instances_per_row=-1)
 
 
 # Mirrored over 2 logical CPUs: 2 steps packed with gradient accumulation, then the same

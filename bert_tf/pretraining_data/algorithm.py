@@ -31,6 +31,7 @@ import numpy as np
 from bert_tf.progress import Progress
 from bert_tf.pretraining_data import record_writer
 from bert_tf.errors import BertTfError
+from bert_tf.options import check_max_seq_length
 
 
 # random.Random.shuffle/randint draw through _randbelow_with_getrandbits; _shuffle and _randint below
@@ -39,7 +40,7 @@ from bert_tf.errors import BertTfError
 _FAST_RANDOM = random.Random._randbelow is random.Random._randbelow_with_getrandbits
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Options:
   """How instances are made: the original's flags plus the masking and NSP ablations."""
   max_seq_length: int = 128
@@ -59,12 +60,16 @@ class Options:
   # masked_lm_* features (record_writer.instance_features).
   unmasked: bool = False
 
+  def __post_init__(self):
+    self.validate()
+
   def validate(self):
+    """The flags' rules (run as the options are made)."""
     def check(ok, flag, message):
       if not ok:
         raise BertTfError(f"--{flag}: {message}")
-    check(5 <= self.max_seq_length <= 65535, "max_seq_length",
-          f"must be in [5, 65535] ([CLS] A [SEP] B [SEP] with one token each side), got {self.max_seq_length}")
+    check_max_seq_length(self.max_seq_length, 5, 65535,
+                         "[CLS] A [SEP] B [SEP] with one token each side")
     check(self.max_predictions_per_seq >= 1, "max_predictions_per_seq",
           f"must be at least 1, got {self.max_predictions_per_seq}")
     check(self.dupe_factor >= 1, "dupe_factor", f"must be at least 1, got {self.dupe_factor}")

@@ -82,19 +82,20 @@ def run(input_files, output_files, vocab_file, do_lower_case, options, num_shard
                 if c.key.metric.name.startswith(_WRITTEN_PREFIX) and (c.committed or c.attempted)})
 
 
-def main(values):
+def main(options):
   """create_pretraining_data.py --beam_runner: the --num_shards shards as an Apache Beam pipeline;
-  the runner runs every shard, on as many workers as it has."""
-  options, input_files, output_files = pipeline.parsed(values)
-  if values.shard_index is not None:
+  the runner runs every shard, on as many workers as it has. options: a pipeline.DataOptions."""
+  input_files, output_files = pipeline.parsed(options)
+  if options.shard_index is not None:
     raise BertTfError("--shard_index: not used with --beam_runner, which makes every shard of "
                       "--num_shards")
-  if values.num_workers != 1:
+  if options.num_workers != 1:
     raise BertTfError("--num_workers: must be 1 with --beam_runner; the runner's workers run "
                       "shards in parallel")
-  written = run(input_files, output_files, values.vocab_file, values.do_lower_case, options,
-                values.num_shards, values.beam_runner, shlex.split(values.beam_pipeline_options),
-                progress_seconds=values.progress_seconds)
-  summary("Finished", [("records", f"{values.output_file} (shards -NNNNN-of-"
-                                   f"{values.num_shards:05d})")],
+  written = run(input_files, output_files, options.vocab_file, options.do_lower_case,
+                options.instances, options.num_shards, options.beam_runner,
+                shlex.split(options.beam_pipeline_options),
+                progress_seconds=options.progress_seconds)
+  summary("Finished", [("records", f"{options.output_file} (shards -NNNNN-of-"
+                                   f"{options.num_shards:05d})")],
           {"shards written": len(written)})

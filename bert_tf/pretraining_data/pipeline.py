@@ -15,6 +15,7 @@ import hashlib
 import os
 import random
 import time
+from typing import Optional
 
 from absl import logging
 
@@ -33,31 +34,42 @@ from bert_tf.pretraining_data.record_writer import write_instances
 from bert_tf.errors import BertTfError
 
 
-def options_from(values):
-  """The instance-making Options of create_pretraining_data.py's flag values."""
-  return Options(**{field.name: getattr(values, field.name) for field in dataclasses.fields(Options)})
+@dataclasses.dataclass(frozen=True)
+class DataOptions:
+  """create_pretraining_data.py's flags: its files and how the run is split, beside `instances`,
+  the Options of the instances themselves (checked as they are made)."""
+  input_file: str
+  output_file: str
+  vocab_file: str
+  instances: Options = Options()
+  do_lower_case: bool = True
+  num_workers: int = 1
+  num_shards: int = 1
+  shard_index: Optional[int] = None
+  beam_runner: Optional[str] = None
+  beam_pipeline_options: str = ""
+  progress_seconds: Optional[float] = 30
 
 
-def main(values):
-  """create_pretraining_data.py without --beam_runner: `values` are its parsed flags."""
-  options, input_files, output_files = parsed(values)
-  tokenizer = tokenization.FullTokenizer(vocab_file=values.vocab_file,
-                                         do_lower_case=values.do_lower_case)
-  run_shards(input_files, output_files, tokenizer, options, values.num_shards, values.shard_index,
-             num_workers=values.num_workers, progress_seconds=values.progress_seconds)
+def main(options):
+  """create_pretraining_data.py without --beam_runner; options: its DataOptions."""
+  input_files, output_files = parsed(options)
+  tokenizer = tokenization.FullTokenizer(vocab_file=options.vocab_file,
+                                         do_lower_case=options.do_lower_case)
+  run_shards(input_files, output_files, tokenizer, options.instances, options.num_shards,
+             options.shard_index, num_workers=options.num_workers,
+             progress_seconds=options.progress_seconds)
 
 
-def parsed(values):
-  """(Options, input files, output files) of create_pretraining_data.py's flag values."""
-  options = options_from(values)
-  options.validate()
-  input_files = records.input_files(values.input_file)
-  output_files = [path for path in values.output_file.split(",") if path.strip()]
-  inputs = [("--input_file", values.input_file), ("--vocab_file", values.vocab_file)]
-  for shard in range(max(values.num_shards, 1)):
-    for path in shard_output_files(output_files, shard, max(values.num_shards, 1)):
+def parsed(options):
+  """(input files, output files) of a DataOptions, checked: no output is an input."""
+  input_files = records.input_files(options.input_file)
+  output_files = [path for path in options.output_file.split(",") if path.strip()]
+  inputs = [("--input_file", options.input_file), ("--vocab_file", options.vocab_file)]
+  for shard in range(max(options.num_shards, 1)):
+    for path in shard_output_files(output_files, shard, max(options.num_shards, 1)):
       fileio.check_not_input(path, inputs, "--output_file")
-  return options, input_files, output_files
+  return input_files, output_files
 
 
 def shard_seed(random_seed, shard_index, num_shards):
@@ -82,7 +94,6 @@ def shard_input_files(input_files, shard_index, num_shards):
 def create_pretraining_data(input_files, output_files, tokenizer, options, num_workers=1,
                             progress_seconds=30):
   """Reads, makes instances and writes records as the original does; returns counts for the log."""
-  options.validate()
   if not output_files:
     raise BertTfError("--output_file: no output file given")
   for path in output_files:
@@ -125,8 +136,7 @@ def create_pretraining_data(input_files, output_files, tokenizer, options, num_w
 
 
 def check_shards(input_files, output_files, options, num_shards):
-  """One-line errors for flags that would fail every shard."""
-  options.validate()
+  """One-line errors for flags that would fail every shard (the Options checked themselves)."""
   if num_shards < 1:
     raise BertTfError(f"--num_shards: must be at least 1, got {num_shards}")
   if len(input_files) < num_shards:

@@ -17,6 +17,7 @@ import tempfile
 import numpy as np
 
 from bert_tf import fileio
+from bert_tf import objectives
 from bert_tf import workers
 from bert_tf.progress import Progress
 from bert_tf.pretraining_data.record_bytes import RecordEncoder
@@ -60,10 +61,10 @@ def instance_features(tokens, instances, index, vocab, options):
   features["input_mask"] = input_mask.tolist()
   features["segment_ids"] = segment_ids.tolist()
   if not options.unmasked:
-    features["masked_lm_positions"] = positions.tolist() + padding
-    features["masked_lm_ids"] = labels.tolist() + padding
-    features["masked_lm_weights"] = [1.0] * num_masked + [0.0] * len(padding)
-  features["next_sentence_labels"] = [is_random_next]
+    features[objectives.MASKED_LM_POSITIONS] = positions.tolist() + padding
+    features[objectives.MASKED_LM_IDS] = labels.tolist() + padding
+    features[objectives.MASKED_LM_WEIGHTS] = [1.0] * num_masked + [0.0] * len(padding)
+  features[objectives.NEXT_SENTENCE_LABELS] = [is_random_next]
   return features
 
 

@@ -1,0 +1,128 @@
+"""bert_tf.options: the typed options, each rule once, beside its option; their builders."""
+import dataclasses
+import os
+import re
+import types
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import pytest
+
+from bert_tf import flags as bert_flags
+from bert_tf import objectives
+from bert_tf import options
+from bert_tf.errors import BertTfError
+
+
+def test_defaults_are_the_flags_defaults():
+  bert_flags.define_runtime_flags()
+  values = types.SimpleNamespace(**{name: bert_flags.FLAGS[name].default
+                                    for name in bert_flags.FLAGS})
+  runtime = bert_flags.runtime_options(values)
+  assert runtime == dataclasses.replace(options.RuntimeOptions(), seed=12345)
+  assert bert_flags.train_loop_options(values) == options.TrainLoopOptions()
+  assert runtime.strategy_name == "one_device" and runtime.trim_padding
+
+
+def test_a_script_without_a_flag_keeps_the_default():
+  runtime = bert_flags.runtime_options(types.SimpleNamespace(dtype="bfloat16"))
+  assert runtime.dtype == "bfloat16" and runtime.seed is None
+
+
+def test_tpu_and_xla():
+  runtime = options.RuntimeOptions(use_tpu=True)
+  assert runtime.strategy_name == "tpu" and not runtime.trim_padding
+  assert not options.RuntimeOptions(use_xla=True).trim_padding
+  with pytest.raises(dataclasses.FrozenInstanceError):
+    runtime.dtype = "float16"
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: options.RuntimeOptions(num_gpus=-1), "--num_gpus: expected a number of at least 0, got "
+     "-1"),
+    (lambda: options.RuntimeOptions(num_tpu_cores=0), "--num_tpu_cores: expected an integer"),
+    (lambda: options.RuntimeOptions(dtype="float64"), "--dtype: expected one of"),
+    (lambda: options.RuntimeOptions(distribution_strategy="x"), "--distribution_strategy: "),
+    (lambda: options.TrainLoopOptions(log_steps=0), "--log_steps: expected an integer of at "
+     "least 1, got 0"),
+    (lambda: options.TrainLoopOptions(gradient_accumulation_steps=0),
+     "--gradient_accumulation_steps: expected an integer of at least 1"),
+    (lambda: options.TrainLoopOptions(keep_checkpoint_max=-1),
+     "--keep_checkpoint_max: expected a number of at least 0, got -1"),
+    (lambda: options.TrainLoopOptions(optimizer="sgd"), "--optimizer: expected one of adamw"),
+    (lambda: options.check_max_seq_length(2), r"--max_seq_length: expected an integer of at "
+     r"least 3 \(\[CLS\] x \[SEP\]\), got 2"),
+    (lambda: options.check_max_seq_length(70000, 5, 65535, "why"),
+     r"--max_seq_length: must be in \[5, 65535\] \(why\), got 70000"),
+])
+def test_each_rule_names_its_flag(make, message):
+  with pytest.raises(BertTfError, match=message):
+    make()
+
+
+def test_values_checks_the_typed_options(monkeypatch):
+  bert_flags.define_runtime_flags()
+  bert_flags.define_max_seq_length_flag()
+  bert_flags.FLAGS.mark_as_parsed()
+  monkeypatch.setattr(bert_flags.FLAGS, "log_steps", 0)
+  with pytest.raises(BertTfError, match="--log_steps: expected an integer of at least 1, got 0"):
+    bert_flags.values()
+  bert_flags.FLAGS.log_steps = 100
+  monkeypatch.setattr(bert_flags.FLAGS, "max_seq_length", 2)
+  with pytest.raises(BertTfError, match="--max_seq_length: expected an integer of at least 3"):
+    bert_flags.values()
+  bert_flags.values(check_ranges=False)
+
+
+def _pretraining_values(**overrides):
+  values = dict(input_file="in", bert_config_file="c.json", output_dir="out", init_checkpoint=None,
+                vocab_file=None, max_seq_length=128, max_predictions_per_seq=20, do_train=True,
+                do_eval=False, train_batch_size=32, eval_batch_size=8, learning_rate=5e-5,
+                num_train_steps=10, num_warmup_steps=0, max_eval_steps=5,
+                export_tf1_checkpoint=False, pack_sequences=False, max_instances_per_row=None,
+                max_predictions_per_row=None, no_nsp=False, left_to_right=False,
+                dynamic_masking=False, masked_lm_prob=0.15, do_whole_word_mask=False,
+                mask_prob_mask=0.8, mask_prob_keep=0.1, mask_prob_random=0.1)
+  values.update(overrides)
+  return types.SimpleNamespace(**values)
+
+
+def test_pretraining_options_carry_the_objective():
+  built = bert_flags.pretraining_options(_pretraining_values())
+  assert built.objective == objectives.Objective() and built.max_predictions_per_seq == 20
+  assert built.objective.predicts_next_sentence
+  for flags in (dict(no_nsp=True), dict(left_to_right=True)):
+    objective = bert_flags.pretraining_options(_pretraining_values(**flags)).objective
+    assert not objective.predicts_next_sentence and objective.metric_names() == [
+        "masked_lm_accuracy", "masked_lm_loss"]
+  assert bert_flags.pretraining_options(_pretraining_values(
+      dynamic_masking=True, vocab_file="v.txt")).objective.run_shape() == {
+          "left_to_right": False, "dynamic_masking": True}
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(do_train=False), "--do_train/--do_eval: at least one of them must be True"),
+    (dict(num_train_steps=0), "--num_train_steps: expected an integer of at least 1, got 0"),
+    (dict(num_warmup_steps=-1), "--num_warmup_steps: expected a number of at least 0, got -1"),
+    (dict(max_predictions_per_seq=0), "--max_predictions_per_seq: expected an integer of at least"),
+    (dict(masked_lm_prob=0.0), "--masked_lm_prob: expected a fraction above 0 and at most 1"),
+    (dict(dynamic_masking=True), "--dynamic_masking: needs --vocab_file"),
+    (dict(dynamic_masking=True, vocab_file="v", left_to_right=True), "--left_to_right"),
+])
+def test_pretraining_rules(overrides, message):
+  with pytest.raises(BertTfError, match=re.escape(message)):
+    bert_flags.pretraining_options(_pretraining_values(**overrides))
+
+
+def test_create_pretraining_data_options():
+  values = types.SimpleNamespace(
+      input_file="a.txt", output_file="o.tfrecord", vocab_file="v.txt", do_lower_case=True,
+      num_workers=2, num_shards=1, shard_index=None, beam_runner=None, beam_pipeline_options="",
+      progress_seconds=30, max_seq_length=64, max_predictions_per_seq=10, random_seed=1,
+      dupe_factor=1, masked_lm_prob=0.15, short_seq_prob=0.1, do_whole_word_mask=False,
+      mask_prob_mask=0.8, mask_prob_keep=0.1, mask_prob_random=0.1, no_nsp=False, unmasked=False)
+  built = bert_flags.pretraining_data_options(values)
+  assert built.num_workers == 2 and built.instances.max_seq_length == 64
+  values.max_seq_length = 4
+  with pytest.raises(BertTfError, match=re.escape("--max_seq_length: must be in [5, 65535]")):
+    bert_flags.pretraining_data_options(values)
