@@ -17,7 +17,7 @@ from bert_tf import progress  # noqa: E402
 
 
 def define_flags():
-  flags.DEFINE_enum("task", None, list(export.TASKS), "Which fine-tuned model to export.")
+  flags.DEFINE_enum("task", None, export.task_names(), "Which fine-tuned model to export.")
   bert_flags.define_model_flags()
   flags.DEFINE_string("task_name", None, "--task=classifier: the GLUE task the model was "
                       "fine-tuned on (its label names and whether it takes pairs).")

@@ -1,35 +1,10 @@
 """The one fine-tuning driver: run(task_class, values) is the whole of run_classifier.py,
 run_swag.py, run_ner.py and run_squad.py.
 
-values: the parsed flags (bert_flags.values()). A task class is built as task_class(values,
-tokenizer), before TensorFlow's runtime starts (so that its bad flags and files fail first), and
-provides:
-
-  export_kind                      "classifier" | "squad" | "ner" | None (not exportable)
-  schema(is_training)              the record kind (a bert_tf.records name_to_features dict)
-  model_fn(config, trim_padding)   -> a callable building the task model (a bert_tf.heads model)
-  loss_fn(features, outputs)       the training loss; train_metric_fn(...) or None: logged metrics
-  write_train_records(path)        reads the training data, writes its records to path; returns
-                                   (number of examples the epochs count, number of records,
-                                   what an example is, e.g. "training examples")
-  write_split_records(split, path) reads a split ("dev" with --do_eval, "test" with --do_predict),
-                                   writes its records; returns what finish_split needs (the
-                                   examples, features, ...)
-  record_files                     optional: {split: record file name in output_dir}, where it
-                                   differs from RECORD_FILES (run_squad.py predicts from
-                                   eval.tf_record, as the original)
-  finish_split(split, state, batches, global_step, output_dir=None)
-                                   scores the model's outputs (an iterator of predict batches)
-                                   and writes the split's result files (into output_dir, default
-                                   values.output_dir)
-  eval_metric_names()              the names finish_split's dev results hold
-  primary_metric                   the one early stopping watches by default
-  eval_split                       optional: the split evaluations during training score, where
-                                   not "dev" (run_squad.py: "test", its --predict_file)
-
-  num_sequences                    optional: sequences per example (run_swag.py: 4), for
-                                   --pack_sequences; packed_loss_weights: optional, the packed
-                                   row feature the loss is a mean over (default: the examples)
+values: the parsed flags (bert_flags.values()). task_class: a registered bert_tf.tasks.base.Task
+subclass, built as task_class(values, tokenizer) before TensorFlow's runtime starts (so that its
+bad flags and files fail first); what the driver asks of it (records, model, loss, metrics, result
+files, the splits its evaluations score, its task_config.json and export) is listed there.
 
 --eval_every_n_steps, --keep_best_metric and --early_stopping_patience: bert_tf.keep_best; the
 best weights it keeps are those --do_eval, --do_predict and --export_dir use. --pack_sequences:
@@ -61,10 +36,11 @@ from bert_tf import tokenization
 from bert_tf import training
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
+from bert_tf.tasks import base
 
 # Records held by the fine-tuning shuffle buffer at most (~1 KB each at seq 128).
 MAX_FINETUNE_SHUFFLE_BUFFER = 100_000
-RECORD_FILES = {"train": "train.tf_record", "dev": "eval.tf_record", "test": "predict.tf_record"}
+RECORD_FILES = base.RECORD_FILES
 # What the closing summary leaves out of the files a run wrote in output_dir.
 NOT_RESULTS = ("*.tf_record", "checkpoint", "*.index", "*.data-*-of-*", "train_run.json",
                model_dir.CONFIG_FILE, model_dir.VOCAB_FILE, scalars.CURVES_FILE,
@@ -138,7 +114,7 @@ def finetune(values, strategy, config, task, model_fn, train_records, steps, eva
   if layout:
     train_input_fn = layout.train_input_fn(
         train_file, values.train_batch_size, values.seed, values.gradient_accumulation_steps,
-        shuffle_buffer_size, getattr(task, "packed_loss_weights", packing_finetune.EXAMPLE_WEIGHTS))
+        shuffle_buffer_size, task.packed_loss_weights)
     metric_fn = packing_finetune.with_row_statistics(metric_fn)
   else:
     train_input_fn = records.records_input_fn(
@@ -216,7 +192,7 @@ def _run(values, start, strategy, config, task, plan):
     steps = train_plan(values, task, train_records)
   splits = {}
   for split, batch_size in _splits(values, plan, task):
-    path = os.path.join(values.output_dir, getattr(task, "record_files", RECORD_FILES)[split])
+    path = os.path.join(values.output_dir, task.record_files[split])
     splits[split] = (path, batch_size, task.write_split_records(split, path))
   chief = strategy.extended.should_checkpoint
   model = None
@@ -257,7 +233,7 @@ def _run(values, start, strategy, config, task, plan):
     scalars.write_eval_scalars(values.output_dir, results["dev"], training.global_step(model))
   export_path = None
   if getattr(values, "export_dir", None):
-    export_path = export.export_from_values(task.export_kind, values, values.output_dir,
+    export_path = export.export_from_values(task.name, values, values.output_dir,
                                             weights=keeper.prefix if keeper else None)
   if chief:
     _summary(values, start, model, results.get("dev"), export_path, best)
@@ -312,7 +288,7 @@ def _evaluator(plan, task, strategy, splits, output_dir, layout=None):
   """The keep_best.Evaluator of --eval_every_n_steps, or None."""
   if plan is None or plan.every_n_steps is None:
     return None
-  split = getattr(task, "eval_split", "dev")
+  split = task.eval_split
   path, batch_size, state = splits[split]
   input_fn, total, unpack = _prediction_input(task, layout, path, batch_size)
   return keep_best.Evaluator(plan, task, strategy, split, input_fn, total, state, output_dir,
@@ -356,7 +332,7 @@ def _splits(values, plan=None, task=None):
             ("test", values.predict_batch_size, values.do_predict)]
   splits = [(split, batch_size) for split, batch_size, flag in wanted if flag]
   if values.do_train and plan is not None and plan.every_n_steps is not None:
-    split = getattr(task, "eval_split", "dev")
+    split = task.eval_split
     if split not in dict(splits):
       splits.append((split, eval_batch_size or values.predict_batch_size))
   return splits

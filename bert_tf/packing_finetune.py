@@ -259,8 +259,8 @@ def row_statistics(features):
 
 
 def task_layout(values, task, is_training):
-  """The Layout of a fine-tuning task's records (task.schema, task.num_sequences: 1 unless
-  stated) with --pack_sequences, else None."""
+  """The Layout of a fine-tuning task's records (task.schema, task.num_sequences) with
+  --pack_sequences, else None."""
   if not getattr(values, "pack_sequences", False):
     if getattr(values, "max_instances_per_row", None):
       raise BertTfError("--max_instances_per_row: only with --pack_sequences")
@@ -272,7 +272,7 @@ def task_layout(values, task, is_training):
     raise BertTfError("--pack_sequences: not with --left_to_right (its classifier pools each "
                       "example's last token, where packed rows pool each example's [CLS])")
   return Layout(task.schema(is_training), values.max_seq_length,
-                getattr(task, "num_sequences", 1), values.max_instances_per_row)
+                task.num_sequences, values.max_instances_per_row)
 
 
 def with_row_statistics(metric_fn):

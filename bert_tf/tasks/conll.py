@@ -18,7 +18,9 @@ from bert_tf import heads
 from bert_tf import metrics
 from bert_tf import packing_finetune
 from bert_tf import records
+from bert_tf import servers
 from bert_tf import training
+from bert_tf.tasks import base
 from bert_tf.errors import BertTfError
 from bert_tf.fileio import atomic_output
 from bert_tf.fileio import read_lines
@@ -409,13 +411,17 @@ def _predicted_ids(batches):
   return np.concatenate(ids), loss
 
 
-class NerTask:
+@base.register("ner")
+class NerTask(base.Task):
   """CoNLL-2003 NER: fine-tuning (one linear layer over the sequence output, the paper's Table 3)
   or, with --feature_based, a two-layer BiLSTM over frozen BERT layers (Table 7); scored with
   CoNLL entity-level F1. Only each word's first sub-token carries a label, a loss and a
-  prediction."""
+  prediction. Served as "ner" (servers.NerServer: text -> words and tags), fine-tuned only."""
 
-  export_kind = "ner"
+  script = "run_ner.py"
+  export_task = "ner"
+  serving_keys = ("label_list",)
+  primary_metric = "eval_f1"
 
   def __init__(self, values, tokenizer):
     if values.feature_based and values.feature_layers not in feature_extraction.FEATURE_LAYERS:
@@ -432,8 +438,7 @@ class NerTask:
     if values.feature_based and getattr(values, "bilstm_head", False):
       raise BertTfError("--bilstm_head: not with --feature_based, which has BiLSTMs of its own "
                         "(--lstm_units)")
-    self.values = values
-    self.tokenizer = tokenizer
+    super().__init__(values, tokenizer)
     self.label_list, self.train_sentences = self._label_list()
 
   def _label_list(self):
@@ -455,8 +460,7 @@ class NerTask:
       return lambda: feature_extraction.BertFeatureTagger(
           config, num_labels, trim_padding=trim_padding, feature_layers=values.feature_layers,
           lstm_units=values.lstm_units)
-    return lambda: heads.BertTokenClassifier(config, num_labels, trim_padding=trim_padding,
-                                             **heads.model_options(values, config))
+    return super().model_fn(config, trim_padding)
 
   # Packed rows (--pack_sequences): the loss is a mean over the words of the step.
   packed_loss_weights = "label_weights"
@@ -491,8 +495,6 @@ class NerTask:
     write_records(features, path)
     return source, sentences, features
 
-  primary_metric = "eval_f1"
-
   def eval_metric_names(self):
     """What finish_split reports for the dev set: the overall and per entity type scores, and
     the loss."""
@@ -519,3 +521,60 @@ class NerTask:
       write_predictions(os.path.join(output_dir, "test_predictions.txt"), sentences,
                         predicted_tags)
     return results
+
+  # ------------------------------------------------------------------ task_config.json, serving
+  def serving_options(self):
+    return {"label_list": list(self.label_list)}
+
+  def task_config_fields(self):
+    return dict(self.serving_options(), feature_based=bool(self.values.feature_based))
+
+  @classmethod
+  def unservable(cls, config):
+    return "feature-based NER" if config.get("feature_based") else None
+
+  @classmethod
+  def serving_options_from_flags(cls, values, init_checkpoint):
+    """--label_file, else label_list.txt in --init_checkpoint (run_ner's output_dir)."""
+    label_file = getattr(values, "label_file", None)
+    if not label_file and init_checkpoint and tf.io.gfile.isdir(init_checkpoint):
+      label_file = os.path.join(init_checkpoint, LABEL_LIST_FILE)
+    if not label_file:
+      raise BertTfError("--label_file: required with --task=ner unless --init_checkpoint is "
+                        "run_ner's output_dir (which holds label_list.txt)")
+    return {"label_list": read_label_list(label_file)}
+
+  @classmethod
+  def num_labels(cls, options):
+    if not options.get("label_list"):
+      raise BertTfError("--task_name/--label_file: the label list is needed")
+    return len(options["label_list"])
+
+  @classmethod
+  def build_head(cls, config, num_labels=None, trim_padding=False, bilstm_units=None,
+                 causal=False):
+    return heads.BertTokenClassifier(config, num_labels, trim_padding=trim_padding,
+                                     bilstm_units=bilstm_units, causal=causal)
+
+  @classmethod
+  def make_server(cls, tokenizer, model, max_seq_length, label_list=None):
+    return servers.NerServer(tokenizer, model, max_seq_length, label_list)
+
+  @classmethod
+  def serves_inputs(cls, inputs):
+    return inputs == {"text"}
+
+  @classmethod
+  def predictor_inputs(cls, predictor, texts, text_b, question, context):
+    """{text} of p(sentences)."""
+    base.no_question(predictor, question, context)
+    texts = base.strings(texts, "texts")
+    if text_b is not None:
+      raise BertTfError("text_b: an NER predictor takes one sentence per input")
+    return {"text": texts}
+
+  @classmethod
+  def predictor_result(cls, predictor, row):
+    count = int(row["num_words"])
+    return [(base.text(word), base.text(tag)) for word, tag in zip(row["words"][:count],
+                                                                   row["tags"][:count])]

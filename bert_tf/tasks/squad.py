@@ -17,8 +17,10 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf import heads
 from bert_tf import records
+from bert_tf import servers
 from bert_tf import squad_metrics
 from bert_tf import tokenization
+from bert_tf.tasks import base
 from bert_tf.tasks import squad_answers
 from bert_tf.errors import BertTfError
 
@@ -367,11 +369,16 @@ def check_outputs(values):
                                          ("--predict_file", values.predict_file)])
 
 
-class SquadTask:
+@base.register("squad")
+class SquadTask(base.Task):
   """SQuAD 1.1 / 2.0: windowed features, BertSpanLabeler, the original's answer files and the
-  official score (bert_tf.tasks.squad_answers)."""
+  official score (bert_tf.tasks.squad_answers); served as "squad" (servers.SquadServer: question,
+  context -> answer)."""
 
-  export_kind = "squad"
+  script = "run_squad.py"
+  export_task = "squad"
+  serving_keys = ("max_query_length", "doc_stride", "max_answer_length", "n_best_size",
+                  "null_score_diff_threshold")
   record_files = {"train": "train.tf_record", "test": "eval.tf_record"}
   eval_split = "test"  # evaluation during training scores --predict_file
   primary_metric = "f1"
@@ -393,8 +400,7 @@ class SquadTask:
     if evaluates and not values.predict_file:
       raise BertTfError("--predict_file: required with --eval_every_n_steps (the dev set, with "
                         "its answers, e.g. dev-v1.1.json)")
-    self.values = values
-    self.tokenizer = tokenizer
+    super().__init__(values, tokenizer)
     self.dataset = (load_squad_json(values.predict_file) if values.do_predict or evaluates
                     else None)
     if evaluates and not squad_answers.has_answers(self.dataset, values.version_2_with_negative):
@@ -404,10 +410,6 @@ class SquadTask:
   def schema(self, is_training):
     return records.squad_features(self.values.max_seq_length, is_training)
 
-  def model_fn(self, config, trim_padding=False):
-    return lambda: heads.BertSpanLabeler(config, trim_padding=trim_padding,
-                                         **heads.model_options(self.values, config))
-
   @staticmethod
   def loss_fn(features, outputs):
     """Mean of the start and end position cross-entropies (the original's total_loss)."""
@@ -416,8 +418,6 @@ class SquadTask:
     end = heads.sparse_cross_entropy(features["end_positions"],
                                      tf.cast(outputs["end_logits"], tf.float32))
     return (start + end) / 2.0
-
-  train_metric_fn = None
 
   def _features(self, examples, is_training, path):
     """Writes the examples' windows to path; returns how many (training) or the windows."""
@@ -481,3 +481,45 @@ class SquadTask:
                         f"({bad} of {len(results)} features)")
     return squad_answers.write_answers(self.values, examples, features, results, self.dataset,
                                        output_dir)
+
+  # ------------------------------------------------------------------ task_config.json, serving
+  def serving_options(self):
+    return self.serving_options_from_flags(self.values, None)
+
+  @classmethod
+  def serving_options_from_flags(cls, values, init_checkpoint):
+    return dict(max_query_length=values.max_query_length, doc_stride=values.doc_stride,
+                max_answer_length=values.max_answer_length, n_best_size=values.n_best_size,
+                null_score_diff_threshold=(values.null_score_diff_threshold
+                                           if values.version_2_with_negative else None))
+
+  @classmethod
+  def build_head(cls, config, num_labels=None, trim_padding=False, bilstm_units=None,
+                 causal=False):
+    return heads.BertSpanLabeler(config, trim_padding=trim_padding, bilstm_units=bilstm_units,
+                                 causal=causal)
+
+  @classmethod
+  def make_server(cls, tokenizer, model, max_seq_length, **options):
+    """servers.SquadServer; its lengths checked as run_squad checks them (check_lengths)."""
+    server = servers.SquadServer(tokenizer, model, max_seq_length, **options)
+    check_lengths(max_seq_length, server.doc_stride, server.max_query_length)
+    return server
+
+  @classmethod
+  def serves_inputs(cls, inputs):
+    return inputs == {"question", "context"}
+
+  @classmethod
+  def predictor_inputs(cls, predictor, texts, text_b, question, context):
+    """{question, context} of p(question=..., context=...)."""
+    if texts is not None or text_b is not None:
+      raise BertTfError("squad predictor: call it as p(question=..., context=...)")
+    return {"question": base.strings(question, "question"),
+            "context": base.strings(context, "context")}
+
+  @classmethod
+  def predictor_result(cls, predictor, row):
+    return {"answer": base.text(row["answer"]), "score": float(row["score"]),
+            "has_answer": bool(row["has_answer"]),
+            "null_score_diff": float(row["null_score_diff"])}

@@ -22,6 +22,7 @@ from bert_tf import metrics
 from bert_tf import packing_finetune
 from bert_tf import records
 from bert_tf import training
+from bert_tf.tasks import base
 from bert_tf.tasks import glue
 from bert_tf.errors import BertTfError
 from bert_tf.fileio import read_lines
@@ -110,25 +111,23 @@ def file_based_convert_examples_to_features(examples, max_seq_length, tokenizer,
   return records.write_records(output_file, feature_dicts())
 
 
-class SwagTask:
+@base.register("swag")
+class SwagTask(base.Task):
   """run_swag.py's task for bert_tf.finetuning: four sequences per example, BertMultipleChoice,
-  a softmax over the choices."""
+  a softmax over the choices. No serving half (export_task None): "run_swag.py has no export"."""
 
-  export_kind = None
+  script = "run_swag.py"
   num_sequences = NUM_CHOICES  # --pack_sequences packs an example's choices into one row
   SPLIT_FILES = {"train": "train.csv", "dev": "val.csv", "test": "test.csv"}
-
-  def __init__(self, values, tokenizer):
-    self.values = values
-    self.tokenizer = tokenizer
 
   def schema(self, is_training):
     return records.multiple_choice_features(self.values.max_seq_length, NUM_CHOICES)
 
-  def model_fn(self, config, trim_padding=False):
-    return lambda: heads.BertMultipleChoice(config, num_choices=NUM_CHOICES,
-                                            trim_padding=trim_padding,
-                                            **heads.model_options(self.values, config))
+  @classmethod
+  def build_head(cls, config, num_labels=None, trim_padding=False, bilstm_units=None,
+                 causal=False):
+    return heads.BertMultipleChoice(config, num_choices=NUM_CHOICES, trim_padding=trim_padding,
+                                    bilstm_units=bilstm_units, causal=causal)
 
   def loss_fn(self, features, outputs):
     losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=features["label_ids"],
