@@ -1,7 +1,7 @@
 """Exports a fine-tuned classifier, SQuAD or NER model as a SavedModel that takes raw text.
 
 Tokenization (tensorflow-text, the same ids as FullTokenizer), truncation and post-processing run
-in the graph: see bert_tf/export.py for the signatures. Clients `import tensorflow_text` before
+in the graph: see bert_tf/servers.py for the signatures. Clients `import tensorflow_text` before
 tf.saved_model.load.
 """
 import os
@@ -30,7 +30,7 @@ def define_flags():
 
 
 def main(_):
-  path = export.run(bert_flags.values())
+  path = export.run(export.options_from(bert_flags.values()))
   progress.summary("Finished", [("SavedModel", path)])
 
 

@@ -7,6 +7,7 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 from absl import flags  # noqa: E402
 
 from bert_tf import cli  # noqa: E402
+from bert_tf import finetune_options  # noqa: E402
 from bert_tf import feature_extraction  # noqa: E402
 from bert_tf import finetuning  # noqa: E402
 from bert_tf import flags as bert_flags  # noqa: E402
@@ -34,7 +35,8 @@ def define_flags():
 
 
 def main(_):
-  finetuning.run(conll.NerTask, bert_flags.values())
+  options = finetune_options.from_values(conll.NerTask, bert_flags.values())
+  finetuning.run(conll.NerTask, options)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 from absl import flags  # noqa: E402
 
 from bert_tf import cli  # noqa: E402
+from bert_tf import finetune_options  # noqa: E402
 from bert_tf import finetuning  # noqa: E402
 from bert_tf import flags as bert_flags  # noqa: E402
 from bert_tf.tasks import squad  # noqa: E402
@@ -32,9 +33,9 @@ def define_flags():
 
 
 def main(_):
-  values = bert_flags.values()
-  squad.check_outputs(values)
-  finetuning.run(squad.SquadTask, values)
+  options = finetune_options.from_values(squad.SquadTask, bert_flags.values())
+  squad.check_outputs(options)
+  finetuning.run(squad.SquadTask, options)
 
 
 if __name__ == "__main__":

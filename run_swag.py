@@ -6,6 +6,7 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 from absl import flags  # noqa: E402
 
 from bert_tf import cli  # noqa: E402
+from bert_tf import finetune_options  # noqa: E402
 from bert_tf import finetuning  # noqa: E402
 from bert_tf import flags as bert_flags  # noqa: E402
 from bert_tf.tasks import swag  # noqa: E402
@@ -22,7 +23,8 @@ def define_flags():
 
 
 def main(_):
-  finetuning.run(swag.SwagTask, bert_flags.values())
+  options = finetune_options.from_values(swag.SwagTask, bert_flags.values())
+  finetuning.run(swag.SwagTask, options)
 
 
 if __name__ == "__main__":

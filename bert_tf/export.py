@@ -13,9 +13,11 @@ in), then `tf.saved_model.load(version_dir).signatures["serving_default"](text_a
 Each export is a new version directory, export_dir/<number> (TF Serving's layout: a server
 pointed at export_dir serves the newest); nothing already in export_dir is replaced.
 """
+import dataclasses
 import json
 import os
 import time
+from typing import Any
 
 from absl import logging
 import tensorflow as tf
@@ -29,6 +31,33 @@ from bert_tf import tokenization
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import base
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportOptions:
+  """export_savedmodel.py's options (options_from builds them from its flags); `task` holds the
+  task's own options (its options_class: the classifier's --task_name, NER's --label_file,
+  SQuAD's flags)."""
+  task_kind: str
+  bert_config_file: str
+  vocab_file: str
+  init_checkpoint: str
+  export_dir: str
+  do_lower_case: bool = True
+  max_seq_length: int = 128
+  dtype: str = "float32"
+  task: Any = None
+
+
+def options_from(values):
+  """The door: export_savedmodel.py's flag values as ExportOptions."""
+  task_class = base.for_export(values.task)
+  own = {field.name: getattr(values, field.name)
+         for field in dataclasses.fields(task_class.options_class)
+         if hasattr(values, field.name)}
+  shared = {field.name: getattr(values, field.name) for field in dataclasses.fields(ExportOptions)
+            if field.name not in ("task_kind", "task")}
+  return ExportOptions(task_kind=values.task, task=task_class.options_class(**own), **shared)
 
 
 def task_names():
@@ -162,22 +191,21 @@ def load(export_dir):
   return tf.saved_model.load(resolve(export_dir))
 
 
-def export_from_values(task, values, init_checkpoint, weights=None):
-  """Exports `task` (a serving name or a registered task) as the flag values say
-  (export_savedmodel.py's, or a run_*.py's after training, with its output_dir as
-  init_checkpoint); `weights`: a checkpoint to load instead of init_checkpoint's (the best weights
-  a run kept)."""
+def export_from_values(task, options, init_checkpoint, weights=None):
+  """Exports `task` (a serving name or a registered task) as the options say (ExportOptions, or
+  a run_*.py's FinetuneOptions after training, with its output_dir as init_checkpoint); `weights`:
+  a checkpoint to load instead of init_checkpoint's (the best weights a run kept)."""
   serving = base.for_export(task, flag="--export_dir")
-  if not tf.io.gfile.exists(values.bert_config_file):
-    raise BertTfError(f"--bert_config_file: {values.bert_config_file} not found")
-  config = BertConfig.from_json_file(values.bert_config_file)
-  options = serving.serving_options_from_flags(values, init_checkpoint)
-  return export(serving.export_task, config, values.vocab_file, values.do_lower_case,
-                weights or init_checkpoint, values.export_dir, values.max_seq_length,
-                dtype=values.dtype, **options)
+  if not tf.io.gfile.exists(options.bert_config_file):
+    raise BertTfError(f"--bert_config_file: {options.bert_config_file} not found")
+  config = BertConfig.from_json_file(options.bert_config_file)
+  server_options = serving.serving_options_from(options.task, init_checkpoint)
+  return export(serving.export_task, config, options.vocab_file, options.do_lower_case,
+                weights or init_checkpoint, options.export_dir, options.max_seq_length,
+                dtype=options.dtype, **server_options)
 
 
-def check_task_config(task, values, init_checkpoint):
+def check_task_config(task, task_options, init_checkpoint):
   """When init_checkpoint is a fine-tuning run's output_dir (or a checkpoint in one), its
   task_config.json must name the task of --task (and the task's own checks, e.g. a classifier's
   --task_name): a sentence classifier's head reads as a token tagger's, so a mismatch would
@@ -202,11 +230,11 @@ def check_task_config(task, values, init_checkpoint):
                       f"{kind or 'multiple-choice'} model"
                       f"{f' ({task_name})' if task_name else ''}, not {task}: "
                       f"{f'pass --task={kind}' if kind else 'it cannot be exported'}")
-  found.check_task_config(config, values, path, directory)
+  found.check_task_config(config, task_options, path, directory)
 
 
-def run(values):
-  """The whole of export_savedmodel.py for its flag values; returns the export directory."""
-  tokenization.validate_case_matches_checkpoint(values.do_lower_case, values.init_checkpoint)
-  check_task_config(values.task, values, values.init_checkpoint)
-  return export_from_values(values.task, values, values.init_checkpoint)
+def run(options):
+  """The whole of export_savedmodel.py for its ExportOptions; returns the export directory."""
+  tokenization.validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
+  check_task_config(options.task_kind, options.task, options.init_checkpoint)
+  return export_from_values(options.task_kind, options, options.init_checkpoint)

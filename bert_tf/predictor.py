@@ -43,21 +43,22 @@ TASK_CONFIG_FILE = model_dir.TASK_CONFIG_FILE
 # ---------------------------------------------------------------------------- task_config.json
 
 
-def task_config(task, values):
+def task_config(task, options):
   """What an output_dir's task_config.json says: the registered task (a bert_tf.tasks.base.Task)
   by name, its serving name ("export_kind", which files written before "task" existed name it
-  by), the flag values the server needs and the task's own fields (its labels, options)."""
+  by), what the server needs of the run's FinetuneOptions and the task's own fields (its labels,
+  its server's options)."""
   config = {"task": task.name, "export_kind": task.export_task, "task_name": None,
-            "do_lower_case": bool(values.do_lower_case),
-            "max_seq_length": int(values.max_seq_length)}
+            "do_lower_case": bool(options.do_lower_case),
+            "max_seq_length": int(options.max_seq_length)}
   config.update(task.task_config_fields())
   return config
 
 
-def write_task_config(task, values):
+def write_task_config(task, options):
   """Writes output_dir/task_config.json (atomically), which load() reads."""
-  write_text_atomically(os.path.join(values.output_dir, TASK_CONFIG_FILE),
-                        json.dumps(task_config(task, values), indent=2, sort_keys=True) + "\n")
+  write_text_atomically(os.path.join(options.output_dir, TASK_CONFIG_FILE),
+                        json.dumps(task_config(task, options), indent=2, sort_keys=True) + "\n")
 
 
 # ---------------------------------------------------------------------------- loading

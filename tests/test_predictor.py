@@ -64,15 +64,15 @@ def _assert_same(results, expected):
 
 def _fake_output_dir(directory, model, name, values, **fields):
   """What a run_*.py training run of the registered task `name` leaves for the predictor: its
-  checkpoint, task_config.json, and copies of the config and vocab. fields: the task object's
-  (made without its data)."""
+  checkpoint, task_config.json, and copies of the config and vocab. values: the task's own
+  options; fields: the task object's (made without its data)."""
   tf.train.Checkpoint(model=model).save(os.path.join(directory, "ckpt"))
-  values = types.SimpleNamespace(output_dir=str(directory), do_lower_case=True,
-                                 max_seq_length=SEQ, **values)
   task_class = base.get(name)
+  options = types.SimpleNamespace(output_dir=str(directory), do_lower_case=True,
+                                  max_seq_length=SEQ, task=task_class.options_class(**values))
   task = task_class.__new__(task_class)
-  vars(task).update(values=values, **fields)
-  predictor.write_task_config(task, values)
+  vars(task).update(options=options, **fields)
+  predictor.write_task_config(task, options)
   _files(directory)
   return str(directory)
 
@@ -117,9 +117,9 @@ def mrpc_run(tmp_path_factory):
 
 def test_classifier_pairs_from_run_and_export(mrpc_run):
   config = json.loads(open(os.path.join(mrpc_run.output_dir, "task_config.json")).read())
-  assert config == {"task": "glue", "export_kind": "classifier", "task_name": "MRPC", "label_list": ["0", "1"],
-                    "pair": True, "regression": False, "do_lower_case": True,
-                    "max_seq_length": SEQ}
+  assert config == {"task": "glue", "export_kind": "classifier", "task_name": "MRPC",
+                    "label_list": ["0", "1"], "pair": True, "regression": False,
+                    "do_lower_case": True, "max_seq_length": SEQ}
   from_run = predictor.load(mrpc_run.output_dir, task="classifier",
                             bert_config_file=mrpc_run.config_file,
                             vocab_file=mrpc_run.vocab_file)

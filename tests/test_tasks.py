@@ -1,11 +1,13 @@
 """bert_tf.tasks.base: the registry of fine-tuning tasks, their defaults, their serving names, and
 the task_config.json files of old runs (without "task": their "export_kind") still read."""
+import dataclasses
 import json
 import types
 
 import pytest
 
 from bert_tf import export
+from bert_tf import finetune_options
 from bert_tf import predictor
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import base
@@ -89,16 +91,18 @@ def test_old_task_config_files_still_load(tmp_path, kind, name):
   options = task.serving_options_from_config(read)
   assert options == {key: config[key] for key in task.serving_keys if key in config}
   assert "doc_stride" not in options  # an old SQuAD run's: the server's default
-  values = types.SimpleNamespace(task_name="mrpc")
-  export.check_task_config(kind, values, str(tmp_path))  # the run's own kind: no error
+  own = task.options_class()  # export_savedmodel.py's task options, flags left out
+  export.check_task_config(kind, own, str(tmp_path))  # the run's own kind: no error
   other = "ner" if kind != "ner" else "squad"
   with pytest.raises(BertTfError, match=f"^--task: .* not {other}: pass --task={kind}$"):
-    export.check_task_config(other, values, str(tmp_path))
+    export.check_task_config(other, base.get(other).options_class(), str(tmp_path))
 
 
 def test_new_task_config_names_the_task(tmp_path):
-  values = types.SimpleNamespace(task_name="sst-2", max_seq_length=32, do_lower_case=True)
-  config = predictor.task_config(glue.GlueTask(values, None), values)
+  options = finetune_options.FinetuneOptions(
+      output_dir=str(tmp_path), bert_config_file="c", vocab_file="v", do_train=True,
+      max_seq_length=32, task=glue.GlueOptions(task_name="sst-2"))
+  config = predictor.task_config(glue.GlueTask(options, None), options)
   assert config == dict(COMMON, task="glue", export_kind="classifier", task_name="sst-2",
                         label_list=["0", "1"], pair=False, regression=False)
   (tmp_path / "task_config.json").write_text(json.dumps(config))
@@ -116,3 +120,54 @@ def test_task_configs_a_predictor_cannot_serve(tmp_path, config, expected):
   (tmp_path / "task_config.json").write_text(json.dumps(config))
   with pytest.raises(BertTfError, match=expected):
     predictor._read_task_config(str(tmp_path))  # pylint: disable=protected-access
+
+
+# ---------------------------------------------------------------------------- typed options
+
+
+def _options(**overrides):
+  fields = dict(output_dir="out", bert_config_file="c", vocab_file="v", do_train=True)
+  fields.update(overrides)
+  return finetune_options.FinetuneOptions(**fields)
+
+
+@pytest.mark.parametrize("overrides,expected", [
+    (dict(do_train=False), "^--do_train: at least one must be True$"),
+    (dict(do_train=False, do_eval=False, do_predict=False),
+     "^--do_train/--do_eval/--do_predict: at least one must be True$"),
+    (dict(bilstm_hidden_size=8), "^--bilstm_hidden_size: only with --bilstm_head$"),
+    (dict(max_instances_per_row=4), "^--max_instances_per_row: only with --pack_sequences$"),
+    (dict(pack_sequences=True, bilstm_head=True), "^--pack_sequences: not with --bilstm_head"),
+    (dict(eval_every_n_steps=5, do_train=False, do_predict=True),
+     "^--eval_every_n_steps: evaluates during training, needs --do_train$"),
+])
+def test_finetune_options_rules(overrides, expected):
+  with pytest.raises(BertTfError, match=expected):
+    _options(**overrides)
+
+
+@pytest.mark.parametrize("cls,fields,expected", [
+    (squad.SquadOptions, dict(tune_null_threshold=True),
+     "^--tune_null_threshold: needs --version_2_with_negative$"),
+    (conll.NerOptions, dict(feature_based=True, feature_layers="top"), "^--feature_layers: 'top'"),
+    (glue.GlueOptions, dict(task_name="nope"), "^--task_name: unknown task 'nope'"),
+])
+def test_task_options_rules(cls, fields, expected):
+  with pytest.raises(BertTfError, match=expected):
+    cls(**fields)
+
+
+def test_options_from_flag_values():
+  """The door: the fields a script has flags for; the rest keep their defaults (None for the
+  phase and head flags a script lacks); the flag values ride along as the runtime (opts33)."""
+  values = types.SimpleNamespace(output_dir="o", bert_config_file="c", vocab_file="v",
+                                 do_train=True, do_predict=False, data_dir="d", seed=3,
+                                 max_seq_length=64, unrelated=1)
+  options = finetune_options.from_values(swag.SwagTask, values)
+  assert options.task == swag.SwagOptions(data_dir="d") and options.runtime is values
+  assert (options.do_eval, options.bilstm_head, options.max_seq_length) == (None, None, 64)
+  assert options.phases() == ["do_train", "do_predict"]
+  assert options.run_shape() == {"max_seq_length": 64, "pack_sequences": False,
+                                 "left_to_right": False}
+  with pytest.raises(dataclasses.FrozenInstanceError):
+    options.do_train = False  # pylint: disable=assigning-non-slot

@@ -7,13 +7,15 @@ Task subclass in a module of this package, registered under its name:
   class GlueTask(base.Task):
     export_task = "classifier"     # its serving half: export_savedmodel.py's --task value
 
-bert_tf.finetuning builds it as task_class(values, tokenizer) and asks it, through the named
+bert_tf.finetuning builds it as task_class(options, tokenizer) (options: a
+bert_tf.finetune_options.FinetuneOptions whose `task` is an instance of the task's own
+options_class, a frozen dataclass of its flags) and asks it, through the named
 members below, for everything about a run: its records (schema, write_train_records,
 write_split_records, record_files), its model (model_fn, build_head: its head on the shared
 encoder), its loss and metrics (loss_fn, train_metric_fn, eval_metric_names, primary_metric), its
 result files (finish_split) and what goes into task_config.json (task_config_fields).
 bert_tf.export and bert_tf.predictor ask the class for its serving half: the labels and options
-it needs at export time (serving_options_from_flags, from task_config.json:
+it needs at export time (serving_options_from its options, from task_config.json:
 serving_options_from_config), its model (build_head), its server (make_server: a tf.Module with
 serve and tokenize, the building blocks are in bert_tf.servers) and how a predictor calls it
 (predictor_inputs, predictor_result). A task with no serving half (export_task None, run_swag.py)
@@ -130,9 +132,10 @@ class Task:
   primary_metric = None  # the metric early stopping watches by default
   train_metric_fn = None  # (features, outputs) -> {name: (values, weights)} logged in training
   serving_keys = ()  # the task_config.json fields the server takes as options
+  options_class = None  # the frozen dataclass of the task's own flags (FinetuneOptions.task)
 
-  def __init__(self, values, tokenizer):
-    self.values = values
+  def __init__(self, options, tokenizer):
+    self.options = options  # a bert_tf.finetune_options.FinetuneOptions
     self.tokenizer = tokenizer
 
   # ------------------------------------------------------------------ records
@@ -152,10 +155,9 @@ class Task:
   # ------------------------------------------------------------------ model, loss, metrics
   def model_fn(self, config, trim_padding=False):
     """A callable building the task model (its head on the shared encoder)."""
-    from bert_tf import heads  # pylint: disable=g-import-not-at-top
     num_labels = self.num_labels(self.serving_options())
     return lambda: self.build_head(config, num_labels, trim_padding=trim_padding,
-                                   **heads.model_options(self.values, config))
+                                   **self.options.head_options(config))
 
   def loss_fn(self, features, outputs):
     raise NotImplementedError
@@ -166,7 +168,7 @@ class Task:
 
   def finish_split(self, split, state, batches, global_step, output_dir=None):
     """Scores the model's outputs (an iterator of predict batches) and writes the split's result
-    files (into output_dir, default values.output_dir)."""
+    files (into output_dir, default options.output_dir)."""
     raise NotImplementedError
 
   # ------------------------------------------------------------------ task_config.json
@@ -191,16 +193,17 @@ class Task:
     return {key: config[key] for key in cls.serving_keys if key in config}
 
   @classmethod
-  def serving_options_from_flags(cls, values, init_checkpoint):
-    """The server's options from export flag values (export_savedmodel.py's, or a run script's
-    after training, with its output_dir as init_checkpoint)."""
+  def serving_options_from(cls, task_options, init_checkpoint):
+    """The server's options from the task's options (export_savedmodel.py's, or a run
+    script's after training, with its output_dir as init_checkpoint)."""
     cls.check_exportable()
     return {}
 
   @classmethod
-  def check_task_config(cls, config, values, path, directory):
+  def check_task_config(cls, config, task_options, path, directory):
     """export_savedmodel.py: the task_config.json at path (of the run in directory) is this
-    task's; what else it says must agree with the flag values (a BertTfError naming the flag)."""
+    task's; what else it says must agree with the task's options (a BertTfError naming the
+    flag)."""
 
   @classmethod
   def unservable(cls, config):

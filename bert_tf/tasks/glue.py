@@ -7,7 +7,9 @@ labels; their examples get the task's first label (0.0 for STS-B), as the origin
 """
 import collections
 import csv
+import dataclasses
 import os
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -329,6 +331,17 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
   return records.write_records(output_file, feature_dicts())
 
 
+@dataclasses.dataclass(frozen=True)
+class GlueOptions:
+  """run_classifier.py's own flags (export_savedmodel.py's --task_name for --task=classifier)."""
+  data_dir: Optional[str] = None
+  task_name: Optional[str] = None
+
+  def __post_init__(self):
+    if self.task_name:
+      canonical_task_name(self.task_name)  # --task_name: unknown task ...
+
+
 def classifier_labels(task_name):
   """(label_list or None for regression, whether the task's inputs are pairs) of a GLUE task."""
   processor = get_processor(task_name)
@@ -345,16 +358,17 @@ class GlueTask(base.Task):
   script = "run_classifier.py"
   export_task = "classifier"
   serving_keys = ("label_list", "pair", "regression")
+  options_class = GlueOptions
 
-  def __init__(self, values, tokenizer):
-    super().__init__(values, tokenizer)
-    self.glue_name = canonical_task_name(values.task_name)
-    self.processor = get_processor(values.task_name)
+  def __init__(self, options, tokenizer):
+    super().__init__(options, tokenizer)
+    self.glue_name = canonical_task_name(options.task.task_name)
+    self.processor = get_processor(options.task.task_name)
     self.label_list = self.processor.get_labels()
     self.regression = self.processor.regression
 
   def schema(self, is_training):
-    return records.classifier_features(self.values.max_seq_length, regression=self.regression)
+    return records.classifier_features(self.options.max_seq_length, regression=self.regression)
 
   def loss_fn(self, features, outputs):
     """The mean over the examples (packed rows: packing_finetune.mean_loss) of the squared
@@ -379,13 +393,13 @@ class GlueTask(base.Task):
     return len(examples), len(examples), "training examples"
 
   def write_split_records(self, split, path):
-    examples = getattr(self.processor, f"get_{split}_examples")(self.values.data_dir)
-    file_based_convert_examples_to_features(examples, self.label_list, self.values.max_seq_length,
+    examples = getattr(self.processor, f"get_{split}_examples")(self.options.task.data_dir)
+    file_based_convert_examples_to_features(examples, self.label_list, self.options.max_seq_length,
                                             self.tokenizer, path)
     return examples
 
   def finish_split(self, split, examples, batches, global_step, output_dir=None):
-    output_dir = output_dir or self.values.output_dir
+    output_dir = output_dir or self.options.output_dir
     logits, labels = logits_and_labels(batches)
     if split == "test":
       self.write_predictions(logits, output_dir)
@@ -445,27 +459,26 @@ class GlueTask(base.Task):
 
   # ------------------------------------------------------------------ task_config.json, serving
   def serving_options(self):
-    label_list, pair = classifier_labels(self.values.task_name)
-    return {"label_list": label_list, "pair": pair, "regression": label_list is None}
+    return self.serving_options_from(self.options.task, None)
 
   def task_config_fields(self):
-    return dict(self.serving_options(), task_name=self.values.task_name)
+    return dict(self.serving_options(), task_name=self.options.task.task_name)
 
   @classmethod
-  def serving_options_from_flags(cls, values, init_checkpoint):
-    if not values.task_name:
+  def serving_options_from(cls, task_options, init_checkpoint):
+    if not task_options.task_name:
       raise BertTfError("--task_name: required with --task=classifier (its labels are the GLUE "
                         "processor's)")
-    label_list, pair = classifier_labels(values.task_name)
+    label_list, pair = classifier_labels(task_options.task_name)
     return {"label_list": label_list, "pair": pair, "regression": label_list is None}
 
   @classmethod
-  def check_task_config(cls, config, values, path, directory):
+  def check_task_config(cls, config, task_options, path, directory):
     """A classifier's task_config.json names the GLUE task whose labels --task_name gives."""
-    task_name = config.get("task_name")
-    if task_name and values.task_name and task_name.lower() != values.task_name.lower():
+    task_name, given = config.get("task_name"), task_options.task_name
+    if task_name and given and task_name.lower() != given.lower():
       raise BertTfError(f"--task_name: {path} says {directory} holds a model fine-tuned on "
-                        f"{task_name}, not {values.task_name}: pass --task_name={task_name}")
+                        f"{task_name}, not {given}: pass --task_name={task_name}")
 
   @classmethod
   def num_labels(cls, options):

@@ -10,8 +10,10 @@ Choice i is the pair A = sent1, B = sent2 + " " + ending_i, laid out as a GLUE p
 """
 import collections
 import csv
+import dataclasses
 import os
 import random
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -31,6 +33,12 @@ from bert_tf.fileio import write_text_atomically
 NUM_CHOICES = 4
 REGULAR_COLUMNS = ("sent1", "sent2", "ending0", "ending1", "ending2", "ending3")
 FULL_COLUMNS = ("sent1", "sent2", "gold-ending", "distractor-0", "distractor-1", "distractor-2")
+
+
+@dataclasses.dataclass(frozen=True)
+class SwagOptions:
+  """run_swag.py's own flags."""
+  data_dir: Optional[str] = None
 
 
 class SwagExample:
@@ -117,11 +125,12 @@ class SwagTask(base.Task):
   a softmax over the choices. No serving half (export_task None): "run_swag.py has no export"."""
 
   script = "run_swag.py"
+  options_class = SwagOptions
   num_sequences = NUM_CHOICES  # --pack_sequences packs an example's choices into one row
   SPLIT_FILES = {"train": "train.csv", "dev": "val.csv", "test": "test.csv"}
 
   def schema(self, is_training):
-    return records.multiple_choice_features(self.values.max_seq_length, NUM_CHOICES)
+    return records.multiple_choice_features(self.options.max_seq_length, NUM_CHOICES)
 
   @classmethod
   def build_head(cls, config, num_labels=None, trim_padding=False, bilstm_units=None,
@@ -143,9 +152,9 @@ class SwagTask(base.Task):
     return len(examples), len(examples), "training examples"
 
   def write_split_records(self, split, path):
-    examples = read_swag_examples(os.path.join(self.values.data_dir, self.SPLIT_FILES[split]),
-                                  seed=self.values.seed)
-    file_based_convert_examples_to_features(examples, self.values.max_seq_length, self.tokenizer,
+    examples = read_swag_examples(os.path.join(self.options.task.data_dir, self.SPLIT_FILES[split]),
+                                  seed=self.options.runtime.seed)
+    file_based_convert_examples_to_features(examples, self.options.max_seq_length, self.tokenizer,
                                             path)
     return examples
 
@@ -155,7 +164,7 @@ class SwagTask(base.Task):
     return ["eval_accuracy", "eval_loss"]
 
   def finish_split(self, split, examples, batches, global_step, output_dir=None):
-    output_dir = output_dir or self.values.output_dir
+    output_dir = output_dir or self.options.output_dir
     logits, labels = glue.logits_and_labels(batches)
     if split == "test":
       self.write_predictions(examples, logits, output_dir)
