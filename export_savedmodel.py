@@ -1,7 +1,7 @@
 """Exports a fine-tuned classifier, SQuAD or NER model as a SavedModel that takes raw text.
 
 Tokenization (tensorflow-text, the same ids as FullTokenizer), truncation and post-processing run
-in the graph: see bert_tf/export.py for the signatures. Clients `import tensorflow_text` before
+in the graph: see bert_tf/servers.py for the signatures. Clients `import tensorflow_text` before
 tf.saved_model.load.
 """
 import os
@@ -17,7 +17,7 @@ from bert_tf import progress  # noqa: E402
 
 
 def define_flags():
-  flags.DEFINE_enum("task", None, list(export.TASKS), "Which fine-tuned model to export.")
+  flags.DEFINE_enum("task", None, export.task_names(), "Which fine-tuned model to export.")
   bert_flags.define_model_flags()
   flags.DEFINE_string("task_name", None, "--task=classifier: the GLUE task the model was "
                       "fine-tuned on (its label names and whether it takes pairs).")
@@ -30,7 +30,7 @@ def define_flags():
 
 
 def main(_):
-  path = export.run(bert_flags.values())
+  path = export.run(bert_flags.export_options(bert_flags.values()))
   progress.summary("Finished", [("SavedModel", path)])
 
 

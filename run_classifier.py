@@ -26,7 +26,8 @@ def define_flags():
 
 
 def main(_):
-  finetuning.run(glue.GlueTask, bert_flags.values())
+  options = bert_flags.finetune_options(glue.GlueTask, bert_flags.values())
+  finetuning.run(glue.GlueTask, options)
 
 
 if __name__ == "__main__":

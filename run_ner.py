@@ -34,7 +34,8 @@ def define_flags():
 
 
 def main(_):
-  finetuning.run(conll.NerTask, bert_flags.values())
+  options = bert_flags.finetune_options(conll.NerTask, bert_flags.values())
+  finetuning.run(conll.NerTask, options)
 
 
 if __name__ == "__main__":

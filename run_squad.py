@@ -32,9 +32,9 @@ def define_flags():
 
 
 def main(_):
-  values = bert_flags.values()
-  squad.check_outputs(values)
-  finetuning.run(squad.SquadTask, values)
+  options = bert_flags.finetune_options(squad.SquadTask, bert_flags.values())
+  squad.check_outputs(options)
+  finetuning.run(squad.SquadTask, options)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ def define_flags():
 
 
 def main(_):
-  finetuning.run(swag.SwagTask, bert_flags.values())
+  options = bert_flags.finetune_options(swag.SwagTask, bert_flags.values())
+  finetuning.run(swag.SwagTask, options)
 
 
 if __name__ == "__main__":

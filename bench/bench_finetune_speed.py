@@ -98,6 +98,7 @@ def time_torch(size, dtype, batch, seq, steps, warmup):
 
 def _task(name, seq, output_dir, packed):
   """The fine-tuning task run_classifier.py / run_ner.py would build, and its training records."""
+  from bert_tf import flags as bert_flags  # pylint: disable=g-import-not-at-top
   from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import conll, glue  # pylint: disable=g-import-not-at-top
   folder, glue_name = PACKING_TASKS[name]
@@ -108,10 +109,12 @@ def _task(name, seq, output_dir, packed):
       bilstm_hidden_size=None, pack_sequences=packed, max_instances_per_row=None)
   tokenizer = tokenization.FullTokenizer(os.path.join(DATA, "vocab", "bert-base-uncased-vocab.txt"),
                                          do_lower_case=True)
-  task = (glue.GlueTask if glue_name else conll.NerTask)(values, tokenizer)
+  task_class = glue.GlueTask if glue_name else conll.NerTask
+  options = bert_flags.finetune_options(task_class, values)
+  task = task_class(options, tokenizer)
   path = os.path.join(output_dir, "train.tf_record")
   _, num_records, _ = task.write_train_records(path)
-  return values, task, path, num_records
+  return options, task, path, num_records
 
 
 def time_packing(name, packed, batch, seq, steps, warmup):
@@ -124,7 +127,7 @@ def time_packing(name, packed, batch, seq, steps, warmup):
     layout = packing_finetune.task_layout(values, task, is_training=True)
     buffer = min(num_records, 100_000)
     if layout:
-      weights = getattr(task, "packed_loss_weights", packing_finetune.EXAMPLE_WEIGHTS)
+      weights = task.packed_loss_weights
       input_fn = layout.train_input_fn(path, batch, 0, shuffle_buffer_size=buffer,
                                        loss_weights=weights)
     else:

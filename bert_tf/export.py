@@ -1,24 +1,9 @@
 """SavedModels that take raw text: tokenization, the model and the post-processing in one graph.
 
 Users of the original asked for TF Serving export: its Estimator predict path rebuilt the graph on
-every call. An export here is one tf.Module whose signatures take tf.string tensors [B] and run
-FastTokenizer.ragged_ids (tensorflow-text, the same ids as FullTokenizer) and pack_inputs in the
-graph, so a client needs nothing of bert_tf:
-
-  classifier  serving_default(text_a[, text_b]) -> probabilities [B, N] float32, label_ids [B],
-              labels [B] string (a regression task, STS-B: scores [B]). text_b is an input only for
-              the tasks whose data are pairs; an empty text_b is packed as a single text, as
-              run_classifier does (`if tokens_b`).
-  squad       serving_default(question, context) -> answer [B] string, score [B] (best start +
-              end logit), null_score_diff [B] (null score - score, as null_odds.json), has_answer
-              [B] bool.
-  ner         serving_default(text) -> words [B, W] string, tags [B, W] string, num_words [B].
-  every task  tokenize(same inputs) -> input_ids, input_mask, segment_ids [rows, max_seq_length]:
-              the model's inputs, to check the in-graph tokenization against FullTokenizer; one
-              row per input for a classifier, one per window for SQuAD and NER, which also give
-              example_index [rows] (each window's input).
-  info()      (a function saved with the module, not a signature) -> task, label_list, pair,
-              regression: what bert_tf.predictor reads to call an export.
+every call. An export here is one tf.Module (a task's server, bert_tf.servers: its signatures and
+what they give) whose signatures take tf.string tensors [B], so a client needs nothing of bert_tf.
+Which server, model and labels: the registered task (bert_tf.tasks.base) of the export's name.
 
 Export with export_savedmodel.py (or --export_dir on run_classifier.py / run_squad.py /
 run_ner.py), or export() here (build_server() makes the same server in memory); the checkpoint
@@ -27,347 +12,66 @@ client runs `import tensorflow_text` (it registers the tokenizer ops; TF Serving
 in), then `tf.saved_model.load(version_dir).signatures["serving_default"](text_a=..., ...)`.
 Each export is a new version directory, export_dir/<number> (TF Serving's layout: a server
 pointed at export_dir serves the newest); nothing already in export_dir is replaced.
-
-Classifier inputs are truncated as run_classifier truncates them (one text to max_seq_length - 2
-pieces; a pair longest-first), never an error; an empty string is a valid input ([CLS] [SEP]). SQuAD
-contexts and NER texts of any length are served whole: they are cut into run_squad's and run_ner's
-windows in the graph (bert_tf/export_windows.py), all windows of the batch go through the model
-together, and the tokenize signature gives one row per window with example_index (the window's
-input). The models run on the batch's longest sequence only (padding changes no result; SQuAD
-keeps the full length, see below).
-
-SQuAD, compared with run_squad.py's Python post-processing (squad.postprocess):
-  * Windows: the question is cut to max_query_length pieces; the context is cut into windows of
-    max_seq_length - 3 - question pieces that slide by doc_stride (an export option, as run_squad's
-    --doc_stride), each [CLS] question [SEP] window [SEP], run at the full max_seq_length as
-    run_squad runs them. An empty context is one empty window (run_squad makes none).
-  * The span is chosen as run_squad chooses it: in every window, among the n_best_size largest
-    start logits and the n_best_size largest end logits (over all max_seq_length positions, as
-    run_squad, hence no trimming of the padding), the pairs of context pieces with end >= start and
-    at most max_answer_length pieces whose start has its maximum context in that window
-    (check_is_max_context); the pair with the largest start + end logit over all windows wins.
-    n_best_size=0 searches all pairs. The null score is the smallest [CLS] start + end logit over
-    the windows, as run_squad's SQuAD 2.0 null.
-  * The answer text is cut from the raw context: each context piece knows its whitespace word (the
-    context is split on whitespace as run_squad splits it) and its characters in that word, since
-    the pieces of a word spell its normalized text (an [UNK] spells its whole basic token) and
-    normalization keeps one character per character. run_squad instead finds the detokenized
-    pieces in the words' basic tokens (get_final_text). Both give the same text, except that
-    (a) the raw whitespace between the answer's words is kept (run_squad joins them with " "),
-    (b) where a word's normalized text does not have as many characters as the word (a control or
-    non-breaking space character inside the word, Hangul decomposed by NFD), the answer keeps that
-    whole word while run_squad falls back to whole words when this happens anywhere in the span,
-    (c) a span with an [UNK] piece is cut precisely while run_squad returns the whole words, and
-    (d) run_squad's str.find takes the first occurrence of the predicted text in the words, which
-    differs only in case or accents from the right one. `has_answer` is false when
-    null_score_diff > null_score_diff_threshold (None: the model is SQuAD 1.1 style and always
-    answers) or when no span is valid (e.g. an empty context): then score is 0 and null_score_diff
-    is the null score, as run_squad's null_odds (its v1.1 answer is then "empty").
-
-NER: the text is split on whitespace (str.split's characters) into words, each word's first piece
-carries its tag (as run_ner). A text longer than max_seq_length - 2 pieces is windowed as run_ner
-windows a long sentence (conll.window_spans: labelled chunks of half a window with context on both
-sides), every word tagged in its chunk's window.
 """
+import dataclasses
 import json
 import os
 import time
+from typing import Any
 
 from absl import logging
-import numpy as np
 import tensorflow as tf
 import tf_keras
 
 from bert_tf import checkpoints
-from bert_tf import export_windows
 from bert_tf import fast_tokenization
-from bert_tf import heads
 from bert_tf import model_dir
 from bert_tf import modeling
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
-from bert_tf.tasks import conll
-from bert_tf.tasks import glue
-from bert_tf.tasks import squad
 from bert_tf.errors import BertTfError
-
-TASKS = ("classifier", "squad", "ner")
-# str.split()'s whitespace, for NER words (RE2 syntax).
-_STR_SPLIT_WHITESPACE = (r"[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}"
-                         r"\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]+")
-# run_squad's split_context whitespace.
-_SQUAD_WHITESPACE = r"[ \t\r\n\x{202f}]+"
+from bert_tf.tasks import base
 
 
-def _nul_safe(texts):
-  """regex_split stops at a NUL character: make it U+0001, which is also no whitespace, also
-  dropped by the tokenizer, and also one byte."""
-  return tf.strings.regex_replace(texts, "\x00", "\x01")
+@dataclasses.dataclass(frozen=True)
+class ExportOptions:
+  """export_savedmodel.py's options (options_from builds them from its flags); `task` holds the
+  task's own options (its options_class: the classifier's --task_name, NER's --label_file,
+  SQuAD's flags)."""
+  task_kind: str
+  bert_config_file: str
+  vocab_file: str
+  init_checkpoint: str
+  export_dir: str
+  do_lower_case: bool = True
+  max_seq_length: int = 128
+  dtype: str = "float32"
+  task: Any = None
 
 
-def _string_spec(name):
-  return tf.TensorSpec([None], tf.string, name=name)
-
-
-def _piece_char_lengths(vocab):
-  """Characters each vocab entry spells in a word (## stripped); -1 for [UNK]."""
-  lengths = []
-  for token in vocab:
-    lengths.append(-1 if token == "[UNK]" else len(token[2:] if token.startswith("##") else token))
-  return tf.constant(lengths, tf.int32)
-
-
-def _info_function(task, label_list=None, pair=False, regression=False):
-  """The server's `info` function (saved with it, not a signature): what bert_tf.predictor needs
-  to know of an export, i.e. its task, label names, whether it takes pairs, regression."""
-  return tf.function(lambda: {"task": tf.constant(task), "pair": tf.constant(pair),
-                              "regression": tf.constant(regression),
-                              "label_list": tf.constant(list(label_list or []), tf.string)},
-                     input_signature=[])
-
-
-class ClassifierServer(tf.Module):
-  """Raw text(s) -> class probabilities and label names (or regression scores)."""
-
-  def __init__(self, tokenizer, model, max_seq_length, label_list, pair, regression=False):
-    super().__init__(name="classifier_server")
-    self.tokenizer = tokenizer
-    self.model = model
-    self.max_seq_length = max_seq_length
-    self.regression = regression
-    self.label_names = tf.constant(label_list or ["score"], tf.string)
-    vocab = tokenizer.vocab
-    self.cls_id, self.sep_id = vocab["[CLS]"], vocab["[SEP]"]
-    self.info = _info_function("classifier", label_list, pair, regression)
-    specs = [_string_spec("text_a")] + ([_string_spec("text_b")] if pair else [])
-    self.serve = tf.function(self._serve, input_signature=specs)
-    self.tokenize = tf.function(self._pack, input_signature=specs)
-
-  def _pack(self, text_a, text_b=None):
-    segments = [self.tokenizer.ragged_ids(text_a)]
-    single = fast_tokenization.pack_inputs(segments, self.max_seq_length, self.cls_id, self.sep_id)
-    if text_b is None:
-      return single
-    segments.append(self.tokenizer.ragged_ids(text_b))
-    pair = fast_tokenization.pack_inputs(segments, self.max_seq_length, self.cls_id, self.sep_id)
-    has_b = (segments[1].row_lengths() > 0)[:, tf.newaxis]
-    return {name: tf.where(has_b, pair[name], single[name]) for name in pair}
-
-  def _serve(self, text_a, text_b=None):
-    logits = self.model(heads.trimmed_inputs(self._pack(text_a, text_b)), training=False)["logits"]
-    if self.regression:
-      return {"scores": logits[:, 0]}
-    label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
-    return {"probabilities": tf.nn.softmax(logits, axis=-1), "label_ids": label_ids,
-            "labels": tf.gather(self.label_names, label_ids)}
-
-
-class SquadServer(tf.Module):
-  """(question, context) -> answer text cut from the context, its score, the no-answer decision."""
-
-  def __init__(self, tokenizer, model, max_seq_length, max_query_length=64, max_answer_length=30,
-               n_best_size=20, null_score_diff_threshold=None, doc_stride=128):
-    super().__init__(name="squad_server")
-    if doc_stride < 1:
-      raise BertTfError(f"--doc_stride: expected an integer of at least 1, got {doc_stride}")
-    squad.check_lengths(max_seq_length, doc_stride, max_query_length)
-    self.doc_stride = doc_stride
-    self.tokenizer = tokenizer
-    self.model = model
-    self.max_seq_length = max_seq_length
-    self.max_query_length = max_query_length
-    self.max_answer_length = max_answer_length
-    self.n_best_size = n_best_size
-    self.null_score_diff_threshold = null_score_diff_threshold
-    vocab = tokenizer.vocab
-    self.cls_id, self.sep_id, self.unk_id = vocab["[CLS]"], vocab["[SEP]"], vocab["[UNK]"]
-    self.piece_lengths = _piece_char_lengths(vocab)
-    self.info = _info_function("squad")
-    specs = [_string_spec("question"), _string_spec("context")]
-    self.serve = tf.function(self._serve, input_signature=specs)
-    self.tokenize = tf.function(lambda q, c: self._features(q, c)[0], input_signature=specs)
-
-  def _context_pieces(self, context):
-    """Context pieces [B, (P)] with their word (index in its example) and character span in it.
-
-    Also the words' byte offsets in the context and whether each word's characters map one to one
-    onto its normalized text.
-    """
-    tf_text = fast_tokenization.tf_text_module()
-    words, word_begin, _ = tf_text.regex_split_with_offsets(_nul_safe(context),
-                                                            _SQUAD_WHITESPACE)
-    flat_words = words.flat_values
-    basic = self.tokenizer.words(flat_words)  # [all words, (basic tokens)]
-    # A basic token's pieces are those ragged_ids gives for it alone (normalization is idempotent).
-    ids = self.tokenizer.ragged_ids(basic.flat_values)  # [basic tokens, (pieces)]
-    basic_lengths = tf.strings.length(basic.flat_values, unit="UTF8_CHAR")
-    piece_lengths = tf.gather(self.piece_lengths, ids.flat_values)
-    piece_lengths = tf.where(piece_lengths < 0,
-                             tf.repeat(basic_lengths, ids.row_lengths()), piece_lengths)
-    word_pieces = basic.with_values(ids).merge_dims(1, 2)  # [all words, (pieces)]
-    ends = tf.cumsum(piece_lengths)
-    starts = ends - piece_lengths
-    # Each word's first piece (a word may have none: pad for the last one).
-    word_offset = tf.gather(tf.concat([starts, [0]], 0), word_pieces.row_starts())
-    piece_words = tf.cast(word_pieces.value_rowids(), tf.int32)
-    starts -= tf.gather(word_offset, piece_words)
-    ends -= tf.gather(word_offset, piece_words)
-    word_chars = tf.strings.length(flat_words, unit="UTF8_CHAR")
-    normalized_chars = tf.reduce_sum(tf.RaggedTensor.from_row_splits(
-        basic_lengths, basic.row_splits), axis=1)
-    aligned = tf.equal(normalized_chars, word_chars)
-    # Word index within its example, per piece.
-    word_in_example = (tf.range(tf.size(flat_words, out_type=tf.int64)) -
-                       tf.gather(words.row_starts(), words.value_rowids()))
-    pieces = words.with_values(word_pieces).merge_dims(1, 2)  # [B, (P)]
-    piece_info = {
-        "word": pieces.with_values(tf.cast(tf.gather(word_in_example, piece_words), tf.int32)),
-        "start": pieces.with_values(starts), "end": pieces.with_values(ends)}
-    word_info = {"text": words, "begin": word_begin, "chars": words.with_values(word_chars),
-                 "aligned": words.with_values(aligned)}
-    return pieces, piece_info, word_info
-
-  def _features(self, question, context):
-    """The windows' model inputs (with example_index, each window's example) and what the
-    span search and the answer text need."""
-    query = self.tokenizer.ragged_ids(question)[:, :self.max_query_length]
-    pieces, piece_info, word_info = self._context_pieces(context)
-    query_lengths = query.row_lengths()
-    windows, max_context = export_windows.squad_windows(
-        pieces.row_lengths(), self.max_seq_length - 3 - query_lengths, self.doc_stride)
-    begin = tf.gather(pieces.row_starts(), windows["example"]) + windows["start"]
-    window_pieces = tf.gather(pieces.flat_values,
-                              tf.ragged.range(begin, begin + windows["length"]))
-    inputs = fast_tokenization.pack_inputs([tf.gather(query, windows["example"]), window_pieces],
-                                           self.max_seq_length, self.cls_id, self.sep_id)
-    inputs["example_index"] = tf.cast(windows["example"], tf.int32)
-    windows["context_begin"] = tf.gather(query_lengths, windows["example"]) + 2
-    return inputs, windows, max_context, pieces, piece_info, word_info
-
-  def _serve(self, question, context):
-    inputs, windows, max_context, pieces, piece_info, word_info = self._features(question,
-                                                                                 context)
-    outputs = self.model(heads.encoder_inputs(inputs), training=False)
-    found, score, window, start, end, null_score = export_windows.best_spans(
-        outputs["start_logits"], outputs["end_logits"], windows["context_begin"],
-        windows["length"], max_context, windows["example"], tf.size(question, out_type=tf.int64),
-        self.n_best_size, self.max_answer_length)
-    # Context piece indexes of the span (clamped so that examples with no span still gather).
-    offset = tf.gather(windows["start"] - windows["context_begin"], window)
-    last_piece = tf.maximum(pieces.row_lengths(), 1) - 1
-    start_piece = tf.cast(tf.clip_by_value(start + offset, 0, last_piece), tf.int32)
-    end_piece = tf.cast(tf.clip_by_value(end + offset, 0, last_piece), tf.int32)
-    answer = self._answer_text(context, start_piece, end_piece, piece_info, word_info)
-    null_score_diff = tf.cast(null_score - score, tf.float32)
-    has_answer = found
-    if self.null_score_diff_threshold is not None:
-      has_answer &= null_score_diff <= self.null_score_diff_threshold
-    return {"answer": tf.where(has_answer, answer, ""),
-            "score": tf.where(found, tf.cast(score, tf.float32), 0.0),
-            "null_score_diff": tf.where(found, null_score_diff, tf.cast(null_score, tf.float32)),
-            "has_answer": has_answer}
-
-  def _answer_text(self, context, start_piece, end_piece, piece_info, word_info):
-    """The raw context from the start piece's first character to the end piece's last one."""
-
-    def at(ragged, index):  # ragged [B, (n)] at int [B]; 0 for an empty row
-      dense = ragged.to_tensor()
-      index = tf.minimum(index, tf.maximum(tf.shape(dense)[1] - 1, 0))
-      padded = tf.pad(dense, [[0, 0], [0, 1]])
-      return tf.gather(padded, index[:, tf.newaxis], batch_dims=1)[:, 0]
-
-    def byte_offset(word, char):
-      text = at(word_info["text"], word)
-      begin = tf.cast(at(word_info["begin"], word), tf.int32)
-      prefix = tf.strings.substr(text, tf.zeros_like(char), char, unit="UTF8_CHAR")
-      return begin + tf.strings.length(prefix)
-
-    start_word = at(piece_info["word"], start_piece)
-    end_word = at(piece_info["word"], end_piece)
-    # A word whose characters do not map onto its pieces is kept whole.
-    start_char = tf.where(at(word_info["aligned"], start_word),
-                          at(piece_info["start"], start_piece), 0)
-    end_char = tf.where(at(word_info["aligned"], end_word), at(piece_info["end"], end_piece),
-                        at(word_info["chars"], end_word))
-    begin = byte_offset(start_word, start_char)
-    end = byte_offset(end_word, end_char)
-    return tf.strings.substr(context, begin, tf.maximum(end - begin, 0))
-
-
-class NerServer(tf.Module):
-  """Raw sentence -> its whitespace words and one tag per word (the first piece's prediction)."""
-
-  def __init__(self, tokenizer, model, max_seq_length, label_list):
-    super().__init__(name="ner_server")
-    self.tokenizer = tokenizer
-    self.model = model
-    self.max_seq_length = max_seq_length
-    self.label_names = tf.constant(label_list, tf.string)
-    vocab = tokenizer.vocab
-    self.cls_id, self.sep_id, self.unk_id = vocab["[CLS]"], vocab["[SEP]"], vocab["[UNK]"]
-    self.info = _info_function("ner", label_list)
-    specs = [_string_spec("text")]
-    self.serve = tf.function(self._serve, input_signature=specs)
-    self.tokenize = tf.function(lambda text: self._features(text)[0], input_signature=specs)
-
-  def _features(self, text):
-    tf_text = fast_tokenization.tf_text_module()
-    words, begin, end = tf_text.regex_split_with_offsets(_nul_safe(text), _STR_SPLIT_WHITESPACE)
-    # The words as given (a NUL stays a NUL).
-    words = words.with_values(tf.strings.substr(
-        tf.gather(text, words.value_rowids()), begin.flat_values,
-        end.flat_values - begin.flat_values))  # [B, (W)]
-    word_ids = self.tokenizer.ragged_ids(words.flat_values)  # [all words, (pieces)]
-    # As conll.word_pieces: a word the tokenizer drops is [UNK]; at most max_seq_length - 2 pieces.
-    empty = tf.equal(word_ids.row_lengths(), 0)
-    unk = tf.RaggedTensor.from_row_lengths(
-        tf.fill(tf.reshape(tf.reduce_sum(tf.cast(empty, tf.int32)), [1]), self.unk_id),
-        tf.cast(empty, tf.int64))
-    word_ids = tf.concat([word_ids, unk], axis=1)[:, :self.max_seq_length - 2]
-    window_ids, window_text, word_window, word_position = export_windows.ner_windows(
-        word_ids, words.row_splits, self.max_seq_length - 2)
-    inputs = fast_tokenization.pack_inputs([window_ids], self.max_seq_length, self.cls_id,
-                                           self.sep_id)
-    inputs["example_index"] = tf.cast(window_text, tf.int32)
-    return inputs, words, tf.stack([word_window, word_position], axis=1)
-
-  def _serve(self, text):
-    inputs, words, tag_at = self._features(text)
-    logits = self.model(heads.trimmed_inputs(inputs), training=False)["logits"]
-    predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [windows, t]
-    tags = words.with_values(tf.gather(self.label_names, tf.gather_nd(predicted, tag_at)))
-    return {"words": words.to_tensor(default_value=""), "tags": tags.to_tensor(default_value=""),
-            "num_words": tf.cast(words.row_lengths(), tf.int32)}
+def task_names():
+  """export_savedmodel.py's --task values: the serving names of the registered tasks."""
+  return base.export_names()
 
 
 # ---------------------------------------------------------------------------- models
 
 
 def build_model(task, config, num_labels=None, bilstm_units=None, causal=False):
-  """The task model, with variables, as the run script builds it (with a --bilstm_head BiLSTM of
-  bilstm_units per direction; causal: fine-tuned with --left_to_right)."""
-  options = {"bilstm_units": bilstm_units, "causal": causal}
-  if task == "classifier":
-    model = heads.BertClassifier(config, num_labels=num_labels, **options)
-  elif task == "squad":
-    model = heads.BertSpanLabeler(config, **options)
-  elif task == "ner":
-    model = heads.BertTokenClassifier(config, num_labels, **options)
-  else:
-    raise BertTfError(f"--task: {task!r} is not one of {', '.join(TASKS)}")
+  """The task model (task: a serving name, e.g. "classifier"), with variables, as the run script
+  builds it (with a --bilstm_head BiLSTM of bilstm_units per direction; causal: fine-tuned with
+  --left_to_right)."""
+  model = base.for_export(task).build_head(config, num_labels, bilstm_units=bilstm_units,
+                                           causal=causal)
   zeros = tf.zeros([1, 2], tf.int32)
   model({"input_ids": zeros, "input_mask": zeros + 1, "segment_ids": zeros}, training=False)
   return model
 
 
-def make_server(task, tokenizer, model, max_seq_length, label_list=None, pair=True,
-                regression=False, **squad_options):
-  if task == "classifier":
-    return ClassifierServer(tokenizer, model, max_seq_length, label_list, pair,
-                            regression=regression)
-  if task == "squad":
-    return SquadServer(tokenizer, model, max_seq_length, **squad_options)
-  return NerServer(tokenizer, model, max_seq_length, label_list)
+def make_server(task, tokenizer, model, max_seq_length, **options):
+  """The task's server (its make_server) around a built model; options: the task's serving
+  options (a classifier's label_list, pair, regression; NER's label_list; SQuAD's lengths)."""
+  return base.for_export(task).make_server(tokenizer, model, max_seq_length, **options)
 
 
 def save(server, export_dir):
@@ -421,26 +125,24 @@ def resolve(path):
 
 
 def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_seq_length,
-                 label_list=None, pair=True, regression=False, dtype="float32", **squad_options):
+                 dtype="float32", **options):
   """The task model in `dtype` with the fine-tuned checkpoint loaded, in its server (in memory:
   export() saves it, bert_tf.predictor calls it). A checkpoint with a --bilstm_head BiLSTM gives a
   model with that BiLSTM.
 
+  task: a serving name ("classifier", "squad", "ner") or a registered task that has one.
   dtype float32, bfloat16 or float16: bfloat16 gives the outputs of a mixed_bfloat16 model;
   auto: bert_tf.precision's choice for this machine.
-
-  label_list: the classifier's label names (None for regression) or NER's tags.
-  squad_options: max_query_length, doc_stride, max_answer_length, n_best_size,
-  null_score_diff_threshold.
+  options: the task's serving options (a classifier's label_list, pair, regression; NER's
+  label_list; SQuAD's max_query_length, doc_stride, max_answer_length, n_best_size,
+  null_score_diff_threshold).
   """
   from bert_tf import precision  # pylint: disable=g-import-not-at-top
-  if task not in TASKS:
-    raise BertTfError(f"--task: {task!r} is not one of {', '.join(TASKS)}")
+  serving = base.for_export(task)
   config.check_sequence_length(max_seq_length)
   if not tf.io.gfile.exists(vocab_file):
     raise BertTfError(f"--vocab_file: {vocab_file} not found")
-  if task != "squad" and not label_list and not regression:
-    raise BertTfError("--task_name/--label_file: the label list is needed")
+  num_labels = serving.num_labels(options)
   tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case)
   config.check_vocab_size(len(tokenizer.vocab), vocab_file, exact=True)
   dtype = precision.resolve(dtype, warn=False)  # auto: what this machine would train in
@@ -453,14 +155,13 @@ def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_s
   prefix = checkpoints.fine_tuned_prefix(init_checkpoint)
   tf_keras.mixed_precision.set_global_policy(dtype)
   try:
-    model = build_model(task, config, num_labels=1 if regression else len(label_list or []),
+    model = build_model(serving.export_task, config, num_labels=num_labels,
                         bilstm_units=checkpoints.bilstm_units(prefix),
                         causal=checkpoints.left_to_right(prefix))
   finally:
     tf_keras.mixed_precision.set_global_policy(previous)
-  checkpoints.load_task_model(model, init_checkpoint, task)
-  return make_server(task, tokenizer, model, max_seq_length, label_list, pair, regression,
-                     **squad_options)
+  checkpoints.load_task_model(model, init_checkpoint, serving.export_task)
+  return serving.make_server(tokenizer, model, max_seq_length, **options)
 
 
 def export(task, config, vocab_file, do_lower_case, init_checkpoint, export_dir, max_seq_length,
@@ -479,57 +180,25 @@ def load(export_dir):
   return tf.saved_model.load(resolve(export_dir))
 
 
-def classifier_labels(task_name):
-  """(label_list or None for regression, whether the task's inputs are pairs) of a GLUE task."""
-  processor = glue.get_processor(task_name)
-  pair = processor.columns["dev"][3] is not None
-  return (None if processor.regression else processor.get_labels()), pair
+def export_from_options(task, options, init_checkpoint, weights=None):
+  """Exports `task` (a serving name or a registered task) as the options say (ExportOptions, or
+  a run_*.py's FinetuneOptions after training, with its output_dir as init_checkpoint); `weights`:
+  a checkpoint to load instead of init_checkpoint's (the best weights a run kept)."""
+  serving = base.for_export(task, flag="--export_dir")
+  if not tf.io.gfile.exists(options.bert_config_file):
+    raise BertTfError(f"--bert_config_file: {options.bert_config_file} not found")
+  config = BertConfig.from_json_file(options.bert_config_file)
+  server_options = serving.serving_options_from(options.task, init_checkpoint)
+  return export(serving.export_task, config, options.vocab_file, options.do_lower_case,
+                weights or init_checkpoint, options.export_dir, options.max_seq_length,
+                dtype=options.dtype, **server_options)
 
 
-def squad_options_from(values):
-  return dict(max_query_length=values.max_query_length, doc_stride=values.doc_stride,
-              max_answer_length=values.max_answer_length, n_best_size=values.n_best_size,
-              null_score_diff_threshold=(values.null_score_diff_threshold
-                                         if values.version_2_with_negative else None))
-
-
-def _labels_for(task, values, init_checkpoint):
-  """(label_list, pair, regression) for a task from the flag values."""
-  if task == "classifier":
-    if not values.task_name:
-      raise BertTfError("--task_name: required with --task=classifier (its labels are the GLUE "
-                        "processor's)")
-    label_list, pair = classifier_labels(values.task_name)
-    return label_list, pair, label_list is None
-  if task == "ner":
-    label_file = getattr(values, "label_file", None)
-    if not label_file and init_checkpoint and tf.io.gfile.isdir(init_checkpoint):
-      label_file = os.path.join(init_checkpoint, conll.LABEL_LIST_FILE)
-    if not label_file:
-      raise BertTfError("--label_file: required with --task=ner unless --init_checkpoint is "
-                        "run_ner's output_dir (which holds label_list.txt)")
-    return conll.read_label_list(label_file), True, False
-  return None, True, False
-
-
-def export_from_values(task, values, init_checkpoint, weights=None):
-  """Exports `task` as the flag values say (export_savedmodel.py's, or a run_*.py's after
-  training, with its output_dir as init_checkpoint); `weights`: a checkpoint to load instead of
-  init_checkpoint's (the best weights a run kept)."""
-  if not tf.io.gfile.exists(values.bert_config_file):
-    raise BertTfError(f"--bert_config_file: {values.bert_config_file} not found")
-  config = BertConfig.from_json_file(values.bert_config_file)
-  label_list, pair, regression = _labels_for(task, values, init_checkpoint)
-  squad_options = squad_options_from(values) if task == "squad" else {}
-  return export(task, config, values.vocab_file, values.do_lower_case, weights or init_checkpoint,
-                values.export_dir, values.max_seq_length, label_list=label_list, pair=pair,
-                regression=regression, dtype=values.dtype, **squad_options)
-
-
-def check_task_config(task, values, init_checkpoint):
+def check_task_config(task, task_options, init_checkpoint):
   """When init_checkpoint is a fine-tuning run's output_dir (or a checkpoint in one), its
-  task_config.json must say --task (and, for a classifier, --task_name): a sentence classifier's
-  head reads as a token tagger's, so a mismatch would export a model that serves nonsense."""
+  task_config.json must name the task of --task (and the task's own checks, e.g. a classifier's
+  --task_name): a sentence classifier's head reads as a token tagger's, so a mismatch would
+  export a model that serves nonsense."""
   directory = (init_checkpoint if tf.io.gfile.isdir(init_checkpoint)
                else os.path.dirname(init_checkpoint))
   path = os.path.join(directory or ".", model_dir.TASK_CONFIG_FILE)
@@ -543,19 +212,18 @@ def check_task_config(task, values, init_checkpoint):
   if not isinstance(config, dict):
     raise BertTfError(f"--init_checkpoint: {path} is not a task_config.json of bert_tf (a JSON "
                       f"object)")
-  kind, task_name = config.get("export_kind"), config.get("task_name")
+  found = base.for_task_config(config)
+  kind, task_name = found and found.export_task, config.get("task_name")
   if kind != task:
     raise BertTfError(f"--task: {path} says {directory} holds a fine-tuned "
-                      f"{kind or 'multiple-choice'} model{f' ({task_name})' if task_name else ''}"
-                      f", not {task}: {f'pass --task={kind}' if kind else 'it cannot be exported'}")
-  if (task == "classifier" and task_name and values.task_name
-      and task_name.lower() != values.task_name.lower()):
-    raise BertTfError(f"--task_name: {path} says {directory} holds a model fine-tuned on "
-                      f"{task_name}, not {values.task_name}: pass --task_name={task_name}")
+                      f"{kind or 'multiple-choice'} model"
+                      f"{f' ({task_name})' if task_name else ''}, not {task}: "
+                      f"{f'pass --task={kind}' if kind else 'it cannot be exported'}")
+  found.check_task_config(config, task_options, path, directory)
 
 
-def run(values):
-  """The whole of export_savedmodel.py for its flag values; returns the export directory."""
-  tokenization.validate_case_matches_checkpoint(values.do_lower_case, values.init_checkpoint)
-  check_task_config(values.task, values, values.init_checkpoint)
-  return export_from_values(values.task, values, values.init_checkpoint)
+def run(options):
+  """The whole of export_savedmodel.py for its ExportOptions; returns the export directory."""
+  tokenization.validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
+  check_task_config(options.task_kind, options.task, options.init_checkpoint)
+  return export_from_options(options.task_kind, options, options.init_checkpoint)

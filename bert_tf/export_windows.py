@@ -1,4 +1,4 @@
-"""Inputs of any length in the exported graphs (bert_tf/export.py): run_ner's and run_squad's
+"""Inputs of any length in the exported graphs (bert_tf/servers.py): run_ner's and run_squad's
 windows, their max-context rule and run_squad's span search over all windows, as TensorFlow ops.
 
 NER (bert_tf.tasks.conll.window_spans): a sentence that fits in max_seq_length - 2 pieces is one

@@ -26,6 +26,7 @@ import types
 
 from absl import flags
 
+from bert_tf import finetune_options as finetune_options_lib
 from bert_tf import objectives
 from bert_tf import options
 from bert_tf import precision
@@ -129,9 +130,38 @@ def pretraining_data_options(values):
                     instances=options_of(algorithm.Options, values))
 
 
+def _fields_given(cls, values):
+  """{field: flag value} of the dataclass cls's fields that the script has a flag for."""
+  return {field.name: getattr(values, field.name) for field in dataclasses.fields(cls)
+          if hasattr(values, field.name)}
+
+
+def finetune_options(task_class, values):
+  """The bert_tf.finetune_options.FinetuneOptions of a fine-tuning script's flags: its task's own
+  options (task_class.options_class) in `task`, the runtime's and the training loop's in `runtime`
+  and `loop`; a field the script has no flag for keeps its default."""
+  own = task_class.options_class
+  shared = {name: value for name, value in _fields_given(finetune_options_lib.FinetuneOptions, values).items()
+            if name not in ("task", "runtime", "loop")}
+  return finetune_options_lib.FinetuneOptions(
+      task=own(**_fields_given(own, values)) if own else None, runtime=runtime_options(values),
+      loop=train_loop_options(values), **shared)
+
+
+def export_options(values):
+  """The bert_tf.export.ExportOptions of export_savedmodel.py's flags, the task's own in `task`."""
+  from bert_tf import export  # pylint: disable=g-import-not-at-top  (TensorFlow: only here)
+  from bert_tf.tasks import base  # pylint: disable=g-import-not-at-top
+  own = base.for_export(values.task).options_class
+  shared = {name: value for name, value in _fields_given(export.ExportOptions, values).items()
+            if name not in ("task_kind", "task")}
+  return export.ExportOptions(task_kind=values.task, task=own(**_fields_given(own, values)), **shared)
+
+
 def train_loop_options(values):
-  """The bert_tf.options.TrainLoopOptions of the training runtime flags."""
-  return options_of(options.TrainLoopOptions, values)
+  """The bert_tf.options.TrainLoopOptions of the training runtime flags (those a script lacks keep
+  their defaults)."""
+  return options.TrainLoopOptions(**_fields_given(options.TrainLoopOptions, values))
 
 
 def mark_required(*names):

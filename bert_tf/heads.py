@@ -96,24 +96,6 @@ def bilstm_final_states(sequence, input_mask):
   return tf.concat([forward, sequence[:, 0, units:]], axis=-1)
 
 
-def bilstm_units(values, config):
-  """Units per direction of the --bilstm_head BiLSTM the flag values ask for (default
-  --bilstm_hidden_size: the encoder's hidden_size), or None without --bilstm_head."""
-  size = getattr(values, "bilstm_hidden_size", None)
-  if not getattr(values, "bilstm_head", False):
-    if size:
-      raise BertTfError("--bilstm_hidden_size: only with --bilstm_head")
-    return None
-  return size or config.hidden_size
-
-
-def model_options(values, config):
-  """The task model's keyword arguments the fine-tuning flag values ask for: bilstm_units
-  (--bilstm_head) and causal (--left_to_right)."""
-  return {"bilstm_units": bilstm_units(values, config),
-          "causal": bool(getattr(values, "left_to_right", False))}
-
-
 def sparse_cross_entropy(labels, logits, weights=None):
   """Mean softmax cross-entropy of integer labels; with weights, averaged over the weighted
   positions (e.g. the words of a tagging batch)."""

@@ -1,7 +1,7 @@
 """Evaluation during fine-tuning and the best model kept: --eval_every_n_steps,
 --keep_best_metric and --early_stopping_patience.
 
-  plan = keep_best.plan(values, task)      # flag errors, before TensorFlow starts; None: unused
+  plan = keep_best.plan(options, task)     # metric errors, before TensorFlow starts; None: unused
   evaluator = keep_best.Evaluator(plan, task, strategy, split, input_fn, total_batches, state,
                                   output_dir, unpack=None)  # bert_tf.training.train calls it
   keeper = keep_best.BestKeeper(output_dir, metric)   # output_dir/best/, read back
@@ -66,22 +66,15 @@ def resolve_metric(name, reported, flag="--keep_best_metric"):
                     f"expected one of: {', '.join(valid)}")
 
 
-def plan(values, task):
-  """The Plan of the flag values (None when none of the three flags is given), checked: a
+def plan(options, task):
+  """The Plan of a run's bert_tf.finetune_options.FinetuneOptions (None when none of the three
+  flags is given; their combinations are checked there), its metric one the task reports: a
   BertTfError names the flag. --early_stopping_patience without --keep_best_metric watches (and
   keeps the best of) the task's primary_metric."""
-  every = getattr(values, "eval_every_n_steps", None)
-  metric = getattr(values, "keep_best_metric", None)
-  patience = getattr(values, "early_stopping_patience", None)
+  every, metric = options.eval_every_n_steps, options.keep_best_metric
+  patience = options.early_stopping_patience
   if every is None and metric is None and patience is None:
     return None
-  do_train = getattr(values, "do_train", False)
-  if every is not None and not do_train:
-    raise BertTfError("--eval_every_n_steps: evaluates during training, needs --do_train")
-  if patience is not None and every is None:
-    raise BertTfError("--early_stopping_patience: needs --eval_every_n_steps")
-  if metric is not None and do_train and every is None:
-    raise BertTfError("--keep_best_metric: needs --eval_every_n_steps when training")
   flag = "--keep_best_metric"
   if patience is not None and metric is None:
     metric, flag = task.primary_metric, "--early_stopping_patience"

@@ -258,21 +258,14 @@ def row_statistics(features):
   }
 
 
-def task_layout(values, task, is_training):
-  """The Layout of a fine-tuning task's records (task.schema, task.num_sequences: 1 unless
-  stated) with --pack_sequences, else None."""
-  if not getattr(values, "pack_sequences", False):
-    if getattr(values, "max_instances_per_row", None):
-      raise BertTfError("--max_instances_per_row: only with --pack_sequences")
+def task_layout(options, task, is_training):
+  """The Layout of a fine-tuning task's records (task.schema, task.num_sequences) with
+  --pack_sequences (options: the run's bert_tf.finetune_options.FinetuneOptions, which checks
+  the packing flags' combinations), else None."""
+  if not options.pack_sequences:
     return None
-  if getattr(values, "bilstm_head", False):
-    raise BertTfError("--pack_sequences: not with --bilstm_head (its LSTM would read across the "
-                      "examples of a row)")
-  if getattr(values, "left_to_right", False):
-    raise BertTfError("--pack_sequences: not with --left_to_right (its classifier pools each "
-                      "example's last token, where packed rows pool each example's [CLS])")
-  return Layout(task.schema(is_training), values.max_seq_length,
-                getattr(task, "num_sequences", 1), values.max_instances_per_row)
+  return Layout(task.schema(is_training), options.max_seq_length, task.num_sequences,
+                options.max_instances_per_row)
 
 
 def with_row_statistics(metric_fn):

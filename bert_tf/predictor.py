@@ -20,8 +20,9 @@ bert_config_file= / vocab_file= arguments of load()).
 
 Results, one per input: a classifier gives {"label", "score" (its probability), "scores" (every
 label's)}, a regression task (STS-B) {"score"}; SQuAD {"answer", "score", "has_answer",
-"null_score_diff"} (the answer is "" where the model predicts none, see export.SquadServer); NER a
-list of (word, tag) pairs, the sentence split on whitespace.
+"null_score_diff"} (the answer is "" where the model predicts none, see servers.SquadServer); NER a
+list of (word, tag) pairs, the sentence split on whitespace. What a task's inputs and results are
+is the registered task's (bert_tf.tasks.base: predictor_inputs, predictor_result).
 """
 import json
 import os
@@ -34,37 +35,30 @@ from bert_tf import model_dir
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
 from bert_tf.fileio import write_text_atomically
+from bert_tf.tasks import base
 
 TASK_CONFIG_FILE = model_dir.TASK_CONFIG_FILE
-_SQUAD_OPTIONS = ("max_query_length", "doc_stride", "max_answer_length", "n_best_size",
-                  "null_score_diff_threshold")
 
 
 # ---------------------------------------------------------------------------- task_config.json
 
 
-def task_config(task, values):
-  """What an output_dir's task_config.json says: the finetuning task object's export kind and
-  labels, and the flag values the server needs."""
-  kind = task.export_kind
-  config = {"export_kind": kind, "task_name": getattr(values, "task_name", None),
-            "do_lower_case": bool(values.do_lower_case),
-            "max_seq_length": int(values.max_seq_length)}
-  if kind == "classifier":
-    label_list, pair = export.classifier_labels(values.task_name)
-    config.update(label_list=label_list, pair=pair, regression=label_list is None)
-  elif kind == "ner":
-    config.update(label_list=list(task.label_list),
-                  feature_based=bool(getattr(values, "feature_based", False)))
-  elif kind == "squad":
-    config.update(export.squad_options_from(values))
+def task_config(task, options):
+  """What an output_dir's task_config.json says: the registered task (a bert_tf.tasks.base.Task)
+  by name, its serving name ("export_kind", which files written before "task" existed name it
+  by), what the server needs of the run's FinetuneOptions and the task's own fields (its labels,
+  its server's options)."""
+  config = {"task": task.name, "export_kind": task.export_task, "task_name": None,
+            "do_lower_case": bool(options.do_lower_case),
+            "max_seq_length": int(options.max_seq_length)}
+  config.update(task.task_config_fields())
   return config
 
 
-def write_task_config(task, values):
+def write_task_config(task, options):
   """Writes output_dir/task_config.json (atomically), which load() reads."""
-  write_text_atomically(os.path.join(values.output_dir, TASK_CONFIG_FILE),
-                        json.dumps(task_config(task, values), indent=2, sort_keys=True) + "\n")
+  write_text_atomically(os.path.join(options.output_dir, TASK_CONFIG_FILE),
+                        json.dumps(task_config(task, options), indent=2, sort_keys=True) + "\n")
 
 
 # ---------------------------------------------------------------------------- loading
@@ -88,8 +82,8 @@ def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None,
                       f"; expected an export directory or a fine-tuning output_dir")
   if not isinstance(batch_size, int) or batch_size < 1:
     raise BertTfError(f"batch_size: expected a positive integer, got {batch_size!r}")
-  if task is not None and task not in export.TASKS:
-    raise BertTfError(f"task: {task!r} is not one of {', '.join(export.TASKS)}")
+  if task is not None:
+    task = base.for_export(task, flag="task").export_task
   if tf.io.gfile.exists(os.path.join(path, TASK_CONFIG_FILE)):
     module = _server_from_output_dir(path, bert_config_file, vocab_file, dtype)
     serve = module.serve
@@ -105,11 +99,13 @@ def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None,
   return loaded
 
 
-# The fields load() needs in task_config.json, and their types.
-_TASK_CONFIG_FIELDS = {"export_kind": str, "do_lower_case": bool, "max_seq_length": int}
+# The fields load() needs in task_config.json, and their types ("task", or "export_kind" in the
+# files of runs before it: base.for_task_config).
+_TASK_CONFIG_FIELDS = {"do_lower_case": bool, "max_seq_length": int}
 
 
 def _read_task_config(path):
+  """(the task_config.json of output_dir path, the registered task it names), checked."""
   config_path = os.path.join(path, TASK_CONFIG_FILE)
   try:  # UTF-8 only: UTF-16 or other bytes are a BertTfError naming the file (fileio.read_text)
     config = json.loads(fileio.read_text(config_path))
@@ -118,35 +114,35 @@ def _read_task_config(path):
   if not isinstance(config, dict):
     raise BertTfError(f"{config_path}: expected a JSON object (as finetuning writes it), got a "
                       f"{type(config).__name__}")
-  for field, kind in _TASK_CONFIG_FIELDS.items():
+  fields = dict(_TASK_CONFIG_FIELDS, **({} if "task" in config else {"export_kind": str}))
+  for field, kind in fields.items():
     if not isinstance(config.get(field), kind):
       found = "missing" if field not in config else f"a {type(config[field]).__name__}"
       raise BertTfError(f"{config_path}: field {field!r} should be a {kind.__name__}, is {found}")
-  if config.get("export_kind") not in export.TASKS or config.get("feature_based"):
-    what = "feature-based NER" if config.get("feature_based") else config.get("task_name")
-    raise BertTfError(f"{config_path}: a {what or config.get('export_kind')} run; a predictor "
-                      f"serves fine-tuned {', '.join(export.TASKS)} models only")
-  return config
+  task = base.for_task_config(config)
+  what = task and (task.unservable(config) if task.export_task else task.name)
+  if task is None or what:
+    what = what or config.get("task_name") or config.get("task") or config.get("export_kind")
+    raise BertTfError(f"{config_path}: a {what} run; a predictor serves fine-tuned "
+                      f"{', '.join(base.export_names())} models only")
+  return config, task
 
 
 def _server_from_output_dir(path, bert_config_file, vocab_file, dtype):
   """export.build_server for an output_dir's task_config.json and latest checkpoint."""
-  config = _read_task_config(path)
+  config, task = _read_task_config(path)
   files = {"bert_config_file": bert_config_file or os.path.join(path, model_dir.CONFIG_FILE),
            "vocab_file": vocab_file or os.path.join(path, model_dir.VOCAB_FILE)}
   missing = [f"{name}= ({files[name]} not found)" for name in files
              if not tf.io.gfile.exists(files[name])]
   if missing:
     raise BertTfError(f"{path}: give predictor.load {' and '.join(missing)}")
-  kind = config["export_kind"]
-  # doc_stride: absent from the task_config.json of runs before exports took long contexts.
-  squad_options = ({key: config[key] for key in _SQUAD_OPTIONS if key in config}
-                   if kind == "squad" else {})
+  # Only the options the file has (doc_stride: absent from the task_config.json of runs before
+  # exports took long contexts; the server's default then).
   return export.build_server(
-      kind, BertConfig.from_json_file(files["bert_config_file"]), files["vocab_file"],
-      config["do_lower_case"], path, config["max_seq_length"],
-      label_list=config.get("label_list"), pair=config.get("pair", True),
-      regression=config.get("regression", False), dtype=dtype, **squad_options)
+      task.export_task, BertConfig.from_json_file(files["bert_config_file"]), files["vocab_file"],
+      config["do_lower_case"], path, config["max_seq_length"], dtype=dtype,
+      **task.serving_options_from_config(config))
 
 
 def _describe(module, serve):
@@ -158,8 +154,8 @@ def _describe(module, serve):
                 regression=bool(info["regression"]),
                 label_list=[label.decode() for label in info["label_list"]] or None)
   inputs = set(serve.structured_input_signature[1])
-  task = "squad" if "question" in inputs else "ner" if inputs == {"text"} else "classifier"
-  return dict(task=task, pair="text_b" in inputs, label_list=None,
+  return dict(task=base.for_signature(inputs).export_task, pair="text_b" in inputs,
+              label_list=None,
               regression="scores" in serve.structured_outputs)
 
 
@@ -190,41 +186,13 @@ class Predictor:
     return f"<bert_tf Predictor: {self.task}{labels}, batch_size {self.batch_size}>"
 
   def __call__(self, texts=None, text_b=None, *, question=None, context=None):
-    if self.task == "squad":
-      if texts is not None or text_b is not None:
-        raise BertTfError("squad predictor: call it as p(question=..., context=...)")
-      inputs = {"question": _strings(question, "question"),
-                "context": _strings(context, "context")}
-    else:
-      if question is not None or context is not None:
-        raise BertTfError(f"{self.task} predictor: question=/context= are SQuAD's; call it on "
-                          f"texts")
-      inputs = self._text_inputs(texts, text_b)
+    serving = base.for_export(self.task, flag="task")
+    inputs = serving.predictor_inputs(self, texts, text_b, question, context)
     lengths = {name: len(values) for name, values in inputs.items()}
     if len(set(lengths.values())) > 1:
       raise BertTfError(f"{self.task} predictor: as many of each input are needed, got "
                         f"{', '.join(f'{n} {name}' for name, n in lengths.items())}")
-    result = getattr(self, f"_{self.task}_result")
-    return [result(row) for row in self._run(inputs)]
-
-  def _text_inputs(self, texts, text_b):
-    """{text_a[, text_b]} for a classifier, {text} for NER."""
-    texts = _as_list(texts, "texts")
-    if self.task == "classifier" and all(isinstance(t, (tuple, list)) for t in texts):
-      if text_b is not None or any(len(t) != 2 for t in texts):
-        raise BertTfError("texts: give (text_a, text_b) pairs, or texts and text_b=, not both")
-      texts, text_b = [t[0] for t in texts], [t[1] for t in texts]
-    texts = _strings(texts, "texts")
-    if self.task == "ner":
-      if text_b is not None:
-        raise BertTfError("text_b: an NER predictor takes one sentence per input")
-      return {"text": texts}
-    if text_b is not None and not self.pair:
-      raise BertTfError("text_b: this classifier's task takes one text per input, not pairs")
-    inputs = {"text_a": texts}
-    if self.pair:  # an empty text_b is packed as one text, as run_classifier does
-      inputs["text_b"] = [""] * len(texts) if text_b is None else _strings(text_b, "text_b")
-    return inputs
+    return [serving.predictor_result(self, row) for row in self._run(inputs)]
 
   def _run(self, inputs):
     """The server's outputs per input ({name: numpy value}), batch_size inputs per call.
@@ -243,48 +211,3 @@ class Predictor:
       for k, i in enumerate(indexes):
         rows[i] = {name: value[k] for name, value in outputs.items()}
     return rows
-
-  def _classifier_result(self, row):
-    if self.regression:
-      return {"score": float(row["scores"])}
-    probabilities = [float(p) for p in row["probabilities"]]
-    names = self.label_list or [str(i) for i in range(len(probabilities))]
-    return {"label": _text(row["labels"]), "score": probabilities[int(row["label_ids"])],
-            "scores": dict(zip(names, probabilities))}
-
-  @staticmethod
-  def _squad_result(row):
-    return {"answer": _text(row["answer"]), "score": float(row["score"]),
-            "has_answer": bool(row["has_answer"]),
-            "null_score_diff": float(row["null_score_diff"])}
-
-  @staticmethod
-  def _ner_result(row):
-    count = int(row["num_words"])
-    return [(_text(word), _text(tag)) for word, tag in zip(row["words"][:count],
-                                                           row["tags"][:count])]
-
-
-def _as_list(values, what):
-  """A string as a list of one; a list or tuple as a list; anything else an error."""
-  if isinstance(values, str):
-    return [values]
-  if not isinstance(values, (list, tuple)):
-    raise BertTfError(f"{what}: expected a string or a list of strings, got "
-                      f"{type(values).__name__}")
-  if not values:
-    raise BertTfError(f"{what}: an empty list; give at least one string")
-  return list(values)
-
-
-def _strings(values, what):
-  values = _as_list(values, what)
-  for i, value in enumerate(values):
-    if not isinstance(value, str):
-      raise BertTfError(f"{what}[{i}]: expected a string, got {type(value).__name__} "
-                        f"{str(value)[:40]!r}")
-  return values
-
-
-def _text(value):
-  return value.decode("utf-8", "replace")

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from bert_tf import export
 from bert_tf import fast_tokenization
+from bert_tf import servers
 from bert_tf import tokenization
 from bert_tf.tasks import conll
 from bert_tf.tasks import glue
@@ -255,8 +256,8 @@ def test_bfloat16_export_gives_the_mixed_precision_outputs(exported, tmp_path):
 
 def test_single_text_and_regression_servers():
   """In process (not saved): a one-text task's signature, and STS-B's scores."""
-  assert export.classifier_labels("sst-2") == (["0", "1"], False)
-  assert export.classifier_labels("sts-b") == (None, True)
+  assert glue.classifier_labels("sst-2") == (["0", "1"], False)
+  assert glue.classifier_labels("sts-b") == (None, True)
   config = tiny_config(30522)
   tokenizer = tokenization.FullTokenizer(vocab_path())
   fast = fast_tokenization.FastTokenizer(vocab_path())
@@ -264,16 +265,16 @@ def test_single_text_and_regression_servers():
   features = [glue.convert_single_example(9, glue.InputExample(str(i), t, None, "0"),
                                           ["0", "1"], CLASSIFIER_SEQ, tokenizer)
               for i, t in enumerate(texts)]
-  single = export.ClassifierServer(fast, export.build_model("classifier", config, 2),
-                                   CLASSIFIER_SEQ, ["0", "1"], pair=False)
+  single = servers.ClassifierServer(fast, export.build_model("classifier", config, 2),
+                                    CLASSIFIER_SEQ, ["0", "1"], pair=False)
   ids = single.tokenize(tf.constant(texts))
   assert ids["input_ids"].numpy().tolist() == [f.input_ids for f in features]
   expected = tf.nn.softmax(single.model(model_inputs(features))["logits"]).numpy()
   np.testing.assert_allclose(single.serve(tf.constant(texts))["probabilities"].numpy(), expected,
                              atol=1e-5)
   regressor = export.build_model("classifier", config, 1)
-  server = export.ClassifierServer(fast, regressor, CLASSIFIER_SEQ, None, pair=True,
-                                   regression=True)
+  server = servers.ClassifierServer(fast, regressor, CLASSIFIER_SEQ, None, pair=True,
+                                    regression=True)
   scores = server.serve(tf.constant(texts), tf.constant(texts[::-1]))["scores"].numpy()
   assert scores.shape == (3,) and np.all(np.isfinite(scores))
 
@@ -303,8 +304,8 @@ def test_squad_answer_text_from_raw_context_matches_get_final_text():
          "\x01 words with no piece \u200b between \x00 and after \x01"]
   contexts = sorted({c for _, _, c in questions})[:3] + odd
   stub = SpanStub(SQUAD_SEQ)
-  server = export.SquadServer(fast_tokenization.FastTokenizer(vocab), stub, SQUAD_SEQ, n_best_size=0,
-                              max_answer_length=SQUAD_SEQ)
+  server = servers.SquadServer(fast_tokenization.FastTokenizer(vocab), stub, SQUAD_SEQ,
+                               n_best_size=0, max_answer_length=SQUAD_SEQ)
   rng = random.Random(3)
   checked, unk_spans, first_occurrence = 0, 0, 0
   tok_text = lambda text: " ".join(tokenization.BasicTokenizer(True).tokenize(text))  # noqa: E731

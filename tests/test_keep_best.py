@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import checkpoints
+from bert_tf import finetune_options
 from bert_tf import flags as bert_flags
 from bert_tf import keep_best
 from bert_tf import modeling
@@ -64,25 +65,28 @@ def test_metric_names_and_flag_checks():
   # Prediction from the best weights of an earlier run needs no evaluation.
   assert keep_best.plan(values(do_train=False, keep_best_metric="f1"), TASK) == (
       None, "eval_f1", None)
-  for flags, message in [
+  for flags, message in [  # the combinations: FinetuneOptions checks them; the metric: plan
       (values(do_train=False, eval_every_n_steps=5), "--eval_every_n_steps: .*needs --do_train"),
       (values(early_stopping_patience=2), "--early_stopping_patience: needs --eval_every_n_steps"),
       (values(keep_best_metric="f1"), "--keep_best_metric: needs --eval_every_n_steps"),
       (values(eval_every_n_steps=5, keep_best_metric="mcc"), "--keep_best_metric: 'mcc' is not"),
   ]:
     with pytest.raises(BertTfError, match=message):
-      keep_best.plan(flags, TASK)
+      keep_best.plan(finetune_options.FinetuneOptions(
+          output_dir="out", bert_config_file="c", vocab_file="v", do_predict=True,
+          **vars(flags)), TASK)
   for name in ("eval_every_n_steps", "early_stopping_patience"):  # bert_flags.values() checks
     test, _ = bert_flags._RANGES[name]  # pylint: disable=protected-access
     assert test(1) and not test(0), name
 
 
 def test_tasks_name_their_metrics(tmp_path):
-  flags = types.SimpleNamespace(task_name="cola", max_seq_length=32)
-  cola = glue.GlueTask(flags, None)
+  options = types.SimpleNamespace(task=glue.GlueOptions(task_name="cola"), max_seq_length=32)
+  cola = glue.GlueTask(options, None)
   assert cola.eval_metric_names() == ["eval_accuracy", "eval_loss", "eval_mcc"]
   assert cola.primary_metric in cola.eval_metric_names()
-  stsb = glue.GlueTask(types.SimpleNamespace(task_name="sts-b", max_seq_length=32), None)
+  stsb = glue.GlueTask(types.SimpleNamespace(task=glue.GlueOptions(task_name="sts-b"),
+                                             max_seq_length=32), None)
   assert stsb.primary_metric == "eval_spearman" and "eval_pearson" in stsb.eval_metric_names()
   ner = conll.NerTask.__new__(conll.NerTask)
   ner.label_list = ["O", "B-LOC", "B-PER", "I-PER"]

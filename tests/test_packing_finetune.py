@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf import finetune_options
 from bert_tf import heads
 from bert_tf import packing_finetune
 from bert_tf import records
@@ -301,8 +302,7 @@ def test_a_bilstm_head_refuses_packed_rows():
 
 @pytest.mark.parametrize("flag", ["bilstm_head", "left_to_right"])
 def test_packing_refuses_heads_that_read_across_or_pool_the_last_token(flag):
-  values = types.SimpleNamespace(pack_sequences=True, max_instances_per_row=None,
-                                 bilstm_head=False, left_to_right=False, max_seq_length=SEQ)
-  setattr(values, flag, True)
   with pytest.raises(BertTfError, match=f"--pack_sequences: not with --{flag}"):
-    packing_finetune.task_layout(values, task=None, is_training=True)
+    finetune_options.FinetuneOptions(output_dir="out", bert_config_file="c", vocab_file="v",
+                                     do_train=True, max_seq_length=SEQ, pack_sequences=True,
+                                     **{flag: True})

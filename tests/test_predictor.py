@@ -17,6 +17,7 @@ from bert_tf import export
 from bert_tf import predictor
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
+from bert_tf.tasks import base
 from conftest import REPO
 from support import tiny
 
@@ -61,13 +62,17 @@ def _assert_same(results, expected):
       assert got == want
 
 
-def _fake_output_dir(directory, model, task, values):
-  """What a run_*.py training run leaves for the predictor: its checkpoint, task_config.json,
-  and copies of the config and vocab."""
+def _fake_output_dir(directory, model, name, values, **fields):
+  """What a run_*.py training run of the registered task `name` leaves for the predictor: its
+  checkpoint, task_config.json, and copies of the config and vocab. values: the task's own
+  options; fields: the task object's (made without its data)."""
   tf.train.Checkpoint(model=model).save(os.path.join(directory, "ckpt"))
-  values = types.SimpleNamespace(output_dir=str(directory), do_lower_case=True,
-                                 max_seq_length=SEQ, **values)
-  predictor.write_task_config(task, values)
+  task_class = base.get(name)
+  options = types.SimpleNamespace(output_dir=str(directory), do_lower_case=True,
+                                  max_seq_length=SEQ, task=task_class.options_class(**values))
+  task = task_class.__new__(task_class)
+  vars(task).update(options=options, **fields)
+  predictor.write_task_config(task, options)
   _files(directory)
   return str(directory)
 
@@ -112,9 +117,9 @@ def mrpc_run(tmp_path_factory):
 
 def test_classifier_pairs_from_run_and_export(mrpc_run):
   config = json.loads(open(os.path.join(mrpc_run.output_dir, "task_config.json")).read())
-  assert config == {"export_kind": "classifier", "task_name": "MRPC", "label_list": ["0", "1"],
-                    "pair": True, "regression": False, "do_lower_case": True,
-                    "max_seq_length": SEQ}
+  assert config == {"task": "glue", "export_kind": "classifier", "task_name": "MRPC",
+                    "label_list": ["0", "1"], "pair": True, "regression": False,
+                    "do_lower_case": True, "max_seq_length": SEQ}
   from_run = predictor.load(mrpc_run.output_dir, task="classifier",
                             bert_config_file=mrpc_run.config_file,
                             vocab_file=mrpc_run.vocab_file)
@@ -148,8 +153,7 @@ def sst2(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("sst2")
   tf.random.set_seed(2)
   model = export.build_model("classifier", BertConfig(**TINY), num_labels=2)
-  task = types.SimpleNamespace(export_kind="classifier")
-  output_dir = _fake_output_dir(tmp / "out", model, task, {"task_name": "sst-2"})
+  output_dir = _fake_output_dir(tmp / "out", model, "glue", {"task_name": "sst-2"})
   export_dir = export.export("classifier", BertConfig(**TINY), str(tmp / "out" / "vocab.txt"),
                              True, output_dir, str(tmp / "export"), SEQ, label_list=["0", "1"],
                              pair=False)
@@ -191,8 +195,8 @@ def ner(tmp_path_factory):
   tf.random.set_seed(3)
   labels = ["B-LOC", "B-MISC", "B-ORG", "B-PER", "I-PER", "O"]
   model = export.build_model("ner", BertConfig(**TINY), num_labels=len(labels))
-  task = types.SimpleNamespace(export_kind="ner", label_list=labels)
-  output_dir = _fake_output_dir(tmp / "out", model, task, {"feature_based": False})
+  output_dir = _fake_output_dir(tmp / "out", model, "ner", {"feature_based": False},
+                                label_list=labels)
   export_dir = export.export("ner", BertConfig(**TINY), str(tmp / "out" / "vocab.txt"), True,
                              output_dir, str(tmp / "export"), SEQ, label_list=labels)
   return types.SimpleNamespace(output_dir=output_dir, export_dir=export_dir, labels=labels)
@@ -219,8 +223,7 @@ def squad2(tmp_path_factory):
   options = dict(max_query_length=8, doc_stride=8, max_answer_length=5, n_best_size=0,
                  null_score_diff_threshold=1e3)
   values = dict(options, version_2_with_negative=True)
-  output_dir = _fake_output_dir(tmp / "out", model, types.SimpleNamespace(export_kind="squad"),
-                                values)
+  output_dir = _fake_output_dir(tmp / "out", model, "squad", values)
   export_dir = export.export("squad", BertConfig(**TINY), str(tmp / "out" / "vocab.txt"), True,
                              output_dir, str(tmp / "export"), SEQ, **options)
   return types.SimpleNamespace(output_dir=output_dir, export_dir=export_dir)
@@ -304,7 +307,7 @@ def test_bad_paths(sst2, ner, tmp_path):
   assert loaded(SENTENCES) == predictor.load(sst2.output_dir)(SENTENCES)
   # A run a predictor cannot serve: feature-based NER.
   config = json.loads((bare / "task_config.json").read_text())
-  (bare / "task_config.json").write_text(json.dumps(dict(config, export_kind="ner",
+  (bare / "task_config.json").write_text(json.dumps(dict(config, task="ner", export_kind="ner",
                                                          feature_based=True)))
   with pytest.raises(BertTfError, match="a feature-based NER run; a predictor serves"):
     predictor.load(str(bare))

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from bert_tf import finetuning
+from bert_tf import flags as bert_flags
 from bert_tf import scalars
 from bert_tf.tasks import glue
 from bert_tf.errors import BertTfError
@@ -98,21 +99,26 @@ def _flags(tmp_path, **overrides):
   return types.SimpleNamespace(**values)
 
 
+def _run_glue(values):
+  """finetuning.run of run_classifier.py's flag values, through the script's door."""
+  finetuning.run(glue.GlueTask, bert_flags.finetune_options(glue.GlueTask, values))
+
+
 def test_bad_input_is_reported_before_any_work(tmp_path):
   with pytest.raises(BertTfError, match="at least one must be True"):
-    finetuning.run(glue.GlueTask, _flags(tmp_path, do_train=False))
+    _run_glue(_flags(tmp_path, do_train=False))
   with pytest.raises(BertTfError, match="--max_seq_length: cannot use sequence length 100"):
-    finetuning.run(glue.GlueTask, _flags(tmp_path, max_seq_length=100))
+    _run_glue(_flags(tmp_path, max_seq_length=100))
   with pytest.raises(BertTfError, match="--vocab_file: .*missing.txt not found"):
-    finetuning.run(glue.GlueTask, _flags(tmp_path, vocab_file=str(tmp_path / "missing.txt")))
+    _run_glue(_flags(tmp_path, vocab_file=str(tmp_path / "missing.txt")))
   with pytest.raises(BertTfError, match="unknown task 'nope'; known tasks: cola, sst-2"):
-    finetuning.run(glue.GlueTask, _flags(tmp_path, task_name="nope"))
+    _run_glue(_flags(tmp_path, task_name="nope"))
   with pytest.raises(BertTfError, match="--train_batch_size: 2 training examples make no full batch of 32"):
     finetuning.finetuning_steps(_flags(tmp_path, train_batch_size=32, num_train_epochs=3.0), 2,
                                   "training examples")
   with pytest.raises(BertTfError, match="--do_lower_case"):
-    finetuning.run(glue.GlueTask, _flags(tmp_path, do_lower_case=False,
-                              init_checkpoint="x/uncased_L-12_H-768_A-12/bert_model.ckpt"))
+    _run_glue(_flags(tmp_path, do_lower_case=False,
+                     init_checkpoint="x/uncased_L-12_H-768_A-12/bert_model.ckpt"))
 
 
 def test_script_prints_one_line_error(tmp_path):

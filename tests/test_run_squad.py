@@ -8,6 +8,7 @@ import types
 import pytest
 
 from bert_tf import finetuning
+from bert_tf import flags as bert_flags
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
 from bert_tf.tasks import squad
@@ -92,6 +93,11 @@ def test_predict_from_checkpoint_with_tuned_threshold(trained):
   assert v2.evaluate(trained.dataset["data"], predictions)["f1"] == pytest.approx(tuned["f1"])
 
 
+def _run_squad(values):
+  """finetuning.run of run_squad.py's flag values, through the script's door."""
+  finetuning.run(squad.SquadTask, bert_flags.finetune_options(squad.SquadTask, values))
+
+
 def test_cli_bad_input(tmp_path):
   config = tmp_path / "bert_config.json"
   BertConfig(vocab_size=8, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
@@ -111,16 +117,16 @@ def test_cli_bad_input(tmp_path):
                      train_file=None, predict_file=str(not_squad), max_seq_length=64,
                      doc_stride=48, max_query_length=16, tune_null_threshold=False,
                      version_2_with_negative=False, vocab_file=str(vocab),
-                     bert_config_file=str(config))
+                     bert_config_file=str(config), output_dir=str(tmp_path / "out"))
   flag_values.update(max_query_length=64)
   with pytest.raises(BertTfError, match="--max_seq_length .64. must be greater than"):
-    finetuning.run(squad.SquadTask, types.SimpleNamespace(**flag_values))
+    _run_squad(types.SimpleNamespace(**flag_values))
   flag_values.update(doc_stride=16, max_seq_length=128, max_query_length=16)
   with pytest.raises(BertTfError, match="--max_seq_length: cannot use sequence length 128"):
-    finetuning.run(squad.SquadTask, types.SimpleNamespace(**flag_values))
+    _run_squad(types.SimpleNamespace(**flag_values))
   flag_values.update(max_seq_length=64, tune_null_threshold=True)
   with pytest.raises(BertTfError, match="--tune_null_threshold: needs --version_2_with_negative"):
-    finetuning.run(squad.SquadTask, types.SimpleNamespace(**flag_values))
+    _run_squad(types.SimpleNamespace(**flag_values))
 
 
 def test_v1_answers_and_official_v1_score(tmp_path):
@@ -149,11 +155,11 @@ def test_v1_answers_and_official_v1_score(tmp_path):
     start, end = np.zeros(128, np.float32), np.zeros(128, np.float32)
     start[feature.start_position] = end[feature.end_position] = 10.0
     results.append(squad_answers.RawResult(feature.unique_id, start, end))
-  f = types.SimpleNamespace(version_2_with_negative=False, null_score_diff_threshold=0.0,
-                            n_best_size=20, max_answer_length=30, do_lower_case=True,
-                            verbose_logging=False, tune_null_threshold=False,
-                            predict_file=predict_file, output_dir=str(tmp_path))
-  evaluation = squad_answers.write_answers(f, examples, features, results, dataset)
+  f = squad.SquadOptions(version_2_with_negative=False, null_score_diff_threshold=0.0,
+                         n_best_size=20, max_answer_length=30, verbose_logging=False,
+                         tune_null_threshold=False, predict_file=predict_file)
+  evaluation = squad_answers.write_answers(f, True, examples, features, results, dataset,
+                                           str(tmp_path))
   predictions = _load(tmp_path, "predictions.json")
   assert evaluation == _load(tmp_path, "eval_results.json")
   official = v1.evaluate(dataset["data"], predictions)

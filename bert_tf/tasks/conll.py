@@ -6,8 +6,10 @@ The paper (section 5.3) feeds each WordPiece-tokenized word to BERT and labels o
 sub-token; the other sub-tokens are "X": no label, no loss, no prediction.
 """
 import collections
+import dataclasses
 import os
 import re
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -18,7 +20,9 @@ from bert_tf import heads
 from bert_tf import metrics
 from bert_tf import packing_finetune
 from bert_tf import records
+from bert_tf import servers
 from bert_tf import training
+from bert_tf.tasks import base
 from bert_tf.errors import BertTfError
 from bert_tf.fileio import atomic_output
 from bert_tf.fileio import read_lines
@@ -409,54 +413,70 @@ def _predicted_ids(batches):
   return np.concatenate(ids), loss
 
 
-class NerTask:
+@dataclasses.dataclass(frozen=True)
+class NerOptions:
+  """run_ner.py's own flags (export_savedmodel.py's --label_file for --task=ner)."""
+  data_dir: Optional[str] = None
+  feature_based: bool = False
+  feature_layers: str = "concat_last_four"
+  lstm_units: int = 768
+  label_file: Optional[str] = None  # export_savedmodel.py only
+
+  def __post_init__(self):
+    if self.feature_based and self.feature_layers not in feature_extraction.FEATURE_LAYERS:
+      raise BertTfError(f"--feature_layers: {self.feature_layers!r} is not one of "
+                        f"{feature_extraction.FEATURE_LAYERS}")
+
+
+@base.register("ner")
+class NerTask(base.Task):
   """CoNLL-2003 NER: fine-tuning (one linear layer over the sequence output, the paper's Table 3)
   or, with --feature_based, a two-layer BiLSTM over frozen BERT layers (Table 7); scored with
   CoNLL entity-level F1. Only each word's first sub-token carries a label, a loss and a
-  prediction."""
+  prediction. Served as "ner" (servers.NerServer: text -> words and tags), fine-tuned only."""
 
-  export_kind = "ner"
+  script = "run_ner.py"
+  options_class = NerOptions
+  export_task = "ner"
+  serving_keys = ("label_list",)
+  primary_metric = "eval_f1"
 
-  def __init__(self, values, tokenizer):
-    if values.feature_based and values.feature_layers not in feature_extraction.FEATURE_LAYERS:
-      raise BertTfError(f"--feature_layers: {values.feature_layers!r} is not one of "
-                        f"{feature_extraction.FEATURE_LAYERS}")
-    if values.export_dir and values.feature_based:
+  def __init__(self, options, tokenizer):
+    ner = options.task
+    if ner.feature_based and options.export_dir:
       raise BertTfError("--export_dir: not supported with --feature_based")
-    if values.feature_based and getattr(values, "left_to_right", False):
+    if ner.feature_based and options.left_to_right:
       raise BertTfError("--left_to_right: not with --feature_based (its features come from the "
                         "bidirectional encoder)")
-    if values.feature_based and getattr(values, "pack_sequences", False):
+    if ner.feature_based and options.pack_sequences:
       raise BertTfError("--pack_sequences: not with --feature_based (its BiLSTMs would read "
                         "across the sentences of a row)")
-    if values.feature_based and getattr(values, "bilstm_head", False):
+    if ner.feature_based and options.bilstm_head:
       raise BertTfError("--bilstm_head: not with --feature_based, which has BiLSTMs of its own "
                         "(--lstm_units)")
-    self.values = values
-    self.tokenizer = tokenizer
+    super().__init__(options, tokenizer)
     self.label_list, self.train_sentences = self._label_list()
 
   def _label_list(self):
     """The training file's labels, or those a training run saved in output_dir."""
-    saved = os.path.join(self.values.output_dir, LABEL_LIST_FILE)
-    if not self.values.do_train and tf.io.gfile.exists(saved):
+    saved = os.path.join(self.options.output_dir, LABEL_LIST_FILE)
+    if not self.options.do_train and tf.io.gfile.exists(saved):
       return read_label_list(saved, "--output_dir"), None
-    path, sentences = read_split(self.values.data_dir, "train")
+    path, sentences = read_split(self.options.task.data_dir, "train")
     label_list = get_labels(sentences)
     logging.info("%s: tag scheme %s, labels %s", path, detect_scheme(sentences), label_list)
     return label_list, sentences
 
   def schema(self, is_training):
-    return records.tagging_features(self.values.max_seq_length)
+    return records.tagging_features(self.options.max_seq_length)
 
   def model_fn(self, config, trim_padding=False):
-    values, num_labels = self.values, len(self.label_list)
-    if values.feature_based:
+    ner, num_labels = self.options.task, len(self.label_list)
+    if ner.feature_based:
       return lambda: feature_extraction.BertFeatureTagger(
-          config, num_labels, trim_padding=trim_padding, feature_layers=values.feature_layers,
-          lstm_units=values.lstm_units)
-    return lambda: heads.BertTokenClassifier(config, num_labels, trim_padding=trim_padding,
-                                             **heads.model_options(values, config))
+          config, num_labels, trim_padding=trim_padding, feature_layers=ner.feature_layers,
+          lstm_units=ner.lstm_units)
+    return super().model_fn(config, trim_padding)
 
   # Packed rows (--pack_sequences): the loss is a mean over the words of the step.
   packed_loss_weights = "label_weights"
@@ -474,24 +494,22 @@ class NerTask:
                               tf.reshape(features["label_weights"], [-1]))}
 
   def write_train_records(self, path):
-    write_text_atomically(os.path.join(self.values.output_dir, LABEL_LIST_FILE),
+    write_text_atomically(os.path.join(self.options.output_dir, LABEL_LIST_FILE),
                           "".join(label + "\n" for label in self.label_list))
     features = convert_sentences_to_features(self.train_sentences, self.label_list,
-                                             self.values.max_seq_length, self.tokenizer,
+                                             self.options.max_seq_length, self.tokenizer,
                                              source="train.txt")
     write_records(features, path)
     logging.info("  Num sentences = %d (%d windows)", len(self.train_sentences), len(features))
     return len(features), len(features), "training windows"
 
   def write_split_records(self, split, path):
-    source, sentences = read_split(self.values.data_dir, split)
+    source, sentences = read_split(self.options.task.data_dir, split)
     features = convert_sentences_to_features(sentences, self.label_list,
-                                             self.values.max_seq_length, self.tokenizer,
+                                             self.options.max_seq_length, self.tokenizer,
                                              source=source)
     write_records(features, path)
     return source, sentences, features
-
-  primary_metric = "eval_f1"
 
   def eval_metric_names(self):
     """What finish_split reports for the dev set: the overall and per entity type scores, and
@@ -513,9 +531,66 @@ class NerTask:
     results["global_step"] = global_step
     logging.info("***** %s results (%d sentences, %s) *****\n%s", source, len(sentences),
                  detect_scheme(sentences), format_report(scores))
-    output_dir = output_dir or self.values.output_dir
+    output_dir = output_dir or self.options.output_dir
     training.write_eval_results(os.path.join(output_dir, f"{prefix}_results.txt"), results)
     if split == "test":
       write_predictions(os.path.join(output_dir, "test_predictions.txt"), sentences,
                         predicted_tags)
     return results
+
+  # ------------------------------------------------------------------ task_config.json, serving
+  def serving_options(self):
+    return {"label_list": list(self.label_list)}
+
+  def task_config_fields(self):
+    return dict(self.serving_options(), feature_based=bool(self.options.task.feature_based))
+
+  @classmethod
+  def unservable(cls, config):
+    return "feature-based NER" if config.get("feature_based") else None
+
+  @classmethod
+  def serving_options_from(cls, task_options, init_checkpoint):
+    """--label_file, else label_list.txt in --init_checkpoint (run_ner's output_dir)."""
+    label_file = task_options.label_file
+    if not label_file and init_checkpoint and tf.io.gfile.isdir(init_checkpoint):
+      label_file = os.path.join(init_checkpoint, LABEL_LIST_FILE)
+    if not label_file:
+      raise BertTfError("--label_file: required with --task=ner unless --init_checkpoint is "
+                        "run_ner's output_dir (which holds label_list.txt)")
+    return {"label_list": read_label_list(label_file)}
+
+  @classmethod
+  def num_labels(cls, options):
+    if not options.get("label_list"):
+      raise BertTfError("--task_name/--label_file: the label list is needed")
+    return len(options["label_list"])
+
+  @classmethod
+  def build_head(cls, config, num_labels=None, trim_padding=False, bilstm_units=None,
+                 causal=False):
+    return heads.BertTokenClassifier(config, num_labels, trim_padding=trim_padding,
+                                     bilstm_units=bilstm_units, causal=causal)
+
+  @classmethod
+  def make_server(cls, tokenizer, model, max_seq_length, label_list=None):
+    return servers.NerServer(tokenizer, model, max_seq_length, label_list)
+
+  @classmethod
+  def serves_inputs(cls, inputs):
+    return inputs == {"text"}
+
+  @classmethod
+  def predictor_inputs(cls, predictor, texts, text_b, question, context):
+    """{text} of p(sentences)."""
+    base.no_question(predictor, question, context)
+    texts = base.strings(texts, "texts")
+    if text_b is not None:
+      raise BertTfError("text_b: an NER predictor takes one sentence per input")
+    return {"text": texts}
+
+  @classmethod
+  def predictor_result(cls, predictor, row):
+    count = int(row["num_words"])
+    return [(base.text(word), base.text(tag)) for word, tag in zip(row["words"][:count],
+                                                                   row["tags"][:count])]

@@ -7,7 +7,9 @@ labels; their examples get the task's first label (0.0 for STS-B), as the origin
 """
 import collections
 import csv
+import dataclasses
 import os
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -17,7 +19,9 @@ from bert_tf import heads
 from bert_tf import metrics
 from bert_tf import packing_finetune
 from bert_tf import records
+from bert_tf import servers
 from bert_tf import training
+from bert_tf.tasks import base
 from bert_tf.errors import BertTfError
 from bert_tf.fileio import read_lines
 from bert_tf.fileio import write_text_atomically
@@ -327,27 +331,44 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
   return records.write_records(output_file, feature_dicts())
 
 
-class GlueTask:
+@dataclasses.dataclass(frozen=True)
+class GlueOptions:
+  """run_classifier.py's own flags (export_savedmodel.py's --task_name for --task=classifier)."""
+  data_dir: Optional[str] = None
+  task_name: Optional[str] = None
+
+  def __post_init__(self):
+    if self.task_name:
+      canonical_task_name(self.task_name)  # --task_name: unknown task ...
+
+
+def classifier_labels(task_name):
+  """(label_list or None for regression, whether the task's inputs are pairs) of a GLUE task."""
+  processor = get_processor(task_name)
+  pair = processor.columns["dev"][3] is not None
+  return (None if processor.regression else processor.get_labels()), pair
+
+
+@base.register("glue")
+class GlueTask(base.Task):
   """run_classifier.py's task for bert_tf.finetuning: a GLUE or XNLI processor, BertClassifier
-  (a regressor for STS-B), the original's eval metrics and prediction files."""
+  (a regressor for STS-B), the original's eval metrics and prediction files; served as
+  "classifier" (servers.ClassifierServer: text_a[, text_b] -> label probabilities)."""
 
-  export_kind = "classifier"
+  script = "run_classifier.py"
+  export_task = "classifier"
+  serving_keys = ("label_list", "pair", "regression")
+  options_class = GlueOptions
 
-  def __init__(self, values, tokenizer):
-    self.values = values
-    self.tokenizer = tokenizer
-    self.name = canonical_task_name(values.task_name)
-    self.processor = get_processor(values.task_name)
+  def __init__(self, options, tokenizer):
+    super().__init__(options, tokenizer)
+    self.glue_name = canonical_task_name(options.task.task_name)
+    self.processor = get_processor(options.task.task_name)
     self.label_list = self.processor.get_labels()
     self.regression = self.processor.regression
 
   def schema(self, is_training):
-    return records.classifier_features(self.values.max_seq_length, regression=self.regression)
-
-  def model_fn(self, config, trim_padding=False):
-    return lambda: heads.BertClassifier(config, num_labels=len(self.label_list),
-                                        trim_padding=trim_padding,
-                                        **heads.model_options(self.values, config))
+    return records.classifier_features(self.options.max_seq_length, regression=self.regression)
 
   def loss_fn(self, features, outputs):
     """The mean over the examples (packed rows: packing_finetune.mean_loss) of the squared
@@ -372,13 +393,13 @@ class GlueTask:
     return len(examples), len(examples), "training examples"
 
   def write_split_records(self, split, path):
-    examples = getattr(self.processor, f"get_{split}_examples")(self.values.data_dir)
-    file_based_convert_examples_to_features(examples, self.label_list, self.values.max_seq_length,
+    examples = getattr(self.processor, f"get_{split}_examples")(self.options.task.data_dir)
+    file_based_convert_examples_to_features(examples, self.label_list, self.options.max_seq_length,
                                             self.tokenizer, path)
     return examples
 
   def finish_split(self, split, examples, batches, global_step, output_dir=None):
-    output_dir = output_dir or self.values.output_dir
+    output_dir = output_dir or self.options.output_dir
     logits, labels = logits_and_labels(batches)
     if split == "test":
       self.write_predictions(logits, output_dir)
@@ -398,8 +419,8 @@ class GlueTask:
     """The figure the BERT paper reports for the task (early stopping's default)."""
     if self.regression:
       return "eval_spearman"
-    return {"cola": "eval_mcc", "mrpc": "eval_f1", "qqp": "eval_f1"}.get(self.name,
-                                                                         "eval_accuracy")
+    return {"cola": "eval_mcc", "mrpc": "eval_f1",
+            "qqp": "eval_f1"}.get(self.glue_name, "eval_accuracy")
 
   def eval_metrics(self, logits, labels):
     """eval_results.txt entries, from all of the dev set's logits and labels at once."""
@@ -414,9 +435,9 @@ class GlueTask:
     predictions = logits.argmax(axis=-1)
     results = {"eval_loss": metrics.cross_entropy(logits, labels),
                "eval_accuracy": metrics.accuracy(labels, predictions)}
-    if self.name in ("mrpc", "qqp"):
+    if self.glue_name in ("mrpc", "qqp"):
       results["eval_f1"] = metrics.f1(labels, predictions)
-    if self.name == "cola":
+    if self.glue_name == "cola":
       results["eval_mcc"] = metrics.matthews_corrcoef(labels, predictions)
     return results
 
@@ -435,6 +456,79 @@ class GlueTask:
     if name:
       write_text_atomically(os.path.join(output_dir, f"{name}.tsv"), "index\tprediction\n" + "".join(
           f"{i}\t{p}\n" for i, p in enumerate(predictions)))
+
+  # ------------------------------------------------------------------ task_config.json, serving
+  def serving_options(self):
+    return self.serving_options_from(self.options.task, None)
+
+  def task_config_fields(self):
+    return dict(self.serving_options(), task_name=self.options.task.task_name)
+
+  @classmethod
+  def serving_options_from(cls, task_options, init_checkpoint):
+    if not task_options.task_name:
+      raise BertTfError("--task_name: required with --task=classifier (its labels are the GLUE "
+                        "processor's)")
+    label_list, pair = classifier_labels(task_options.task_name)
+    return {"label_list": label_list, "pair": pair, "regression": label_list is None}
+
+  @classmethod
+  def check_task_config(cls, config, task_options, path, directory):
+    """A classifier's task_config.json names the GLUE task whose labels --task_name gives."""
+    task_name, given = config.get("task_name"), task_options.task_name
+    if task_name and given and task_name.lower() != given.lower():
+      raise BertTfError(f"--task_name: {path} says {directory} holds a model fine-tuned on "
+                        f"{task_name}, not {given}: pass --task_name={task_name}")
+
+  @classmethod
+  def num_labels(cls, options):
+    if options.get("regression"):
+      return 1
+    if not options.get("label_list"):
+      raise BertTfError("--task_name/--label_file: the label list is needed")
+    return len(options["label_list"])
+
+  @classmethod
+  def build_head(cls, config, num_labels=None, trim_padding=False, bilstm_units=None,
+                 causal=False):
+    return heads.BertClassifier(config, num_labels=num_labels, trim_padding=trim_padding,
+                                bilstm_units=bilstm_units, causal=causal)
+
+  @classmethod
+  def make_server(cls, tokenizer, model, max_seq_length, label_list=None, pair=True,
+                  regression=False):
+    return servers.ClassifierServer(tokenizer, model, max_seq_length, label_list, pair,
+                                    regression=regression)
+
+  @classmethod
+  def serves_inputs(cls, inputs):
+    return "text_a" in inputs and inputs <= {"text_a", "text_b"}
+
+  @classmethod
+  def predictor_inputs(cls, predictor, texts, text_b, question, context):
+    """{text_a[, text_b]} of p(texts), p(texts, text_b=[...]) or p([(text_a, text_b), ...])."""
+    base.no_question(predictor, question, context)
+    texts = base.as_list(texts, "texts")
+    if all(isinstance(t, (tuple, list)) for t in texts):
+      if text_b is not None or any(len(t) != 2 for t in texts):
+        raise BertTfError("texts: give (text_a, text_b) pairs, or texts and text_b=, not both")
+      texts, text_b = [t[0] for t in texts], [t[1] for t in texts]
+    texts = base.strings(texts, "texts")
+    if text_b is not None and not predictor.pair:
+      raise BertTfError("text_b: this classifier's task takes one text per input, not pairs")
+    inputs = {"text_a": texts}
+    if predictor.pair:  # an empty text_b is packed as one text, as run_classifier does
+      inputs["text_b"] = [""] * len(texts) if text_b is None else base.strings(text_b, "text_b")
+    return inputs
+
+  @classmethod
+  def predictor_result(cls, predictor, row):
+    if predictor.regression:
+      return {"score": float(row["scores"])}
+    probabilities = [float(p) for p in row["probabilities"]]
+    names = predictor.label_list or [str(i) for i in range(len(probabilities))]
+    return {"label": base.text(row["labels"]), "score": probabilities[int(row["label_ids"])],
+            "scores": dict(zip(names, probabilities))}
 
 
 def logits_and_labels(batches):

@@ -7,8 +7,10 @@ tokenized, the answer span is tightened in word pieces, and long contexts are cu
 `doc_stride`; each token is scored only in the window where it has the most context.
 """
 import collections
+import dataclasses
 import json
 import random
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -17,8 +19,10 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf import heads
 from bert_tf import records
+from bert_tf import servers
 from bert_tf import squad_metrics
 from bert_tf import tokenization
+from bert_tf.tasks import base
 from bert_tf.tasks import squad_answers
 from bert_tf.errors import BertTfError
 
@@ -360,53 +364,74 @@ def features_to_arrays(features):
 # run_squad.py's task for bert_tf.finetuning.
 
 
-def check_outputs(values):
-  """--train_file and --predict_file must not be files the run writes into --output_dir."""
-  fileio.check_dir_not_input(values.output_dir, squad_answers.OUTPUT_FILES + tuple(
-      SquadTask.record_files.values()), [("--train_file", values.train_file),
-                                         ("--predict_file", values.predict_file)])
+@dataclasses.dataclass(frozen=True)
+class SquadOptions:
+  """run_squad.py's own flags (export_savedmodel.py's SQuAD flags for --task=squad)."""
+  train_file: Optional[str] = None
+  predict_file: Optional[str] = None
+  doc_stride: int = 128
+  max_query_length: int = 64
+  n_best_size: int = 20
+  max_answer_length: int = 30
+  version_2_with_negative: bool = False
+  null_score_diff_threshold: float = 0.0
+  verbose_logging: bool = False
+  tune_null_threshold: bool = False
+
+  def __post_init__(self):
+    if self.tune_null_threshold and not self.version_2_with_negative:
+      raise BertTfError("--tune_null_threshold: needs --version_2_with_negative")
 
 
-class SquadTask:
+def check_outputs(options):
+  """--train_file and --predict_file must not be files the run writes into --output_dir
+  (options: the run's FinetuneOptions)."""
+  fileio.check_dir_not_input(options.output_dir, squad_answers.OUTPUT_FILES + tuple(
+      SquadTask.record_files.values()), [("--train_file", options.task.train_file),
+                                         ("--predict_file", options.task.predict_file)])
+
+
+@base.register("squad")
+class SquadTask(base.Task):
   """SQuAD 1.1 / 2.0: windowed features, BertSpanLabeler, the original's answer files and the
-  official score (bert_tf.tasks.squad_answers)."""
+  official score (bert_tf.tasks.squad_answers); served as "squad" (servers.SquadServer: question,
+  context -> answer)."""
 
-  export_kind = "squad"
+  script = "run_squad.py"
+  options_class = SquadOptions
+  export_task = "squad"
+  serving_keys = ("max_query_length", "doc_stride", "max_answer_length", "n_best_size",
+                  "null_score_diff_threshold")
   record_files = {"train": "train.tf_record", "test": "eval.tf_record"}
   eval_split = "test"  # evaluation during training scores --predict_file
   primary_metric = "f1"
 
-  def __init__(self, values, tokenizer):
-    """The original's validate_flags_or_throw, as one-line errors naming the flag; a bad predict
+  def __init__(self, options, tokenizer):
+    """The original's validate_flags_or_throw, as one-line errors naming the flag (the rules
+    between run_squad's own flags and the shared ones; SquadOptions holds its own); a bad predict
     file fails here, before training."""
-    if getattr(values, "pack_sequences", False):
+    own = options.task
+    if options.pack_sequences:
       raise BertTfError("--pack_sequences: not supported by run_squad.py (a window's start and "
                         "end are a softmax over all its positions, so windows cannot share rows)")
-    if values.do_train and not values.train_file:
+    if options.do_train and not own.train_file:
       raise BertTfError("--train_file: required with --do_train")
-    if values.do_predict and not values.predict_file:
+    if options.do_predict and not own.predict_file:
       raise BertTfError("--predict_file: required with --do_predict")
-    check_lengths(values.max_seq_length, values.doc_stride, values.max_query_length)
-    if values.tune_null_threshold and not values.version_2_with_negative:
-      raise BertTfError("--tune_null_threshold: needs --version_2_with_negative")
-    evaluates = getattr(values, "eval_every_n_steps", None) and values.do_train
-    if evaluates and not values.predict_file:
+    check_lengths(options.max_seq_length, own.doc_stride, own.max_query_length)
+    evaluates = options.eval_every_n_steps and options.do_train
+    if evaluates and not own.predict_file:
       raise BertTfError("--predict_file: required with --eval_every_n_steps (the dev set, with "
                         "its answers, e.g. dev-v1.1.json)")
-    self.values = values
-    self.tokenizer = tokenizer
-    self.dataset = (load_squad_json(values.predict_file) if values.do_predict or evaluates
+    super().__init__(options, tokenizer)
+    self.dataset = (load_squad_json(own.predict_file) if options.do_predict or evaluates
                     else None)
-    if evaluates and not squad_answers.has_answers(self.dataset, values.version_2_with_negative):
-      raise BertTfError(f"--predict_file: {values.predict_file} has no answers to evaluate on "
+    if evaluates and not squad_answers.has_answers(self.dataset, own.version_2_with_negative):
+      raise BertTfError(f"--predict_file: {own.predict_file} has no answers to evaluate on "
                         f"(--eval_every_n_steps)")
 
   def schema(self, is_training):
-    return records.squad_features(self.values.max_seq_length, is_training)
-
-  def model_fn(self, config, trim_padding=False):
-    return lambda: heads.BertSpanLabeler(config, trim_padding=trim_padding,
-                                         **heads.model_options(self.values, config))
+    return records.squad_features(self.options.max_seq_length, is_training)
 
   @staticmethod
   def loss_fn(features, outputs):
@@ -417,11 +442,9 @@ class SquadTask:
                                      tf.cast(outputs["end_logits"], tf.float32))
     return (start + end) / 2.0
 
-  train_metric_fn = None
-
   def _features(self, examples, is_training, path):
     """Writes the examples' windows to path; returns how many (training) or the windows."""
-    v = self.values
+    v = self.options.task
     kept = []
     with records.RecordWriter(path) as writer:
 
@@ -430,25 +453,26 @@ class SquadTask:
         if not is_training:  # prediction needs them back; training windows are only written
           kept.append(feature)
 
-      convert_examples_to_features(examples, self.tokenizer, v.max_seq_length, v.doc_stride,
+      convert_examples_to_features(examples, self.tokenizer, self.options.max_seq_length,
+                                   v.doc_stride,
                                    v.max_query_length, is_training, output_fn=output_fn)
     return writer.count if is_training else kept
 
   def write_train_records(self, path):
-    v = self.values
+    v = self.options.task
     examples = read_squad_examples(v.train_file, is_training=True,
                                    version_2_with_negative=v.version_2_with_negative)
     if not examples:
       raise BertTfError(f"--train_file: {v.train_file} has no usable question")
     # Pre-shuffled (as the original) so that the shuffle buffer sees mixed articles.
-    random.Random(v.seed).shuffle(examples)
+    random.Random(self.options.runtime.seed).shuffle(examples)
     num_features = self._features(examples, True, path)
     logging.info("  Num orig examples = %d", len(examples))
     logging.info("  Num split examples = %d", num_features)
     return len(examples), num_features, "training questions"
 
   def write_split_records(self, split, path):
-    v = self.values
+    v = self.options.task
     examples = read_squad_examples(v.predict_file, is_training=False,
                                    version_2_with_negative=v.version_2_with_negative,
                                    dataset=self.dataset)
@@ -456,12 +480,12 @@ class SquadTask:
     logging.info("***** Running predictions *****")
     logging.info("  Num orig examples = %d", len(examples))
     logging.info("  Num split examples = %d", len(features))
-    logging.info("  Batch size = %d", v.predict_batch_size)
+    logging.info("  Batch size = %d", self.options.predict_batch_size)
     return examples, features, path
 
   def eval_metric_names(self):
     """What the official script reports (squad_metrics), counts and thresholds aside."""
-    if not self.values.version_2_with_negative:
+    if not self.options.task.version_2_with_negative:
       return list(squad_metrics.V1_METRICS)
     return list(squad_metrics.V2_METRICS)
 
@@ -479,5 +503,49 @@ class SquadTask:
     if bad:
       raise BertTfError(f"--init_checkpoint/--output_dir: the model gives non-finite logits "
                         f"({bad} of {len(results)} features)")
-    return squad_answers.write_answers(self.values, examples, features, results, self.dataset,
-                                       output_dir)
+    return squad_answers.write_answers(self.options.task, self.options.do_lower_case, examples,
+                                       features, results, self.dataset,
+                                       output_dir or self.options.output_dir)
+
+  # ------------------------------------------------------------------ task_config.json, serving
+  def serving_options(self):
+    return self.serving_options_from(self.options.task, None)
+
+  @classmethod
+  def serving_options_from(cls, task_options, init_checkpoint):
+    own = task_options
+    return dict(max_query_length=own.max_query_length, doc_stride=own.doc_stride,
+                max_answer_length=own.max_answer_length, n_best_size=own.n_best_size,
+                null_score_diff_threshold=(own.null_score_diff_threshold
+                                           if own.version_2_with_negative else None))
+
+  @classmethod
+  def build_head(cls, config, num_labels=None, trim_padding=False, bilstm_units=None,
+                 causal=False):
+    return heads.BertSpanLabeler(config, trim_padding=trim_padding, bilstm_units=bilstm_units,
+                                 causal=causal)
+
+  @classmethod
+  def make_server(cls, tokenizer, model, max_seq_length, **options):
+    """servers.SquadServer; its lengths checked as run_squad checks them (check_lengths)."""
+    server = servers.SquadServer(tokenizer, model, max_seq_length, **options)
+    check_lengths(max_seq_length, server.doc_stride, server.max_query_length)
+    return server
+
+  @classmethod
+  def serves_inputs(cls, inputs):
+    return inputs == {"question", "context"}
+
+  @classmethod
+  def predictor_inputs(cls, predictor, texts, text_b, question, context):
+    """{question, context} of p(question=..., context=...)."""
+    if texts is not None or text_b is not None:
+      raise BertTfError("squad predictor: call it as p(question=..., context=...)")
+    return {"question": base.strings(question, "question"),
+            "context": base.strings(context, "context")}
+
+  @classmethod
+  def predictor_result(cls, predictor, row):
+    return {"answer": base.text(row["answer"]), "score": float(row["score"]),
+            "has_answer": bool(row["has_answer"]),
+            "null_score_diff": float(row["null_score_diff"])}

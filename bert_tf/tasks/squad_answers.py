@@ -229,50 +229,50 @@ def has_answers(dataset, version_2_with_negative):
              for qa in paragraph["qas"])
 
 
-def score(values, dataset, predictions, null_odds, best_non_null):
+def score(squad, dataset, predictions, null_odds, best_non_null):
   """(predictions, evaluation): the official score of the predictions when the predict file has
   answers ({} when it has none); with --tune_null_threshold, the predictions and the score at the
   threshold that maximizes F1.
 
   For SQuAD 2.0, scoring the best non-null answers with na_probs = null odds and na_prob_thresh =
   the threshold scores exactly predictions.json, and searches the threshold over every answer
-  (exact, where scoring predictions.json would give a lower bound).
+  (exact, where scoring predictions.json would give a lower bound). squad: the run's
+  squad.SquadOptions.
   """
-  v2 = values.version_2_with_negative
+  v2 = squad.version_2_with_negative
   scorable = has_answers(dataset, v2)
-  if values.tune_null_threshold and not scorable:
-    raise BertTfError(f"--tune_null_threshold: {values.predict_file} has no answers to tune on")
+  if squad.tune_null_threshold and not scorable:
+    raise BertTfError(f"--tune_null_threshold: {squad.predict_file} has no answers to tune on")
   if not scorable:
     return predictions, {}
   if not v2:
     return predictions, squad_metrics.evaluate_v1(dataset["data"], predictions)
-  threshold = values.null_score_diff_threshold
+  threshold = squad.null_score_diff_threshold
   evaluation = squad_metrics.evaluate_v2(dataset["data"], best_non_null, null_odds, threshold)
-  if values.tune_null_threshold:
+  if squad.tune_null_threshold:
     threshold = evaluation["best_f1_thresh"]
-    logging.info("Best --null_score_diff_threshold on %s: %.4f", values.predict_file, threshold)
+    logging.info("Best --null_score_diff_threshold on %s: %.4f", squad.predict_file, threshold)
     predictions = apply_null_threshold(best_non_null, null_odds, threshold)
     evaluation = squad_metrics.evaluate_v2(dataset["data"], best_non_null, null_odds, threshold)
   evaluation["null_score_diff_threshold"] = threshold
   return predictions, evaluation
 
 
-def write_answers(values, examples, features, results, dataset, output_dir=None):
+def write_answers(squad, do_lower_case, examples, features, results, dataset, output_dir):
   """predictions.json, nbest_predictions.json, null_odds.json and, when scorable, eval_results.json
-  in output_dir (default: values.output_dir).
+  in output_dir, as the run's squad.SquadOptions say.
 
   Returns the evaluation (empty when the predict file has no answers).
   """
-  v2 = values.version_2_with_negative
+  v2 = squad.version_2_with_negative
   start = time.time()
   predictions, nbest, null_odds, best_non_null = postprocess(
-      examples, features, results, values.n_best_size, values.max_answer_length,
-      values.do_lower_case, version_2_with_negative=v2,
-      null_score_diff_threshold=values.null_score_diff_threshold,
-      verbose_logging=values.verbose_logging)
+      examples, features, results, squad.n_best_size, squad.max_answer_length,
+      do_lower_case, version_2_with_negative=v2,
+      null_score_diff_threshold=squad.null_score_diff_threshold,
+      verbose_logging=squad.verbose_logging)
   logging.info("Post-processed %d questions in %.2f s", len(examples), time.time() - start)
-  predictions, evaluation = score(values, dataset, predictions, null_odds, best_non_null)
-  output_dir = output_dir or values.output_dir
+  predictions, evaluation = score(squad, dataset, predictions, null_odds, best_non_null)
   predictions_file, nbest_file, null_odds_file, results_file = OUTPUT_FILES
   write_json(os.path.join(output_dir, predictions_file), predictions)
   write_json(os.path.join(output_dir, nbest_file), nbest)

@@ -10,8 +10,10 @@ Choice i is the pair A = sent1, B = sent2 + " " + ending_i, laid out as a GLUE p
 """
 import collections
 import csv
+import dataclasses
 import os
 import random
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -22,6 +24,7 @@ from bert_tf import metrics
 from bert_tf import packing_finetune
 from bert_tf import records
 from bert_tf import training
+from bert_tf.tasks import base
 from bert_tf.tasks import glue
 from bert_tf.errors import BertTfError
 from bert_tf.fileio import read_lines
@@ -30,6 +33,12 @@ from bert_tf.fileio import write_text_atomically
 NUM_CHOICES = 4
 REGULAR_COLUMNS = ("sent1", "sent2", "ending0", "ending1", "ending2", "ending3")
 FULL_COLUMNS = ("sent1", "sent2", "gold-ending", "distractor-0", "distractor-1", "distractor-2")
+
+
+@dataclasses.dataclass(frozen=True)
+class SwagOptions:
+  """run_swag.py's own flags."""
+  data_dir: Optional[str] = None
 
 
 class SwagExample:
@@ -110,25 +119,24 @@ def file_based_convert_examples_to_features(examples, max_seq_length, tokenizer,
   return records.write_records(output_file, feature_dicts())
 
 
-class SwagTask:
+@base.register("swag")
+class SwagTask(base.Task):
   """run_swag.py's task for bert_tf.finetuning: four sequences per example, BertMultipleChoice,
-  a softmax over the choices."""
+  a softmax over the choices. No serving half (export_task None): "run_swag.py has no export"."""
 
-  export_kind = None
+  script = "run_swag.py"
+  options_class = SwagOptions
   num_sequences = NUM_CHOICES  # --pack_sequences packs an example's choices into one row
   SPLIT_FILES = {"train": "train.csv", "dev": "val.csv", "test": "test.csv"}
 
-  def __init__(self, values, tokenizer):
-    self.values = values
-    self.tokenizer = tokenizer
-
   def schema(self, is_training):
-    return records.multiple_choice_features(self.values.max_seq_length, NUM_CHOICES)
+    return records.multiple_choice_features(self.options.max_seq_length, NUM_CHOICES)
 
-  def model_fn(self, config, trim_padding=False):
-    return lambda: heads.BertMultipleChoice(config, num_choices=NUM_CHOICES,
-                                            trim_padding=trim_padding,
-                                            **heads.model_options(self.values, config))
+  @classmethod
+  def build_head(cls, config, num_labels=None, trim_padding=False, bilstm_units=None,
+                 causal=False):
+    return heads.BertMultipleChoice(config, num_choices=NUM_CHOICES, trim_padding=trim_padding,
+                                    bilstm_units=bilstm_units, causal=causal)
 
   def loss_fn(self, features, outputs):
     losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=features["label_ids"],
@@ -144,9 +152,9 @@ class SwagTask:
     return len(examples), len(examples), "training examples"
 
   def write_split_records(self, split, path):
-    examples = read_swag_examples(os.path.join(self.values.data_dir, self.SPLIT_FILES[split]),
-                                  seed=self.values.seed)
-    file_based_convert_examples_to_features(examples, self.values.max_seq_length, self.tokenizer,
+    examples = read_swag_examples(os.path.join(self.options.task.data_dir, self.SPLIT_FILES[split]),
+                                  seed=self.options.runtime.seed)
+    file_based_convert_examples_to_features(examples, self.options.max_seq_length, self.tokenizer,
                                             path)
     return examples
 
@@ -156,7 +164,7 @@ class SwagTask:
     return ["eval_accuracy", "eval_loss"]
 
   def finish_split(self, split, examples, batches, global_step, output_dir=None):
-    output_dir = output_dir or self.values.output_dir
+    output_dir = output_dir or self.options.output_dir
     logits, labels = glue.logits_and_labels(batches)
     if split == "test":
       self.write_predictions(examples, logits, output_dir)

@@ -1,0 +1,177 @@
+"""bert_tf.tasks.base: the registry of fine-tuning tasks, their defaults, their serving names, and
+the task_config.json files of old runs (without "task": their "export_kind") still read."""
+import dataclasses
+import json
+import types
+
+import pytest
+
+from bert_tf import export
+from bert_tf import finetune_options
+from bert_tf import flags as bert_flags
+from bert_tf import options as options_lib
+from bert_tf import predictor
+from bert_tf.errors import BertTfError
+from bert_tf.tasks import base
+from bert_tf.tasks import conll
+from bert_tf.tasks import glue
+from bert_tf.tasks import squad
+from bert_tf.tasks import swag
+
+TASKS = {"glue": (glue.GlueTask, "classifier", "run_classifier.py"),
+         "ner": (conll.NerTask, "ner", "run_ner.py"),
+         "squad": (squad.SquadTask, "squad", "run_squad.py"),
+         "swag": (swag.SwagTask, None, "run_swag.py")}
+
+
+def test_names():
+  assert base.names() == sorted(TASKS)
+  assert base.export_names() == ["classifier", "ner", "squad"]
+  assert export.task_names() == base.export_names()
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_registered_task(name):
+  cls, export_task, script = TASKS[name]
+  assert base.get(name) is cls and issubclass(cls, base.Task)
+  assert (cls.name, cls.export_task, cls.script) == (name, export_task, script)
+  assert cls.eval_split in cls.record_files
+  assert cls.num_sequences >= 1 and isinstance(cls.packed_loss_weights, str)
+  if export_task:
+    assert base.for_export(export_task) is cls and base.for_export(name) is cls
+  else:
+    with pytest.raises(BertTfError, match=f"^--task: {script} has no export$"):
+      base.for_export(name)
+
+
+def test_task_defaults_and_overrides():
+  assert base.Task.eval_split == "dev" and base.Task.num_sequences == 1
+  assert base.Task.record_files == base.RECORD_FILES
+  assert base.Task.packed_loss_weights == "example_weights"
+  assert squad.SquadTask.eval_split == "test"
+  assert squad.SquadTask.record_files["test"] == "eval.tf_record"
+  assert swag.SwagTask.num_sequences == 4
+  assert conll.NerTask.packed_loss_weights == "label_weights"
+
+
+def test_unknown_names():
+  with pytest.raises(BertTfError, match="^task: 'nope' is not a registered task; known: glue, "):
+    base.get("nope")
+  with pytest.raises(BertTfError, match="^--task: 'nope' is not one of classifier, ner, squad$"):
+    base.for_export("nope")
+  with pytest.raises(ValueError, match="registered twice"):
+    base.register("glue")(type("Other", (base.Task,), {}))
+
+
+@pytest.mark.parametrize("inputs,expected", [
+    ({"text_a"}, "classifier"), ({"text_a", "text_b"}, "classifier"), ({"text"}, "ner"),
+    ({"question", "context"}, "squad")])
+def test_signature_inputs_name_the_task(inputs, expected):
+  assert base.for_signature(inputs).export_task == expected
+
+
+# ---------------------------------------------------------------------------- task_config.json
+
+COMMON = {"do_lower_case": True, "max_seq_length": 32}
+OLD_CONFIGS = {  # as runs wrote them before task_config.json named the registered task
+    "classifier": dict(COMMON, export_kind="classifier", task_name="MRPC", label_list=["0", "1"],
+                       pair=True, regression=False),
+    "ner": dict(COMMON, export_kind="ner", task_name=None, label_list=["O", "B-PER"],
+                feature_based=False),
+    "squad": dict(COMMON, export_kind="squad", task_name=None, max_query_length=8,
+                  max_answer_length=5, n_best_size=3, null_score_diff_threshold=None),
+}
+
+
+@pytest.mark.parametrize("kind,name", [("classifier", "glue"), ("ner", "ner"),
+                                       ("squad", "squad")])
+def test_old_task_config_files_still_load(tmp_path, kind, name):
+  config = OLD_CONFIGS[kind]
+  (tmp_path / "task_config.json").write_text(json.dumps(config))
+  read, task = predictor._read_task_config(str(tmp_path))  # pylint: disable=protected-access
+  assert read == config and task is base.get(name)
+  options = task.serving_options_from_config(read)
+  assert options == {key: config[key] for key in task.serving_keys if key in config}
+  assert "doc_stride" not in options  # an old SQuAD run's: the server's default
+  own = task.options_class()  # export_savedmodel.py's task options, flags left out
+  export.check_task_config(kind, own, str(tmp_path))  # the run's own kind: no error
+  other = "ner" if kind != "ner" else "squad"
+  with pytest.raises(BertTfError, match=f"^--task: .* not {other}: pass --task={kind}$"):
+    export.check_task_config(other, base.get(other).options_class(), str(tmp_path))
+
+
+def test_new_task_config_names_the_task(tmp_path):
+  options = finetune_options.FinetuneOptions(
+      output_dir=str(tmp_path), bert_config_file="c", vocab_file="v", do_train=True,
+      max_seq_length=32, task=glue.GlueOptions(task_name="sst-2"))
+  config = predictor.task_config(glue.GlueTask(options, None), options)
+  assert config == dict(COMMON, task="glue", export_kind="classifier", task_name="sst-2",
+                        label_list=["0", "1"], pair=False, regression=False)
+  (tmp_path / "task_config.json").write_text(json.dumps(config))
+  assert predictor._read_task_config(str(tmp_path))[1] is glue.GlueTask  # pylint: disable=W0212
+
+
+@pytest.mark.parametrize("config,expected", [
+    (dict(COMMON, task="swag", export_kind=None), "a swag run; a predictor serves fine-tuned "
+     "classifier, ner, squad models only"),
+    (dict(COMMON, export_kind=None), "field 'export_kind' should be a str, is a NoneType"),
+    (dict(COMMON, export_kind="tagger"), "a tagger run; a predictor serves"),
+    (dict(OLD_CONFIGS["ner"], feature_based=True), "a feature-based NER run; a predictor"),
+])
+def test_task_configs_a_predictor_cannot_serve(tmp_path, config, expected):
+  (tmp_path / "task_config.json").write_text(json.dumps(config))
+  with pytest.raises(BertTfError, match=expected):
+    predictor._read_task_config(str(tmp_path))  # pylint: disable=protected-access
+
+
+# ---------------------------------------------------------------------------- typed options
+
+
+def _options(**overrides):
+  fields = dict(output_dir="out", bert_config_file="c", vocab_file="v", do_train=True)
+  fields.update(overrides)
+  return finetune_options.FinetuneOptions(**fields)
+
+
+@pytest.mark.parametrize("overrides,expected", [
+    (dict(do_train=False), "^--do_train: at least one must be True$"),
+    (dict(do_train=False, do_eval=False, do_predict=False),
+     "^--do_train/--do_eval/--do_predict: at least one must be True$"),
+    (dict(bilstm_hidden_size=8), "^--bilstm_hidden_size: only with --bilstm_head$"),
+    (dict(max_instances_per_row=4), "^--max_instances_per_row: only with --pack_sequences$"),
+    (dict(pack_sequences=True, bilstm_head=True), "^--pack_sequences: not with --bilstm_head"),
+    (dict(eval_every_n_steps=5, do_train=False, do_predict=True),
+     "^--eval_every_n_steps: evaluates during training, needs --do_train$"),
+])
+def test_finetune_options_rules(overrides, expected):
+  with pytest.raises(BertTfError, match=expected):
+    _options(**overrides)
+
+
+@pytest.mark.parametrize("cls,fields,expected", [
+    (squad.SquadOptions, dict(tune_null_threshold=True),
+     "^--tune_null_threshold: needs --version_2_with_negative$"),
+    (conll.NerOptions, dict(feature_based=True, feature_layers="top"), "^--feature_layers: 'top'"),
+    (glue.GlueOptions, dict(task_name="nope"), "^--task_name: unknown task 'nope'"),
+])
+def test_task_options_rules(cls, fields, expected):
+  with pytest.raises(BertTfError, match=expected):
+    cls(**fields)
+
+
+def test_options_from_flag_values():
+  """The door: the fields a script has flags for; the rest keep their defaults (None for the
+  phase and head flags a script lacks); the runtime and loop flags become their own options."""
+  values = types.SimpleNamespace(output_dir="o", bert_config_file="c", vocab_file="v",
+                                 do_train=True, do_predict=False, data_dir="d", seed=3,
+                                 max_seq_length=64, unrelated=1)
+  options = bert_flags.finetune_options(swag.SwagTask, values)
+  assert options.task == swag.SwagOptions(data_dir="d")
+  assert options.runtime == options_lib.RuntimeOptions(seed=3)
+  assert options.loop == options_lib.TrainLoopOptions()
+  assert (options.do_eval, options.bilstm_head, options.max_seq_length) == (None, None, 64)
+  assert options.phases() == ["do_train", "do_predict"]
+  assert options.run_shape() == {"max_seq_length": 64, "pack_sequences": False,
+                                 "left_to_right": False}
+  with pytest.raises(dataclasses.FrozenInstanceError):
+    options.do_train = False  # pylint: disable=assigning-non-slot
