@@ -14,6 +14,7 @@ from bert_tf import cli  # noqa: E402
 from bert_tf import export  # noqa: E402
 from bert_tf import flags as bert_flags  # noqa: E402
 from bert_tf import progress  # noqa: E402
+from bert_tf.tasks import base  # noqa: E402
 
 
 def define_flags():
@@ -30,7 +31,8 @@ def define_flags():
 
 
 def main(_):
-  path = export.run(bert_flags.export_options(bert_flags.values()))
+  values = bert_flags.values()
+  path = export.run(bert_flags.export_options(values, base.for_export(values.task)))
   progress.summary("Finished", [("SavedModel", path)])
 
 

@@ -13,11 +13,9 @@ in), then `tf.saved_model.load(version_dir).signatures["serving_default"](text_a
 Each export is a new version directory, export_dir/<number> (TF Serving's layout: a server
 pointed at export_dir serves the newest); nothing already in export_dir is replaced.
 """
-import dataclasses
 import json
 import os
 import time
-from typing import Any
 
 from absl import logging
 import tensorflow as tf
@@ -31,22 +29,6 @@ from bert_tf import tokenization
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import base
-
-
-@dataclasses.dataclass(frozen=True)
-class ExportOptions:
-  """export_savedmodel.py's options (options_from builds them from its flags); `task` holds the
-  task's own options (its options_class: the classifier's --task_name, NER's --label_file,
-  SQuAD's flags)."""
-  task_kind: str
-  bert_config_file: str
-  vocab_file: str
-  init_checkpoint: str
-  export_dir: str
-  do_lower_case: bool = True
-  max_seq_length: int = 128
-  dtype: str = "float32"
-  task: Any = None
 
 
 def task_names():
@@ -181,7 +163,7 @@ def load(export_dir):
 
 
 def export_from_options(task, options, init_checkpoint, weights=None):
-  """Exports `task` (a serving name or a registered task) as the options say (ExportOptions, or
+  """Exports `task` (a serving name or a registered task) as the options say (an ExportOptions, or
   a run_*.py's FinetuneOptions after training, with its output_dir as init_checkpoint); `weights`:
   a checkpoint to load instead of init_checkpoint's (the best weights a run kept)."""
   serving = base.for_export(task, flag="--export_dir")

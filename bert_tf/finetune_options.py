@@ -118,3 +118,19 @@ class FinetuneOptions:
     if self.pack_sequences:
       shape["max_instances_per_row"] = self.max_instances_per_row
     return shape
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportOptions:
+  """export_savedmodel.py's options (bert_flags.export_options builds them from its flags); `task` holds the
+  task's own options (its options_class: the classifier's --task_name, NER's --label_file,
+  SQuAD's flags)."""
+  task_kind: str
+  bert_config_file: str
+  vocab_file: str
+  init_checkpoint: str
+  export_dir: str
+  do_lower_case: bool = True
+  max_seq_length: int = 128
+  dtype: str = "float32"
+  task: Any = None

@@ -2,7 +2,7 @@
 run_swag.py, run_ner.py and run_squad.py.
 
 options: a bert_tf.finetune_options.FinetuneOptions, which the script builds from its flags
-(finetune_options.from_values). task_class: a registered bert_tf.tasks.base.Task subclass, built
+(bert_flags.finetune_options). task_class: a registered bert_tf.tasks.base.Task subclass, built
 as task_class(options, tokenizer) before TensorFlow's runtime starts (so that its bad flags and
 files fail first); what the driver asks of it (records, model, loss, metrics, result files, the
 splits its evaluations score, its task_config.json and export) is listed there.

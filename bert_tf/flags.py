@@ -148,14 +148,14 @@ def finetune_options(task_class, values):
       loop=train_loop_options(values), **shared)
 
 
-def export_options(values):
-  """The bert_tf.export.ExportOptions of export_savedmodel.py's flags, the task's own in `task`."""
-  from bert_tf import export  # pylint: disable=g-import-not-at-top  (TensorFlow: only here)
-  from bert_tf.tasks import base  # pylint: disable=g-import-not-at-top
-  own = base.for_export(values.task).options_class
-  shared = {name: value for name, value in _fields_given(export.ExportOptions, values).items()
+def export_options(values, task_class):
+  """The bert_tf.finetune_options.ExportOptions of export_savedmodel.py's flags; task_class (the
+  registered task that --task serves) gives the task's own options, in `task`."""
+  own = task_class.options_class
+  shared = {name: value for name, value in _fields_given(finetune_options_lib.ExportOptions, values).items()
             if name not in ("task_kind", "task")}
-  return export.ExportOptions(task_kind=values.task, task=own(**_fields_given(own, values)), **shared)
+  return finetune_options_lib.ExportOptions(task_kind=values.task, task=own(**_fields_given(own, values)),
+                                            **shared)
 
 
 def train_loop_options(values):
