@@ -28,7 +28,6 @@ from bert_tf import export
 from bert_tf import keep_best
 from bert_tf import model_dir
 from bert_tf import packing_finetune
-from bert_tf import predictor
 from bert_tf import progress
 from bert_tf import records
 from bert_tf import run_dir
@@ -45,7 +44,7 @@ RECORD_FILES = base.RECORD_FILES
 # What the closing summary leaves out of the files a run wrote in output_dir.
 NOT_RESULTS = ("*.tf_record", "checkpoint", "*.index", "*.data-*-of-*", "train_run.json",
                model_dir.CONFIG_FILE, model_dir.VOCAB_FILE, scalars.CURVES_FILE,
-               predictor.TASK_CONFIG_FILE, run_dir.LOCK_FILE)
+               model_dir.TASK_CONFIG_FILE, run_dir.LOCK_FILE)
 
 
 def config_and_tokenizer(options):
@@ -161,7 +160,7 @@ def _check_output_dir(options, task, config):
   """What --output_dir holds is this run's to go on with (or nothing): the same task, model,
   vocabulary and run shape."""
   output_dir = options.output_dir
-  run_dir.check_run_kind(output_dir, predictor.task_config(task, options))
+  run_dir.check_run_kind(output_dir, task.task_config(options))
   _check_checkpoint_model(options, config)
   if options.do_train:
     run_dir.check_run_shape(output_dir, options.run_shape(), config)
@@ -190,7 +189,7 @@ def _run(options, start, strategy, config, task, plan):
   model = None
   if options.do_train:
     if chief:
-      predictor.write_task_config(task, options)  # what predictor.load(output_dir) builds
+      task.write_task_config(options)  # what predictor.load(output_dir) builds
     evaluator = _evaluator(plan, task, strategy, splits, options.output_dir, layout)
     try:
       model = finetune(options, strategy, config, task, model_fn, train_records, steps,

@@ -34,31 +34,12 @@ from bert_tf import fileio
 from bert_tf import model_dir
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
-from bert_tf.fileio import write_text_atomically
 from bert_tf.tasks import base
 
 TASK_CONFIG_FILE = model_dir.TASK_CONFIG_FILE
 
 
 # ---------------------------------------------------------------------------- task_config.json
-
-
-def task_config(task, options):
-  """What an output_dir's task_config.json says: the registered task (a bert_tf.tasks.base.Task)
-  by name, its serving name ("export_kind", which files written before "task" existed name it
-  by), what the server needs of the run's FinetuneOptions and the task's own fields (its labels,
-  its server's options)."""
-  config = {"task": task.name, "export_kind": task.export_task, "task_name": None,
-            "do_lower_case": bool(options.do_lower_case),
-            "max_seq_length": int(options.max_seq_length)}
-  config.update(task.task_config_fields())
-  return config
-
-
-def write_task_config(task, options):
-  """Writes output_dir/task_config.json (atomically), which load() reads."""
-  write_text_atomically(os.path.join(options.output_dir, TASK_CONFIG_FILE),
-                        json.dumps(task_config(task, options), indent=2, sort_keys=True) + "\n")
 
 
 # ---------------------------------------------------------------------------- loading

@@ -72,7 +72,7 @@ def _fake_output_dir(directory, model, name, values, **fields):
                                   max_seq_length=SEQ, task=task_class.options_class(**values))
   task = task_class.__new__(task_class)
   vars(task).update(options=options, **fields)
-  predictor.write_task_config(task, options)
+  task.write_task_config(options)
   _files(directory)
   return str(directory)
 

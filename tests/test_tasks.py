@@ -104,7 +104,7 @@ def test_new_task_config_names_the_task(tmp_path):
   options = finetune_options.FinetuneOptions(
       output_dir=str(tmp_path), bert_config_file="c", vocab_file="v", do_train=True,
       max_seq_length=32, task=glue.GlueOptions(task_name="sst-2"))
-  config = predictor.task_config(glue.GlueTask(options, None), options)
+  config = glue.GlueTask(options, None).task_config(options)
   assert config == dict(COMMON, task="glue", export_kind="classifier", task_name="sst-2",
                         label_list=["0", "1"], pair=False, regression=False)
   (tmp_path / "task_config.json").write_text(json.dumps(config))

@@ -25,9 +25,13 @@ get(name) and names() find every module of this package: a new task type is one 
 its run script), nothing else to list.
 """
 import importlib
+import json
+import os
 import pkgutil
 
 from bert_tf.errors import BertTfError
+from bert_tf.fileio import write_text_atomically
+from bert_tf.model_dir import TASK_CONFIG_FILE
 
 # Record files in output_dir, per split, unless a task names others (Task.record_files).
 RECORD_FILES = {"train": "train.tf_record", "dev": "eval.tf_record", "test": "predict.tf_record"}
@@ -179,6 +183,21 @@ class Task:
   def task_config_fields(self):
     """What task_config.json holds for this task beyond its name and the common fields."""
     return self.serving_options()
+
+  def task_config(self, options):
+    """What an output_dir's task_config.json says: the registered task by name, its serving name
+    ("export_kind", which files written before "task" existed name it by), what the server needs
+    of the run's FinetuneOptions and the task's own fields (its labels, its server's options)."""
+    config = {"task": self.name, "export_kind": self.export_task, "task_name": None,
+              "do_lower_case": bool(options.do_lower_case),
+              "max_seq_length": int(options.max_seq_length)}
+    config.update(self.task_config_fields())
+    return config
+
+  def write_task_config(self, options):
+    """Writes output_dir/task_config.json (atomically), which bert_tf.predictor.load reads."""
+    write_text_atomically(os.path.join(options.output_dir, TASK_CONFIG_FILE),
+                          json.dumps(self.task_config(options), indent=2, sort_keys=True) + "\n")
 
   # ------------------------------------------------------------------ serving
   @classmethod
