@@ -1,7 +1,9 @@
 """pytest's set-up for the tests, and the fixtures several modules use. The helpers behind them
 live in tests/support/ (shared by the test modules, which never import one another)."""
 import os
+import signal
 import sys
+import warnings
 
 # Before TensorFlow is imported anywhere: Model Garden and our layers are Keras 2 (tf_keras).
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
@@ -28,3 +30,17 @@ def shared():
 def conll_data(tmp_path_factory):
   """Tiny CoNLL data, its vocabulary and config, and run_ner.py's common flags (one a module)."""
   return task_data.conll_data(tmp_path_factory.mktemp("run_ner"))
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_as_found(request):
+  """Each test starts with the worker's Ctrl-C and SIGTERM handlers as the session found them, and
+  a test that leaves them changed (a SIGINT left ignored is inherited by every script a later test
+  starts, which then cannot be interrupted) has them put back and is named in a warning."""
+  before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+  yield
+  for signum, handler in before.items():
+    if signal.getsignal(signum) is not handler and handler is not None:
+      signal.signal(signum, handler)
+      warnings.warn(f"{request.node.nodeid} left the {signal.Signals(signum).name} handler changed; "
+                    f"put back")

@@ -467,6 +467,12 @@ def _alive(processes):
   return [p.pid for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
+def _ctrl_c_as_a_terminal_gives_it():
+  """In the child: SIGINT's default action, whatever this process inherited (a shell's
+  background job, or a test runner's worker, may ignore it; an ignored SIGINT stays ignored)."""
+  signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_in_create_pretraining_data_ends_in_one_line(work):
   before = snapshot(work)
   output = work / "int.tfrecord"
@@ -474,7 +480,8 @@ def test_ctrl_c_in_create_pretraining_data_ends_in_one_line(work):
       [sys.executable, os.path.join(REPO, "create_pretraining_data.py"),
        f"--input_file={work / 'big.txt'}", f"--output_file={output}",
        f"--vocab_file={work / 'vocab.txt'}", "--num_workers=2", "--progress_seconds=0",
-       "--dupe_factor=5", *PRETRAINING[:2]], stderr=subprocess.PIPE, text=True)
+       "--dupe_factor=5", *PRETRAINING[:2]], stderr=subprocess.PIPE, text=True,
+      preexec_fn=_ctrl_c_as_a_terminal_gives_it)
   lines = []
   for line in process.stderr:  # wait until it makes instances, its spool's workers at work
     lines.append(line)
