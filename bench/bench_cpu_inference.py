@@ -11,7 +11,7 @@ Peers (--peers; `ours ...` rows are our encoder in a tf.function, sequence + poo
                    as released before issue 36 on a CPU without AVX-512 (TensorFlow leaves
                    oneDNN off there)
   ours_nodnn       oneDNN off, fused QKV, tf.nn.gelu
-  ours_nodnn_xlagelu  the same with the GELU in one XLA pass (modeling.INFERENCE_GELU_FUSION)
+  ours_nodnn_xlagelu  the same with the GELU in one XLA pass (activations.INFERENCE_GELU_FUSION)
   ours             oneDNN on, fused QKV (oneDNN fuses the GELU into the matmul): what
                    extract_features.py runs
   ours_xla         oneDNN off, fused QKV, the whole forward jit_compile=True
@@ -72,7 +72,7 @@ FLAGS.integer("batch_size", 8, "Internal: the worker's batch size.")
 
 THREADS = 2
 # peer -> (TF_ENABLE_ONEDNN_OPTS, attention_implementation, jit_compile,
-#          modeling.INFERENCE_GELU_FUSION)
+#          activations.INFERENCE_GELU_FUSION)
 OURS = {"ours_before": ("0", "separate_qkv", False, "never"),
         "ours_nodnn": ("0", "fused_qkv", False, "never"),
         "ours_nodnn_xlagelu": ("0", "fused_qkv", False, "always"),
@@ -172,11 +172,11 @@ def texts_batch(model_dir, batch_size, seq_length, seed=0):
 
 def ours_worker(model_dir, batch_size, attention, jit, gelu_fusion="never"):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from bert_tf import checkpoints, modeling  # pylint: disable=g-import-not-at-top
+  from bert_tf import activations, checkpoints, modeling  # pylint: disable=g-import-not-at-top
   from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
   config = BertConfig.from_json_file(os.path.join(model_dir, "bert_config.json"))
   config.attention_implementation = attention
-  modeling.INFERENCE_GELU_FUSION = gelu_fusion
+  activations.INFERENCE_GELU_FUSION = gelu_fusion
   model = modeling.BertModel(config)
   checkpoints.init_from_checkpoint(model, os.path.join(model_dir, "bert_model.ckpt"))
   ids, mask, segments = ids_batch(model_dir, batch_size, FLAGS.seq_length)

@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from bert_tf import activations
 from bert_tf import modeling
 import bench_configs
 import harness
@@ -238,8 +239,8 @@ def tf_groups():
     return y
 
   return {"dense matmuls + bias (6 per layer)": dense_with(lambda t: t),  # no GELU
-          "  same + GELU (tanh) on the FFN": dense_with(modeling.gelu),
-          "  same + exact GELU (erf) on the FFN": dense_with(modeling.gelu_exact),
+          "  same + GELU (tanh) on the FFN": dense_with(activations.gelu),
+          "  same + exact GELU (erf) on the FFN": dense_with(activations.gelu_exact),
           "attention core (QK^T, f32 softmax, PV)": attention,
           "  same with bf16 softmax": attention_bf16_softmax,
           "residual + LayerNorm in f32 + casts (2 per layer)": layer_norms}

@@ -21,10 +21,10 @@ from absl import logging
 import tensorflow as tf
 import tf_keras
 
+from bert_tf import activations
 from bert_tf import checkpoints
 from bert_tf import fast_tokenization
 from bert_tf import model_dir
-from bert_tf import modeling
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
@@ -74,7 +74,7 @@ def save(server, export_dir):
   version = max([int(time.time())] + [v + 1 for v in existing])
   tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
   try:
-    with modeling.unfused_inference_gelu():  # no XLA in the SavedModel (modeling.py)
+    with activations.unfused_inference_gelu():  # no XLA in the SavedModel (activations.py)
       tf.saved_model.save(server, tmp, signatures={"serving_default": server.serve,
                                                     "tokenize": server.tokenize})
     final = os.path.join(export_dir, str(version))

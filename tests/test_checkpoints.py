@@ -10,6 +10,7 @@ import tf_keras
 
 from bert_tf import checkpoints
 from bert_tf import heads
+from bert_tf import activations
 from bert_tf import modeling
 from bert_tf.config import ACTIVATIONS
 from bert_tf.config import BertConfig
@@ -133,7 +134,7 @@ def test_activation_names_compute_what_transformers_computes():
   x = np.linspace(-6, 6, 241).astype(np.float32)
   for hf_name, ours in HF_ACTIVATIONS.items():
     theirs = hf_activation(hf_name)(torch.tensor(x)).numpy()
-    fn = modeling.get_activation(ours)
+    fn = activations.get_activation(ours)
     np.testing.assert_allclose(x if fn is None else fn(x), theirs, atol=2e-6, err_msg=hf_name)
   for ours in ACTIVATIONS:
     hf_name = BertConfig(vocab_size=9, hidden_size=4, num_attention_heads=1,

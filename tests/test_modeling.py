@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
+from bert_tf import activations
 from bert_tf import modeling
 from bert_tf.config import BertConfig
 from support.models import head_shapes
@@ -161,15 +162,15 @@ def gelu_erf_grad(x):
 def test_gelu_is_the_originals_tanh_form_and_gelu_exact_is_erf():
   x = np.linspace(-6, 6, 121)
   for name in ("gelu", "GELU", "gelu_new"):
-    np.testing.assert_allclose(modeling.get_activation(name)(x.astype(np.float32)), gelu_tanh(x),
+    np.testing.assert_allclose(activations.get_activation(name)(x.astype(np.float32)), gelu_tanh(x),
                                atol=2e-6)
-  np.testing.assert_allclose(modeling.get_activation("gelu_exact")(x.astype(np.float32)),
+  np.testing.assert_allclose(activations.get_activation("gelu_exact")(x.astype(np.float32)),
                              gelu_erf(x), atol=2e-6)
   # The two forms part by up to ~5e-4 on [-6, 6]: tests at 1e-5 tell them apart.
   assert np.abs(gelu_tanh(x) - gelu_erf(x)).max() > 4e-4
-  assert modeling.get_activation("linear") is None and modeling.get_activation("") is None
+  assert activations.get_activation("linear") is None and activations.get_activation("") is None
   with pytest.raises(ValueError, match="Unsupported activation"):
-    modeling.get_activation("gelu_fast")
+    activations.get_activation("gelu_fast")
 
 
 @pytest.mark.parametrize("dtype,atol,grad_atol", [("float32", 2e-6, 1e-5),
@@ -181,8 +182,8 @@ def test_training_gelu_is_the_same_function(name, value, derivative, dtype, atol
   # float32 the tanh form's derivative is 0 once tanh rounds to 1 (|x| > ~4.9, where it is ~4e-6),
   # as it is in the original's graph.
   x = np.linspace(-6, 6, 241)
-  inference = modeling.get_activation(name)
-  training = modeling._TRAINING_ACTIVATIONS[inference]  # pylint: disable=protected-access
+  inference = activations.get_activation(name)
+  training = activations.training_activation(inference)
   for fn in (inference, training):
     inputs = tf.cast(tf.constant(x, tf.float32), dtype)
     for run in (fn, tf.function(fn)):
@@ -307,13 +308,13 @@ def test_inference_gelu_fusion_is_the_same_function():
   model = modeling.BertModel(CONFIG)
   f = features()
   expected = model(f)["sequence_output"].numpy()
-  assert modeling.INFERENCE_GELU_FUSION == "never"
-  modeling.INFERENCE_GELU_FUSION = "always"
+  assert activations.INFERENCE_GELU_FUSION == "never"
+  activations.INFERENCE_GELU_FUSION = "always"
   try:
-    assert modeling.inference_activation(modeling.gelu) is modeling.gelu_for_inference
+    assert activations.inference_activation(activations.gelu) is activations.gelu_for_inference
     np.testing.assert_allclose(model(f)["sequence_output"].numpy(), expected, atol=1e-5)
-    with modeling.unfused_inference_gelu():
-      assert modeling.inference_activation(modeling.gelu) is modeling.gelu
-    assert modeling.inference_activation(modeling.gelu) is modeling.gelu_for_inference
+    with activations.unfused_inference_gelu():
+      assert activations.inference_activation(activations.gelu) is activations.gelu
+    assert activations.inference_activation(activations.gelu) is activations.gelu_for_inference
   finally:
-    modeling.INFERENCE_GELU_FUSION = "never"
+    activations.INFERENCE_GELU_FUSION = "never"

@@ -9,6 +9,8 @@ import itertools
 
 import numpy as np
 
+from bert_tf import objectives
+
 
 # ----------------------------------------------------------------------------------------------------
 # tf.train.Example bytes.
@@ -57,9 +59,10 @@ class RecordEncoder:
     self.mask_entries = [self._entry("input_mask", 3, b"\x01" * n + b"\x00" * (max_seq_length - n))
                          for n in range(max_seq_length + 1)]
     float_one, float_zero = b"\x00\x00\x80\x3f", b"\x00\x00\x00\x00"
-    self.weight_entries = [self._entry("masked_lm_weights", 2, float_one * m + float_zero * (max_predictions - m))
-                           for m in range(max_predictions + 1)]
-    self.label_entries = [self._entry("next_sentence_labels", 3, _varint(label)) for label in (0, 1)]
+    self.weight_entries = [
+        self._entry(objectives.MASKED_LM_WEIGHTS, 2, float_one * m + float_zero * (max_predictions - m))
+        for m in range(max_predictions + 1)]
+    self.label_entries = [self._entry(objectives.NEXT_SENTENCE_LABELS, 3, _varint(label)) for label in (0, 1)]
     # Varint bytes of every id and position, zero-padded to one width, and how many of them count.
     varints = [_varint(v) for v in range(max(vocab.size, options.max_seq_length))]
     self.varint_lengths = np.array([len(v) for v in varints], np.int64)
@@ -106,9 +109,9 @@ class RecordEncoder:
     for i, (n, m, la, nsp) in enumerate(zip(length.tolist(), num_masked.tolist(), len_a.tolist(),
                                             is_random_next.tolist())):
       masks = () if unmasked else (
-          entry("masked_lm_ids",
+          entry(objectives.MASKED_LM_IDS,
                 labels_bytes[labels_bounds[i]:labels_bounds[i + 1]] + zeros[max_predictions - m]),
-          entry("masked_lm_positions",
+          entry(objectives.MASKED_LM_POSITIONS,
                 positions_bytes[positions_bounds[i]:positions_bounds[i + 1]] + zeros[max_predictions - m]),
           weight_entries[m])
       features = b"".join((
