@@ -87,8 +87,10 @@ def next_sentence_loss(features, outputs):
   return tf.math.divide_no_nan(tf.reduce_sum(weights * per_instance), tf.reduce_sum(weights))
 
 
-def loss_fn(use_nsp=True):
-  """The train/eval loss_fn(features, outputs) of bert_tf.training."""
+def loss_fn(objective=objectives.Objective()):
+  """The train/eval loss_fn(features, outputs) of bert_tf.training for the objective: the masked
+  LM's loss, plus the next sentence's where the objective predicts it."""
+  use_nsp = objective.predicts_next_sentence
 
   def pretraining_loss(features, outputs):
     loss = masked_lm_loss(features, outputs)
@@ -99,9 +101,11 @@ def loss_fn(use_nsp=True):
   return pretraining_loss
 
 
-def metric_fn(use_nsp=True, row_statistics=False):
-  """The original's eval metrics as {name: (values, weights)} for bert_tf.training;
-  row_statistics adds the instances and real tokens per packed row (bert_tf.packing)."""
+def metric_fn(objective=objectives.Objective(), row_statistics=False):
+  """The original's eval metrics of the objective as {name: (values, weights)} for
+  bert_tf.training; row_statistics adds the instances and real tokens per packed row
+  (bert_tf.packing)."""
+  use_nsp = objective.predicts_next_sentence
 
   def pretraining_metrics(features, outputs):
     mlm_logits = outputs[objectives.MLM_LOGITS]
@@ -227,7 +231,6 @@ def _run(options, start, strategy, config, runtime, loop):
   masking = dynamic_masking.DynamicMasking.from_options(
       objective.masking, options.max_seq_length, options.vocab_file, config.vocab_size)
   input_files = _check_input_files(options, masking)
-  use_nsp = objective.predicts_next_sentence
   limits = packing.row_limits(options.max_seq_length, objective, options.max_instances_per_row,
                               options.max_predictions_per_row) if options.pack_sequences else None
   if limits:
@@ -255,17 +258,17 @@ def _run(options, start, strategy, config, runtime, loop):
   model = None
   if options.do_train:
     model = _train(options, strategy, config, model_fn,
-                   make_input_fn(options.train_batch_size, True), use_nsp,
-                   metric_fn(use_nsp, row_statistics=bool(limits)), shape,
+                   make_input_fn(options.train_batch_size, True),
+                   metric_fn(objective, row_statistics=bool(limits)), shape,
                    training.train_options(loop, runtime))
-  result = _evaluate(options, strategy, model_fn, make_input_fn, use_nsp, model, bool(limits)) if (
+  result = _evaluate(options, strategy, model_fn, make_input_fn, model, bool(limits)) if (
       options.do_eval) else None
   if strategy.extended.should_checkpoint:
     _summary(options, start, model, result)
   return result
 
 
-def _evaluate(options, strategy, model_fn, make_input_fn, use_nsp, model, packed):
+def _evaluate(options, strategy, model_fn, make_input_fn, model, packed):
   """--do_eval: the metrics over --max_eval_steps batches, in eval_results.txt and output_dir/eval
   (TensorBoard). Packed, over the same instances, in fewer rows; the results add how many
   instances and real tokens were evaluated (and per row)."""
@@ -275,8 +278,8 @@ def _evaluate(options, strategy, model_fn, make_input_fn, use_nsp, model, packed
   if model is None:
     model, _ = training.restore_model(strategy, model_fn, eval_input_fn, options.output_dir,
                                       options.init_checkpoint)
-  result = training.evaluate(strategy, model, eval_input_fn, metric_fn(use_nsp, packed),
-                             loss_fn(use_nsp), steps=None if packed else options.max_eval_steps,
+  result = training.evaluate(strategy, model, eval_input_fn, metric_fn(options.objective, packed),
+                             loss_fn(options.objective), steps=None if packed else options.max_eval_steps,
                              global_step=training.global_step(model))
   if packed:
     result["instances"] = options.max_eval_steps * options.eval_batch_size
@@ -299,14 +302,14 @@ def _summary(options, start, model, result):
       step, model if options.do_train else None, result)
 
 
-def _train(options, strategy, config, model_fn, train_input_fn, use_nsp, train_metric_fn, shape,
+def _train(options, strategy, config, model_fn, train_input_fn, train_metric_fn, shape,
            train_options):
   if strategy.extended.should_checkpoint:
     model_dir.write_model_files(options.output_dir, config, options.vocab_file)
   logging.info("***** Running training *****")
   logging.info("  Batch size = %d", options.train_batch_size)
   model = training.train(
-      strategy, model_fn, loss_fn(use_nsp), train_input_fn, options.num_train_steps,
+      strategy, model_fn, loss_fn(options.objective), train_input_fn, options.num_train_steps,
       options.learning_rate, options.num_warmup_steps, options.output_dir,
       init_checkpoint=options.init_checkpoint, metric_fn=train_metric_fn,
       train_batch_size=options.train_batch_size, run_shape=shape, **train_options)

@@ -69,7 +69,7 @@ def test_rows_hold_each_instance_at_its_offset():
 def _losses_and_gradients(model, features, use_nsp):
   with tf.GradientTape() as tape:
     outputs = model(features, training=True)
-    loss = pretraining.loss_fn(use_nsp)(features, outputs)
+    loss = pretraining.loss_fn(objectives.Objective(use_nsp=use_nsp))(features, outputs)
   gradients = tape.gradient(loss, model.trainable_variables)
   mlm = pretraining._cross_entropy(outputs["mlm_logits"], features["masked_lm_ids"]).numpy()
   labels, _ = pretraining._next_sentence_labels(features)
@@ -166,7 +166,7 @@ print("TRAIN", json.dumps(dict(model.train_summary)))
 for packed in (False, True):
   eval_fn = pretraining.input_fn([record_file], t.SEQ, t.PREDS, 6, False,
                                  row_limits=limits if packed else None, eval_steps=5)
-  result = training.evaluate(strategy, model, eval_fn, pretraining.metric_fn(True, packed),
+  result = training.evaluate(strategy, model, eval_fn, pretraining.metric_fn(row_statistics=packed),
                              pretraining.loss_fn(), steps=None if packed else 5)
   print("PACKED" if packed else "UNPACKED", json.dumps(result))
 """
