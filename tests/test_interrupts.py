@@ -7,6 +7,15 @@ import pytest
 from bert_tf import interrupts
 
 
+@pytest.fixture(autouse=True)
+def _ctrl_c_raises():
+  """Ctrl-C as a terminal's foreground process has it (KeyboardInterrupt), whatever this process
+  inherited: a background job (`make test &`) starts with SIGINT ignored."""
+  previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+  yield
+  signal.signal(signal.SIGINT, previous)
+
+
 def test_ctrl_c_inside_the_block_acts_when_it_ends():
   done = []
   with pytest.raises(KeyboardInterrupt):
