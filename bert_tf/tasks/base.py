@@ -235,6 +235,13 @@ class Task:
     """The head's number of outputs for the server's options (None: the head has no choice)."""
     return None
 
+  @staticmethod
+  def label_count(options):
+    """How many labels the server's options list: a head with one output per label."""
+    if not options.get("label_list"):
+      raise BertTfError("--task_name/--label_file: the label list is needed")
+    return len(options["label_list"])
+
   @classmethod
   def build_head(cls, config, num_labels=None, trim_padding=False, bilstm_units=None, causal=False):
     """The task model (its head on the shared encoder) with num_labels outputs."""

@@ -562,9 +562,7 @@ class NerTask(base.Task):
 
   @classmethod
   def num_labels(cls, options):
-    if not options.get("label_list"):
-      raise BertTfError("--task_name/--label_file: the label list is needed")
-    return len(options["label_list"])
+    return cls.label_count(options)
 
   @classmethod
   def build_head(cls, config, num_labels=None, trim_padding=False, bilstm_units=None,

@@ -482,11 +482,7 @@ class GlueTask(base.Task):
 
   @classmethod
   def num_labels(cls, options):
-    if options.get("regression"):
-      return 1
-    if not options.get("label_list"):
-      raise BertTfError("--task_name/--label_file: the label list is needed")
-    return len(options["label_list"])
+    return 1 if options.get("regression") else cls.label_count(options)
 
   @classmethod
   def build_head(cls, config, num_labels=None, trim_padding=False, bilstm_units=None,
