@@ -230,6 +230,17 @@ def nvidia_smi(runner):
   return [l.strip() for l in text.splitlines() if l.strip()] if rc == 0 else None
 
 
+def cuda_runtimes():
+  """The CUDA runtime sonames on this machine (TensorFlow 2.20's wheel loads libcudart.so.12):
+  the system's, the CUDA toolkit's and those in pip's nvidia-* wheels of the step Python."""
+  patterns = ("/usr/lib/x86_64-linux-gnu/libcudart.so.*", "/usr/local/cuda*/targets/*/lib/"
+              "libcudart.so.*", "/usr/local/cuda*/lib64/libcudart.so.*",
+              os.path.join(sys.prefix, "lib", "python3*", "site-packages", "nvidia", "*", "lib",
+                           "libcudart.so.*"))
+  names = {os.path.basename(p) for pattern in patterns for p in glob.glob(pattern)}
+  return sorted({re.match(r"libcudart\.so\.\d+", n).group(0) for n in names})
+
+
 def probe():
   """--child=probe: what TensorFlow sees, as one JSON line."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -248,6 +259,9 @@ def step_devices(args, runner, facts):
   facts["nvidia_smi"] = smi
   parts = [f"nvidia-smi: {'; '.join(smi)}" if smi else "nvidia-smi: none"]
   parts.append(f"{os.cpu_count()} CPUs")
+  if smi:
+    facts["cuda_runtimes"] = cuda_runtimes()
+    parts.append("CUDA runtime: " + (", ".join(facts["cuda_runtimes"]) or "none found"))
   if facts["importable"].get("tensorflow"):
     rc, text = runner.script("probe", "bench/device_check.py", ["--child=probe"], 180)
     if rc == 0:

@@ -165,6 +165,8 @@ def _diff(value, reference):
 def write_summary(out, steps, facts, args):
   """Step 6: the step table, the figures, and device_check_summary.md / .json."""
   gpu_name = (facts.get("tf", {}).get("gpus") or [{}])[0].get("name")
+  if not gpu_name and facts.get("nvidia_smi"):  # a GPU that TensorFlow is missing or blind to
+    gpu_name = facts["nvidia_smi"][0].split(",")[0] + " (nvidia-smi; TensorFlow sees none)"
   when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
   lines = [f"# bench/device_check.py, {when}, {gpu_name or 'no GPU'}"
            f"{' (dry run on the CPU)' if args.dry_run else ''}", "",

@@ -143,3 +143,25 @@ def test_summary_of_gpu_figures_speed_ups_and_the_nvidia_row():
       [dict(dtype="float32", accuracy=0.84, f1=0.88, status="ok"),
        dict(dtype="bfloat16", accuracy=0.83, f1=0.87, status="ok")], 0.845))
   assert "| bfloat16 | 0.8300 | 0.8700 | -0.0150 | -0.0100 | ok |" in mrpc
+
+
+def test_summary_names_the_gpu_that_nvidia_smi_sees_when_tensorflow_is_missing(tmp_path):
+  """As on the lent H200 (2026-11-26): nvidia-smi sees the card, TensorFlow is not installed."""
+  class Out:
+    out_dir = str(tmp_path)
+    lines = []
+
+    def line(self, text):
+      self.lines.append(text)
+
+  class Args:
+    dry_run = False
+    cpu_mrpc_accuracy = None
+
+  sizes = dict(model="BERT-Base", config=device_check_report.BERT_LARGE, seq=128, preds=20,
+               batch=128, steps=100)
+  facts = dict(nvidia_smi=["NVIDIA H200, 143771 MiB, 580.159.04, 9.0"], pretrain_sizes=sizes)
+  device_check_report.write_summary(Out(), [(0, "setup", "FAIL", 0.1, "TensorFlow is missing")],
+                                    facts, Args())
+  head = (tmp_path / "device_check_summary.md").read_text().splitlines()[0]
+  assert head.endswith(", NVIDIA H200 (nvidia-smi; TensorFlow sees none)"), head
