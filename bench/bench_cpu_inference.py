@@ -22,6 +22,11 @@ Peers (--peers; `ours ...` rows are our encoder in a tf.function, sequence + poo
   ort, ort_opt     ONNX Runtime on torch.onnx's export of that model; ort_opt after
                    onnxruntime.transformers.optimizer (fused attention, GELU, LayerNorm)
   garden           Model Garden's BertEncoder in a tf.function (oneDNN as the environment sets it)
+  tflite, tflite_int8  our encoder as a TensorFlow Lite model (bert_tf.tflite_export; XNNPACK's
+                   kernels), float32 and dynamic-range int8 weights
+  gemm_tf, gemm_ort  the ceiling: the forward pass's matmuls alone (bench/bench_gemm.py), chained
+                   as the encoder chains them, in TensorFlow (oneDNN on) and ONNX Runtime: no
+                   encoder on that kernel can take less time
 Entry-point peers run as the user gets them (TF_ENABLE_ONEDNN_OPTS as our scripts set it) and
 with "_nodnn" (oneDNN off). --profile adds tf.profiler's time per op type of ours at batch 8.
 
@@ -72,13 +77,17 @@ FLAGS.integer("batch_size", 8, "Internal: the worker's batch size.")
 
 THREADS = 2
 # peer -> (TF_ENABLE_ONEDNN_OPTS, attention_implementation, jit_compile,
-#          activations.INFERENCE_GELU_FUSION)
-OURS = {"ours_before": ("0", "separate_qkv", False, "never"),
-        "ours_nodnn": ("0", "fused_qkv", False, "never"),
-        "ours_nodnn_xlagelu": ("0", "fused_qkv", False, "always"),
-        "ours": ("1", "fused_qkv", False, "never"),
-        "ours_xla": ("0", "fused_qkv", True, "never"),
-        "ours_xla_dnn": ("1", "fused_qkv", True, "never")}
+#          activations.INFERENCE_GELU_FUSION, more environment)
+OURS = {"ours_before": ("0", "separate_qkv", False, "never", {}),
+        "ours_nodnn": ("0", "fused_qkv", False, "never", {}),
+        "ours_nodnn_xlagelu": ("0", "fused_qkv", False, "always", {}),
+        "ours": ("1", "fused_qkv", False, "never", {}),
+        "ours_xla": ("0", "fused_qkv", True, "never", {}),
+        "ours_xla_dnn": ("1", "fused_qkv", True, "never", {}),
+        # one inter-op thread: ops run one at a time, each on both cores
+        "ours_inter1": ("1", "fused_qkv", False, "never", {"TF_NUM_INTEROP_THREADS": "1"}),
+        "ours_xla_inter1": ("0", "fused_qkv", True, "never", {"TF_NUM_INTEROP_THREADS": "1"}),
+        "ours_sep_inter1": ("1", "separate_qkv", False, "never", {"TF_NUM_INTEROP_THREADS": "1"})}
 
 
 # --------------------------------------------------------------------------- preparing
@@ -186,6 +195,26 @@ def ours_worker(model_dir, batch_size, attention, jit, gelu_fusion="never"):
   return lambda: [t.numpy() for t in forward(features)], forward, features
 
 
+def tflite_worker(model_dir, batch_size, quantize):
+  """Our encoder through bert_tf.tflite_export (sequence + pooled output), converted once into
+  model_dir/encoder_<quantize>.tflite."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf import checkpoints, modeling, tflite_export  # pylint: disable=g-import-not-at-top
+  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  path = os.path.join(model_dir, f"encoder_{quantize}.tflite")
+  if not os.path.exists(path):
+    config = BertConfig.from_json_file(os.path.join(model_dir, "bert_config.json"))
+    model = modeling.BertModel(config)
+    checkpoints.init_from_checkpoint(model, os.path.join(model_dir, "bert_model.ckpt"))
+    blob = tflite_export.convert(model, ["sequence_output", "pooled_output"], quantize)
+    with tf.io.gfile.GFile(path + ".tmp", "wb") as f:
+      f.write(blob)
+    os.replace(path + ".tmp", path)
+  runner = tflite_export.Runner(path=path, num_threads=THREADS)
+  ids, mask, segments = ids_batch(model_dir, batch_size, FLAGS.seq_length)
+  return lambda: runner(ids, mask, segments)
+
+
 def _outputs(result):
   return [result["sequence_output"], result["pooled_output"]]
 
@@ -267,13 +296,32 @@ def garden_worker(model_dir, batch_size):
   return lambda: [t.numpy() for t in forward(features)]
 
 
+# The ceiling: only the forward pass's matmuls (bench_gemm.py), chained as the encoder does.
+GEMM_PEERS = {"gemm_tf": lambda g, m, t: g.tf_worker(m, t, False),
+              "gemm_ort": lambda g, m, t: g.ort_worker(m, t)}
+
+
+def gemm_model(model_dir):
+  """bench_gemm's name for the sizes in model_dir's bert_config.json."""
+  import bench_gemm  # pylint: disable=g-import-not-at-top
+  with open(os.path.join(model_dir, "bert_config.json"), encoding="utf-8") as f:
+    c = json.load(f)
+  sizes = (c["num_hidden_layers"], c["hidden_size"], c["intermediate_size"])
+  return next(name for name, s in bench_gemm.SIZES.items() if s == sizes)
+
+
 def build_worker(peer, model_dir, batch_size):
   """The callable that runs one batch of `peer`."""
   base = peer[:-len("_nodnn")] if peer.endswith("_nodnn") and peer not in OURS else peer
   if base in OURS:
-    return ours_worker(model_dir, batch_size, *OURS[base][1:])[0]
+    return ours_worker(model_dir, batch_size, *OURS[base][1:4])[0]
+  if base in GEMM_PEERS:  # the matmuls alone (bench_gemm.py), at this model's sizes
+    import bench_gemm  # pylint: disable=g-import-not-at-top
+    return GEMM_PEERS[base](bench_gemm, gemm_model(model_dir), batch_size * FLAGS.seq_length)
   builders = {"extract": extract_worker, "savedmodel": savedmodel_worker,
               "predictor": predictor_worker, "torch": torch_worker, "garden": garden_worker,
+              "tflite": lambda d, b: tflite_worker(d, b, "none"),
+              "tflite_int8": lambda d, b: tflite_worker(d, b, "dynamic_int8"),
               "ort": lambda d, b: ort_worker(d, b, False),
               "ort_opt": lambda d, b: ort_worker(d, b, True)}
   if base not in builders:
@@ -287,8 +335,11 @@ def worker_env(peer):
          "OMP_NUM_THREADS": str(THREADS)}
   if not FLAGS.spin:
     env["OMP_WAIT_POLICY"] = "PASSIVE"
+  if peer == "gemm_tf":
+    env["TF_ENABLE_ONEDNN_OPTS"] = "1"
   if peer in OURS:
     env["TF_ENABLE_ONEDNN_OPTS"] = OURS[peer][0]
+    env.update(OURS[peer][4])
   elif peer.endswith("_nodnn"):
     env["TF_ENABLE_ONEDNN_OPTS"] = "0"
   return env
@@ -421,7 +472,7 @@ def main(argv):
   if FLAGS.prepare:
     prepare(FLAGS.prepare, FLAGS.model_dir)
   elif FLAGS.worker == "profile":
-    print("\n".join(profile_lines(FLAGS.model_dir, 8)))
+    print("\n".join(profile_lines(FLAGS.model_dir, FLAGS.batch_size)))
   elif FLAGS.worker:
     harness.serve(build_worker(FLAGS.worker, FLAGS.model_dir, FLAGS.batch_size))
   else:

@@ -301,7 +301,8 @@ def attention_mask_adder(input_mask, causal=False, instance_ids=None):
   positions of its own instance (a block-diagonal mask), and input_mask is not needed.
   """
   if instance_ids is None:
-    allowed = tf.cast(input_mask, tf.float32)[:, tf.newaxis, tf.newaxis, :]
+    # expand_dims, not [:, newaxis, newaxis, :]: TensorFlow Lite has no new-axis strided slice
+    allowed = tf.expand_dims(tf.expand_dims(tf.cast(input_mask, tf.float32), 1), 1)
   else:
     keys = instance_ids[:, tf.newaxis, :]
     allowed = tf.cast((instance_ids[:, :, tf.newaxis] == keys) & (keys > 0),

@@ -1,0 +1,200 @@
+"""The matmuls of one encoder forward pass and nothing else, in each framework: the ceiling.
+
+A BERT forward pass at inference is ~95% matrix products (issue 36's profile: MatMul+BiasAdd 78%
+of the time even before the GELU was fused). This bench times exactly those products, per layer
+the fused QKV [T, H] x [H, 3H], the attention output [T, H] x [H, H] and the feed-forward
+[T, H] x [H, I], [T, I] x [I, H] (T = batch x seq tokens), with distinct weights for each of
+the L layers, as one call per forward pass, in every framework the CPU-inference bench compares
+(TensorFlow with oneDNN on and off, TensorFlow's XLA, PyTorch, ONNX Runtime, numpy's BLAS). It
+says how many GFLOP/s each framework's matrix kernel reaches on this CPU at the encoder's shapes,
+and so how far any encoder built on that kernel can go: a ratio between two encoders cannot
+exceed the ratio between their matmul kernels by much, when matmuls are nearly all the work.
+
+  flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_gemm.py --model=base --tokens=1024
+
+prints a Markdown table (CPU and wall ms per forward pass's matmuls, GFLOP/s) and appends it to
+benchmarks/<date>.md (--noappend: only prints).
+"""
+import os
+import sys
+
+import bench_env  # noqa: F401  (first: the environment every bench runs in)
+
+import harness
+
+FLAGS = harness.Flags()
+FLAGS.string("model", "base", "A bench_configs config: base (BERT-Base) or minilm sizes.")
+FLAGS.strings("tokens", "1024", "Rows T of each product (batch x seq), one table each.")
+FLAGS.strings("peers", "tf,tf_nodnn,tf_xla,torch,ort,numpy", "Frameworks (see the docstring).")
+FLAGS.integer("rounds", 5, "Timed rounds, peers taking turns.")
+FLAGS.boolean("append", True, "Append the table to benchmarks/<date>.md.")
+FLAGS.string("worker", None, "Internal: run this peer as a harness worker.")
+FLAGS.integer("rows", 1024, "Internal: the worker's T.")
+
+THREADS = 2
+SIZES = {"base": (12, 768, 3072), "minilm": (6, 384, 1536)}
+
+
+def shapes(model):
+  """[(K, N)] of one forward pass's weights, layer by layer."""
+  layers, hidden, inner = SIZES[model]
+  return [(hidden, 3 * hidden), (hidden, hidden), (hidden, inner), (inner, hidden)] * layers
+
+
+def flops(model, rows):
+  return sum(2 * rows * k * n for k, n in shapes(model))
+
+
+def operands(model, rows, seed=0):
+  """The input [T, H] and the weights in order (std 1/sqrt(K): activations stay near 1)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  rng = np.random.RandomState(seed)
+  x = rng.standard_normal((rows, SIZES[model][1])).astype(np.float32)
+  weights = [(rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+             for k, n in shapes(model)]
+  return x, weights
+
+
+# Each worker chains the products as the encoder does, so that every one is needed and only the
+# last result leaves the call: per layer qkv = x W_qkv [T, 3H]; a = qkv[:, :H] W_o [T, H];
+# h = a W_1 [T, I]; x = h W_2 [T, H] (the slice stands for the heads' split).
+
+
+def tf_worker(model, rows, jit):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  x0, weights = operands(model, rows)
+  hidden = SIZES[model][1]
+  x0 = tf.constant(x0)
+  w = [tf.Variable(v) for v in weights]
+
+  @tf.function(jit_compile=jit or None)
+  def forward():
+    x = x0
+    for i in range(0, len(w), 4):
+      qkv = tf.matmul(x, w[i])  # [T, 3H]
+      x = tf.matmul(tf.matmul(tf.matmul(qkv[:, :hidden], w[i + 1]), w[i + 2]), w[i + 3])
+    return x  # [T, H]
+  return lambda: forward().numpy()
+
+
+def torch_worker(model, rows):
+  import torch  # pylint: disable=g-import-not-at-top
+  torch.set_num_threads(THREADS)
+  x0, weights = operands(model, rows)
+  hidden = SIZES[model][1]
+  x0 = torch.from_numpy(x0)
+  w = [torch.from_numpy(v) for v in weights]
+
+  def run():
+    with torch.inference_mode():
+      x = x0
+      for i in range(0, len(w), 4):
+        x = x @ w[i]
+        x = x[:, :hidden].contiguous() @ w[i + 1] @ w[i + 2] @ w[i + 3]
+      return x.numpy()
+  return run
+
+
+def ort_worker(model, rows):
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from onnx import helper, numpy_helper, TensorProto  # pylint: disable=g-import-not-at-top
+  import onnxruntime as ort  # pylint: disable=g-import-not-at-top
+  x0, weights = operands(model, rows)
+  hidden = SIZES[model][1]
+  initializers = [numpy_helper.from_array(v, f"w{i}") for i, v in enumerate(weights)]
+  initializers += [numpy_helper.from_array(np.array(v, np.int64), name) for name, v in
+                   (("start", [0]), ("end", [hidden]), ("axis", [1]))]
+  nodes, x = [], "x"
+  for i in range(0, len(weights), 4):
+    nodes += [helper.make_node("MatMul", [x, f"w{i}"], [f"qkv{i}"]),
+              helper.make_node("Slice", [f"qkv{i}", "start", "end", "axis"], [f"q{i}"]),
+              helper.make_node("MatMul", [f"q{i}", f"w{i + 1}"], [f"a{i}"]),
+              helper.make_node("MatMul", [f"a{i}", f"w{i + 2}"], [f"h{i}"]),
+              helper.make_node("MatMul", [f"h{i}", f"w{i + 3}"], [f"x{i}"])]
+    x = f"x{i}"
+  graph = helper.make_graph(
+      nodes, "gemms", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, hidden])],
+      [helper.make_tensor_value_info(x, TensorProto.FLOAT, [rows, hidden])], initializers)
+  onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+  options = ort.SessionOptions()
+  options.intra_op_num_threads = THREADS
+  options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+  session = ort.InferenceSession(onnx_model.SerializeToString(), options,
+                                 providers=["CPUExecutionProvider"])
+  return lambda: session.run(None, {"x": x0})[0]
+
+
+def numpy_worker(model, rows):
+  x0, weights = operands(model, rows)
+  hidden = SIZES[model][1]
+
+  def run():
+    x = x0
+    for i in range(0, len(weights), 4):
+      x = (x @ weights[i])[:, :hidden] @ weights[i + 1] @ weights[i + 2] @ weights[i + 3]
+    return x
+  return run
+
+
+def build_worker(peer, model, rows):
+  builders = {"tf": lambda: tf_worker(model, rows, False),
+              "tf_nodnn": lambda: tf_worker(model, rows, False),
+              "tf_xla": lambda: tf_worker(model, rows, True),
+              "torch": lambda: torch_worker(model, rows),
+              "ort": lambda: ort_worker(model, rows),
+              "numpy": lambda: numpy_worker(model, rows)}
+  if peer not in builders:
+    raise ValueError(f"--peers: unknown peer {peer!r}; expected one of {sorted(builders)}")
+  return builders[peer]()
+
+
+def worker_env(peer):
+  return {"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "",
+          "OMP_NUM_THREADS": str(THREADS), "OPENBLAS_NUM_THREADS": str(THREADS),
+          "MKL_NUM_THREADS": str(THREADS), "OMP_WAIT_POLICY": "PASSIVE",
+          "TF_ENABLE_ONEDNN_OPTS": "1" if peer == "tf" else "0"}
+
+
+def time_rows(rows):
+  workers = [harness.Worker(peer, [sys.executable, os.path.abspath(__file__),
+                                   f"--worker={peer}", f"--model={FLAGS.model}",
+                                   f"--rows={rows}"], env=worker_env(peer))
+             for peer in FLAGS.peers]
+  try:
+    load = harness.load_average()
+    samples = harness.interleaved(workers, FLAGS.rounds)
+  finally:
+    for w in workers:
+      w.close()
+  gflop = flops(FLAGS.model, rows) / 1e9
+  lines = [f"\n{FLAGS.model} sizes, T = {rows} rows, {gflop:.1f} GFLOP a pass, {FLAGS.rounds} "
+           f"rounds (load average {load} before, {harness.load_average()} after):\n"]
+  lines += harness.table(samples, unit="ms / pass")
+  lines += ["", "| peer | GFLOP per CPU-second (one core's rate) | GFLOP/s by wall time |",
+            "|---|---:|---:|"]
+  for name, s in samples.items():
+    cpu, wall = harness.summary(s["cpu"])[0], harness.summary(s["wall"])[0]
+    lines.append(f"| {name} | {gflop / cpu:.1f} | {gflop / wall:.1f} |")
+  print("\n".join(lines), flush=True)
+  return lines
+
+
+def main(argv):
+  del argv
+  if FLAGS.worker:
+    harness.serve(build_worker(FLAGS.worker, FLAGS.model, FLAGS.rows))
+    return
+  lines = [f"\n## The encoder's matmuls alone (bench/bench_gemm.py), {harness.utc_now()}\n",
+           "Command: `flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_gemm.py" +
+           "".join(f" {a}" for a in sys.argv[1:]) + "`  ",
+           f"Commit {harness.commit(note_dirty=True)}. {harness.machine_line()}.  ",
+           "Each peer a process of its own with 2 threads (spinning off), taking turns; a call "
+           "is every matmul of one forward pass (distinct weights per layer, chained as the encoder chains them)."]
+  for rows in FLAGS.tokens:
+    lines += time_rows(int(rows))
+  if FLAGS.append:
+    harness.append_history("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+  harness.run(main, FLAGS, __doc__)
