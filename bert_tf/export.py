@@ -25,10 +25,15 @@ from bert_tf import activations
 from bert_tf import checkpoints
 from bert_tf import fast_tokenization
 from bert_tf import model_dir
+from bert_tf import tflite_export
 from bert_tf import tokenization
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import base
+
+
+# export(tflite=True) writes the model, from token ids to its outputs, here in the version.
+TFLITE_FILE = os.path.join("assets.extra", "model.tflite")
 
 
 def task_names():
@@ -56,13 +61,14 @@ def make_server(task, tokenizer, model, max_seq_length, **options):
   return base.for_export(task).make_server(tokenizer, model, max_seq_length, **options)
 
 
-def save(server, export_dir):
+def save(server, export_dir, extra_files=None):
   """Writes the SavedModel into a new numbered version directory under export_dir, as TF Serving
   lays models out (export_dir/<version>/saved_model.pb; the version is the Unix time, above every
   version already there); returns that directory.
 
   Nothing export_dir holds is replaced or deleted: the version is written under a temporary
-  hidden name (which a model server ignores) and renamed when complete.
+  hidden name (which a model server ignores) and renamed when complete. extra_files: {path inside
+  the version: bytes}, written before the rename (TF Serving keeps such files in assets.extra/).
   """
   if tf.io.gfile.exists(export_dir) and not tf.io.gfile.isdir(export_dir):
     raise BertTfError(f"--export_dir: {export_dir} is a file, not a directory")
@@ -77,6 +83,10 @@ def save(server, export_dir):
     with activations.unfused_inference_gelu():  # no XLA in the SavedModel (activations.py)
       tf.saved_model.save(server, tmp, signatures={"serving_default": server.serve,
                                                     "tokenize": server.tokenize})
+    for name, data in (extra_files or {}).items():
+      tf.io.gfile.makedirs(os.path.dirname(os.path.join(tmp, name)))
+      with tf.io.gfile.GFile(os.path.join(tmp, name), "wb") as f:
+        f.write(data)
     final = os.path.join(export_dir, str(version))
     tf.io.gfile.rename(tmp, final)
   finally:
@@ -147,11 +157,19 @@ def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_s
 
 
 def export(task, config, vocab_file, do_lower_case, init_checkpoint, export_dir, max_seq_length,
-           **options):
+           tflite=False, **options):
   """Builds the task's server (build_server: the same arguments and options) and saves it as a
-  new version under export_dir; returns that version's directory."""
-  return save(build_server(task, config, vocab_file, do_lower_case, init_checkpoint,
-                           max_seq_length, **options), export_dir)
+  new version under export_dir; returns that version's directory. tflite: the server's model in
+  TensorFlow Lite too, as the version's TFLITE_FILE (float32 only)."""
+  if tflite:
+    from bert_tf import precision  # pylint: disable=g-import-not-at-top
+    if precision.resolve(options.get("dtype", "float32"), warn=False) != "float32":
+      raise BertTfError(f"--tflite: exports a float32 model only, not --dtype="
+                        f"{options['dtype']}")
+  server = build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_seq_length,
+                        **options)
+  extra = {TFLITE_FILE: tflite_export.convert(server.model)} if tflite else None
+  return save(server, export_dir, extra)
 
 
 def load(export_dir):
@@ -173,7 +191,7 @@ def export_from_options(task, options, init_checkpoint, weights=None):
   server_options = serving.serving_options_from(options.task, init_checkpoint)
   return export(serving.export_task, config, options.vocab_file, options.do_lower_case,
                 weights or init_checkpoint, options.export_dir, options.max_seq_length,
-                dtype=options.dtype, **server_options)
+                tflite=options.tflite, dtype=options.dtype, **server_options)
 
 
 def check_task_config(task, task_options, init_checkpoint):

@@ -43,6 +43,7 @@ class FinetuneOptions:
   warmup_proportion: float = 0.1
   export_tf1_checkpoint: bool = False
   export_dir: Optional[str] = None
+  tflite: bool = False  # --tflite: the model as TensorFlow Lite beside the export
   # The head: --left_to_right, --bilstm_head (None: the script has no such flag).
   left_to_right: bool = False
   bilstm_head: Optional[bool] = None
@@ -64,6 +65,8 @@ class FinetuneOptions:
       raise BertTfError(f"{'/'.join('--' + phase for phase in phases)}: at least one must be True")
     if self.bilstm_hidden_size and not self.bilstm_head:
       raise BertTfError("--bilstm_hidden_size: only with --bilstm_head")
+    if self.tflite and not self.export_dir:
+      raise BertTfError("--tflite: only with --export_dir (it writes beside the export)")
     self._check_packing()
     self._check_evaluation()
 
@@ -133,4 +136,5 @@ class ExportOptions:
   do_lower_case: bool = True
   max_seq_length: int = 128
   dtype: str = "float32"
+  tflite: bool = False
   task: Any = None

@@ -132,11 +132,17 @@ class ClassifierServer(tf.Module):
 
   def _serve(self, text_a, text_b=None):
     logits = self.model(heads.trimmed_inputs(self._pack(text_a, text_b)), training=False)["logits"]
-    if self.regression:
-      return {"scores": logits[:, 0]}
-    label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
-    return {"probabilities": tf.nn.softmax(logits, axis=-1), "label_ids": label_ids,
-            "labels": tf.gather(self.label_names, label_ids)}
+    return classifier_outputs(logits, self.label_names, self.regression)
+
+
+def classifier_outputs(logits, label_names, regression=False):
+  """The classifier's outputs from its logits [B, num_labels]: regression scores, or
+  probabilities, label ids and label names (label_names: tf.string [num_labels])."""
+  if regression:
+    return {"scores": logits[:, 0]}
+  label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
+  return {"probabilities": tf.nn.softmax(logits, axis=-1), "label_ids": label_ids,
+          "labels": tf.gather(label_names, label_ids)}
 
 
 class SquadServer(tf.Module):

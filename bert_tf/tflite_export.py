@@ -15,6 +15,7 @@ remains the serving format and this file sits beside it (export_savedmodel.py --
 quantize="dynamic_int8" is TensorFlow Lite's dynamic-range quantization: weights int8, one scale
 per output channel, activations quantized on the fly; measured against float32 in BENCHMARKS.md.
 """
+import os
 import warnings
 
 import numpy as np
@@ -29,51 +30,53 @@ def _check_quantize(quantize):
     raise ValueError(f"quantize should be one of {QUANTIZE}, got {quantize!r}")
 
 
-def convert(model, output_keys, quantize="none"):
+def convert(model, output_keys=None, quantize="none"):
   """The .tflite bytes of `model` (a Keras model taking the FEATURES dict, returning a dict)
-  called with training=False on int32 [B, T] ids, giving the float32 `output_keys`."""
+  called with training=False on int32 [B, T] ids, giving its `output_keys` (default: every
+  output) as float32."""
   _check_quantize(quantize)
   spec = [tf.TensorSpec([None, None], tf.int32, name) for name in FEATURES]
 
   @tf.function(input_signature=spec)
   def serve(input_ids, input_mask, segment_ids):
     outputs = model(dict(zip(FEATURES, (input_ids, input_mask, segment_ids))), training=False)
-    return {key: tf.cast(outputs[key], tf.float32) for key in output_keys}
+    return {key: tf.cast(outputs[key], tf.float32) for key in output_keys or outputs}
 
-  converter = tf.lite.TFLiteConverter.from_concrete_functions(
-      [serve.get_concrete_function()], model)
-  if quantize == "dynamic_int8":
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
-  return converter.convert()
+  # A task model's trim_padding cuts each batch to its longest input, a shape that depends on the
+  # mask's values, which XNNPACK cannot plan for: the caller trims instead (as Runner's users do).
+  trim = getattr(model, "trim_padding", False)
+  if trim:
+    model.trim_padding = False
+  try:
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [serve.get_concrete_function()], model)
+    if quantize == "dynamic_int8":
+      converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    return converter.convert()
+  finally:
+    if trim:
+      model.trim_padding = trim
 
 
 class Runner:
-  """Runs a .tflite model from convert() on numpy ids; one interpreter per input shape [B, T]
-  (resizing re-plans XNNPACK's kernels, so a server that sees few shapes keeps each ready)."""
+  """Runs a .tflite model from convert() on numpy ids. One interpreter serves every shape [B, T]:
+  a call whose shape differs from the last one's re-plans XNNPACK's kernels (~2-3 ms for MiniLM,
+  measured), which costs less than an interpreter per shape (each packs its own weights)."""
 
-  def __init__(self, blob=None, path=None, num_threads=None, max_shapes=8):
+  def __init__(self, blob=None, path=None, num_threads=None):
     if (blob is None) == (path is None):
       raise ValueError("Runner: give the model's bytes or its path, one of the two")
-    if path is not None:
-      with tf.io.gfile.GFile(path, "rb") as f:
-        blob = f.read()
-    self.blob, self.num_threads, self.max_shapes = blob, num_threads, max_shapes
-    self._runners = {}
-
-  def _runner(self, shape):
-    """The signature runner of the interpreter for input shape [B, T] (made on first use)."""
-    if shape not in self._runners:
-      if len(self._runners) >= self.max_shapes:  # the oldest shape makes room
-        self._runners.pop(next(iter(self._runners)))
-      with warnings.catch_warnings():  # "tf.lite.Interpreter is deprecated": TF 2.20 has it
-        warnings.simplefilter("ignore")
-        interpreter = tf.lite.Interpreter(model_content=self.blob, num_threads=self.num_threads)
-      # The signature runner resizes the inputs to the first call's shape and plans for it.
-      self._runners[shape] = (interpreter, interpreter.get_signature_runner())
-    return self._runners[shape][1]
+    # TensorFlow Lite's own default is one thread: every core this process may use, unless told.
+    num_threads = num_threads or len(os.sched_getaffinity(0))
+    with warnings.catch_warnings():  # "tf.lite.Interpreter is deprecated": TF 2.20 still has it
+      warnings.simplefilter("ignore")
+      self.interpreter = tf.lite.Interpreter(model_content=blob, model_path=path,
+                                             num_threads=num_threads)
+    # The signature runner resizes the inputs to each call's shape and plans for it.
+    self._run = self.interpreter.get_signature_runner()
 
   def __call__(self, input_ids, input_mask, segment_ids):
     """{output key: float32 numpy array} for int [B, T] numpy ids."""
     arrays = [np.ascontiguousarray(a, dtype=np.int32)
               for a in (input_ids, input_mask, segment_ids)]
-    return self._runner(arrays[0].shape)(**dict(zip(FEATURES, arrays)))
+    return self._run(**dict(zip(FEATURES, arrays)))
