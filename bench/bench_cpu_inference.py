@@ -18,6 +18,7 @@ Peers (--peers; `ours ...` rows are our encoder in a tf.function, sequence + poo
   extract          feature_extraction.extract (4 layers out, numpy), as extract_features.py runs
   savedmodel       the exported classifier's serving_default on raw text (tokenization included)
   predictor        bert_tf.predictor.load(export) on the same texts
+  predictor_tflite the same with backend="tflite" (the export's assets.extra/model.tflite)
   torch            transformers BertModel, eager, torch.inference_mode(), 2 threads
   ort, ort_opt     ONNX Runtime on torch.onnx's export of that model; ort_opt after
                    onnxruntime.transformers.optimizer (fused attention, GELU, LayerNorm)
@@ -35,6 +36,7 @@ with "_nodnn" (oneDNN off). --profile adds tf.profiler's time per op type of our
 
 prints Markdown tables and appends them to benchmarks/<date>.md (--noappend: only prints).
 """
+import glob
 import json
 import os
 import subprocess
@@ -53,8 +55,9 @@ FLAGS.strings("batch_sizes", "1,8,32", "Batch sizes.")
 FLAGS.integer("seq_length", 128, "Tokens per sequence (every input fills it).")
 FLAGS.strings("peers", "ours_before,ours_nodnn,ours_nodnn_xlagelu,ours,ours_xla,torch,ort,"
               "ort_opt,garden", "Encoder peers (see the docstring).")
-FLAGS.strings("entry_points", "extract,savedmodel,predictor", "Our entry points to time, "
-              "each with oneDNN as shipped and off.")
+FLAGS.strings("entry_points", "extract,savedmodel,predictor,predictor_tflite",
+              "Our entry points to time, each with oneDNN as shipped and off (TensorFlow Lite's "
+              "as shipped only).")
 FLAGS.integer("rounds", 5, "Timed rounds (one call of each peer per round).")
 FLAGS.integer("batch1_rounds", 30, "Timed rounds at batch 1 (cheap; p50 wants more).")
 FLAGS.boolean("profile", True, "tf.profiler's time per op type of ours, batch 8.")
@@ -99,6 +102,7 @@ def prepare(model, model_dir):
   model_opt.onnx. Runs in a process of its own (it imports TensorFlow and PyTorch)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf import checkpoints, export, fast_tokenization  # pylint: disable=g-import-not-at-top
+  from bert_tf import tflite_export  # pylint: disable=g-import-not-at-top
   from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
   os.makedirs(model_dir, exist_ok=True)
   config_file, vocab_file = (os.path.join(model_dir, name)
@@ -125,7 +129,8 @@ def prepare(model, model_dir):
   tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case=True)
   server = export.make_server("classifier", tokenizer, classifier, FLAGS.seq_length,
                               label_list=["0", "1"], pair=False)
-  export.save(server, os.path.join(model_dir, "export"))
+  export.save(server, os.path.join(model_dir, "export"),
+              {export.TFLITE_FILE: tflite_export.convert(classifier)})  # as --tflite writes it
   export_onnx(model_dir)
 
 
@@ -240,9 +245,10 @@ def savedmodel_worker(model_dir, batch_size):
   return lambda: {k: v.numpy() for k, v in serve(text_a=texts).items()}
 
 
-def predictor_worker(model_dir, batch_size):
+def predictor_worker(model_dir, batch_size, backend="savedmodel"):
   from bert_tf import predictor  # pylint: disable=g-import-not-at-top
-  classify = predictor.load(os.path.join(model_dir, "export"), batch_size=batch_size)
+  classify = predictor.load(os.path.join(model_dir, "export"), batch_size=batch_size,
+                            backend=backend)
   texts = texts_batch(model_dir, batch_size, FLAGS.seq_length)
   return lambda: classify(texts)
 
@@ -320,6 +326,7 @@ def build_worker(peer, model_dir, batch_size):
     return GEMM_PEERS[base](bench_gemm, gemm_model(model_dir), batch_size * FLAGS.seq_length)
   builders = {"extract": extract_worker, "savedmodel": savedmodel_worker,
               "predictor": predictor_worker, "torch": torch_worker, "garden": garden_worker,
+              "predictor_tflite": lambda d, b: predictor_worker(d, b, "tflite"),
               "tflite": lambda d, b: tflite_worker(d, b, "none"),
               "tflite_int8": lambda d, b: tflite_worker(d, b, "dynamic_int8"),
               "ort": lambda d, b: ort_worker(d, b, False),
@@ -351,7 +358,6 @@ def worker_env(peer):
 def profile_lines(model_dir, batch_size, calls=2):
   """tf.profiler's time per op type in `calls` calls of ours (oneDNN as the environment sets it),
   as Markdown rows: op type, ms per call, share."""
-  import glob  # pylint: disable=g-import-not-at-top
   import tempfile  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=g-import-not-at-top
@@ -396,7 +402,8 @@ def model_dir_of(model):
 
 def ensure_prepared(model):
   directory = model_dir_of(model)
-  if not os.path.exists(os.path.join(directory, "model_opt.onnx")):
+  if not os.path.exists(os.path.join(directory, "model_opt.onnx")) or not glob.glob(
+      os.path.join(directory, "export", "*", "assets.extra", "model.tflite")):
     subprocess.run(_self_command(f"--prepare={model}", f"--model_dir={directory}",
                                  f"--seq_length={FLAGS.seq_length}",
                                  f"--vocab_file={FLAGS.vocab_file}"),
@@ -450,7 +457,8 @@ def controller():
     for batch_size in batch_sizes:
       rounds = 2 if quick else (FLAGS.batch1_rounds if batch_size == 1 else FLAGS.rounds)
       lines += time_group(model, batch_size, FLAGS.peers, rounds)
-      entry = [p for e in FLAGS.entry_points for p in (e, e + "_nodnn")]
+      entry = [p for e in FLAGS.entry_points
+               for p in ((e,) if "tflite" in e else (e, e + "_nodnn"))]
       if entry and batch_size <= 8:
         lines += time_group(model, batch_size, entry + ["ours"], rounds)
   if FLAGS.profile and not quick:

@@ -21,6 +21,8 @@ import warnings
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import activations
+
 FEATURES = ("input_ids", "input_mask", "segment_ids")
 QUANTIZE = ("none", "dynamic_int8")
 
@@ -48,8 +50,9 @@ def convert(model, output_keys=None, quantize="none"):
   if trim:
     model.trim_padding = False
   try:
-    converter = tf.lite.TFLiteConverter.from_concrete_functions(
-        [serve.get_concrete_function()], model)
+    with activations.unfused_inference_gelu():  # no XLA-compiled GELU inside the file
+      function = serve.get_concrete_function()
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([function], model)
     if quantize == "dynamic_int8":
       converter.optimizations = [tf.lite.Optimize.DEFAULT]
     return converter.convert()
