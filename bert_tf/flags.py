@@ -420,7 +420,7 @@ def define_export_flags(with_dtype=False):
   _define("bool", "tflite", False, "With --export_dir: also write the model (from token ids to "
           "its outputs) as TensorFlow Lite, <version>/assets.extra/model.tflite, float32 only; "
           "bert_tf.predictor.load(export_dir, backend='tflite') serves a classifier through it, "
-          "~1.9x faster at batch 1 on AVX2 CPUs (BENCHMARKS.md).")
+          "~1.8x faster at batch 1 on AVX2 CPUs (BENCHMARKS.md).")
   if with_dtype:
     define_dtype_flag()
 

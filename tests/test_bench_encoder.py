@@ -66,3 +66,18 @@ def test_model_garden_inference_step_runs_the_encoder_once():
                           type_vocab_size=2, dict_outputs=True)
   assert matmuls(step.function.get_concrete_function(step.features)) == one_call_matmuls(
       reference, step.features)
+
+
+def test_the_matmul_ceiling_is_the_same_work_in_every_framework(monkeypatch):
+  """bench_gemm.py (the ceiling beside bench_cpu_inference's peers): every peer chains the same
+  products to the same result, and the FLOP count is the encoder's matmuls (4 per layer)."""
+  import numpy as np
+  import bench_gemm
+  monkeypatch.setitem(bench_gemm.SIZES, "tiny", (2, 16, 24))
+  rows = 8
+  assert bench_gemm.flops("tiny", rows) == 2 * 2 * rows * (16 * 48 + 16 * 16 + 16 * 24 + 24 * 16)
+  want = bench_gemm.numpy_worker("tiny", rows)()
+  assert want.shape == (rows, 16) and np.abs(want).mean() > 0.1  # the scale kept near 1
+  for name in ("tf", "tf_xla", "ort", "torch"):
+    got = bench_gemm.build_worker(name, "tiny", rows)()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=name)

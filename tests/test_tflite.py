@@ -105,7 +105,10 @@ def _assert_same(got, want):
 def test_export_tflite_and_the_predictor_backend(mrpc):
   assert os.path.getsize(os.path.join(mrpc.version, export.TFLITE_FILE)) > 10_000
   assert not [name for name in os.listdir(mrpc.export_dir) if name.startswith(".tmp")]
-  want = predictor.load(mrpc.export_dir)(PAIRS)
+  saved = predictor.load(mrpc.export_dir, backend="savedmodel")
+  want = saved(PAIRS)
+  assert predictor.load(mrpc.export_dir).backend == "tflite"  # auto: the export holds the file
+  assert predictor.load(mrpc.output_dir).backend == "savedmodel"  # auto: no conversion unasked
   assert np.ptp([r["scores"]["1"] for r in want]) > 0.05
   _assert_same(predictor.load(mrpc.export_dir, backend="tflite", batch_size=2)(PAIRS), want)
   from_run = predictor.load(mrpc.output_dir, backend="tflite")  # converted on loading
@@ -114,12 +117,14 @@ def test_export_tflite_and_the_predictor_backend(mrpc):
 
 
 def test_tflite_misuse_is_one_line(mrpc, tmp_path):
-  with pytest.raises(BertTfError, match="backend: expected one of savedmodel, tflite, got 'onnx'"):
+  with pytest.raises(BertTfError, match="backend: expected one of auto, savedmodel, tflite, got "
+                                        "'onnx'"):
     predictor.load(mrpc.export_dir, backend="onnx")
   plain = export.export("classifier", mrpc.config, os.path.join(mrpc.output_dir, "vocab.txt"),
                         True, mrpc.output_dir, str(tmp_path / "plain"), SEQ,
                         label_list=["0", "1"], pair=True)
   assert not os.path.exists(os.path.join(plain, export.TFLITE_FILE))
+  assert predictor.load(str(tmp_path / "plain")).backend == "savedmodel"
   with pytest.raises(BertTfError, match="model.tflite not found; export with --tflite"):
     predictor.load(str(tmp_path / "plain"), backend="tflite")
   with pytest.raises(BertTfError, match="--tflite: exports a float32 model only"):
