@@ -59,10 +59,8 @@ def dev_features(model_dir, task):
 
 
 def scores(predictions, labels):
-  correct = float((predictions == labels).mean())
-  tp = float(((predictions == 1) & (labels == 1)).sum())
-  f1 = 2 * tp / max(1.0, float((predictions == 1).sum() + (labels == 1).sum()))
-  return correct, f1
+  from bert_tf import metrics  # pylint: disable=g-import-not-at-top
+  return metrics.accuracy(labels, predictions), metrics.f1(labels, predictions)
 
 
 def main(argv):

@@ -160,12 +160,7 @@ def export(task, config, vocab_file, do_lower_case, init_checkpoint, export_dir,
            tflite=False, **options):
   """Builds the task's server (build_server: the same arguments and options) and saves it as a
   new version under export_dir; returns that version's directory. tflite: the server's model in
-  TensorFlow Lite too, as the version's TFLITE_FILE (float32 only)."""
-  if tflite:
-    from bert_tf import precision  # pylint: disable=g-import-not-at-top
-    if precision.resolve(options.get("dtype", "float32"), warn=False) != "float32":
-      raise BertTfError(f"--tflite: exports a float32 model only, not --dtype="
-                        f"{options['dtype']}")
+  TensorFlow Lite too, as the version's TFLITE_FILE (a float32 model only: convert's rule)."""
   server = build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_seq_length,
                         **options)
   extra = {TFLITE_FILE: tflite_export.convert(server.model)} if tflite else None

@@ -31,6 +31,7 @@ import tensorflow as tf
 
 from bert_tf import export
 from bert_tf import fileio
+from bert_tf import heads
 from bert_tf import model_dir
 from bert_tf import servers
 from bert_tf import tflite_export
@@ -88,7 +89,8 @@ def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None,
     has_file = tflite_file is not None and tf.io.gfile.exists(tflite_file)
     backend = "tflite" if described["task"] == "classifier" and has_file else "savedmodel"
   if backend == "tflite":
-    serve = _tflite_classifier(path, tflite_file, module, tokenize, dtype, **described)
+    serve = _tflite_classifier(path, tflite_file, module, tokenize, described["task"],
+                               described["label_list"], described["regression"])
   loaded = Predictor(serve, batch_size=batch_size, module=module, backend=backend, **described)
   if task is not None and task != loaded.task:
     raise BertTfError(f"task: {path} holds a {loaded.task} model, not {task}")
@@ -98,17 +100,14 @@ def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None,
 BACKENDS = ("auto", "savedmodel", "tflite")
 
 
-def _tflite_classifier(path, tflite_file, module, tokenize, dtype, task, label_list, pair,
-                       regression):
-  """A classifier's serve(**texts) with the server's tokenization (its `tokenize` signature) and
-  outputs (servers.classifier_outputs), the model run by TensorFlow Lite: an export's tflite_file,
-  or (tflite_file None) the model of `module`, an output_dir's server built in memory, converted."""
-  del pair  # the tokenize signature takes text_b exactly when the model takes pairs
+def _tflite_classifier(path, tflite_file, module, tokenize, task, label_list, regression):
+  """A classifier's serve(**texts) with the server's tokenization (its `tokenize` signature, which
+  takes text_b exactly when the model takes pairs) and outputs (servers.classifier_outputs), the
+  model run by TensorFlow Lite: an export's tflite_file, or (tflite_file None) the model of
+  `module`, an output_dir's server built in memory, converted."""
   if task != "classifier":
     raise BertTfError(f"backend='tflite': serves classifiers only; {path} holds a {task} model")
   if tflite_file is None:
-    if dtype != "float32":
-      raise BertTfError(f"backend='tflite': a float32 model only, not dtype={dtype!r}")
     runner = tflite_export.Runner(tflite_export.convert(module.model))
   else:
     if not tf.io.gfile.exists(tflite_file):
@@ -118,9 +117,8 @@ def _tflite_classifier(path, tflite_file, module, tokenize, dtype, task, label_l
   label_names = tf.constant(label_list or ["score"], tf.string)
 
   def serve(**texts):
-    packed = {name: value.numpy() for name, value in tokenize(**texts).items()}
-    length = max(1, int(packed["input_mask"].sum(axis=1).max()))  # the batch's longest input
-    logits = runner(*(packed[name][:, :length] for name in tflite_export.FEATURES))["logits"]
+    packed = heads.trimmed_inputs(tokenize(**texts))  # cut to the batch's longest input
+    logits = runner(*(packed[name].numpy() for name in tflite_export.FEATURES))["logits"]
     return servers.classifier_outputs(tf.constant(logits), label_names, regression)
   return serve
 

@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import activations
+from bert_tf.errors import BertTfError
 
 FEATURES = ("input_ids", "input_mask", "segment_ids")
 QUANTIZE = ("none", "dynamic_int8")
@@ -35,8 +36,11 @@ def _check_quantize(quantize):
 def convert(model, output_keys=None, quantize="none"):
   """The .tflite bytes of `model` (a Keras model taking the FEATURES dict, returning a dict)
   called with training=False on int32 [B, T] ids, giving its `output_keys` (default: every
-  output) as float32."""
+  output) as float32. A float32 model only: TensorFlow Lite's XNNPACK path is float32."""
   _check_quantize(quantize)
+  if model.compute_dtype != "float32":
+    raise BertTfError(f"--tflite: exports a float32 model only, not a {model.compute_dtype} one "
+                      f"(--dtype; the predictor's dtype= likewise)")
   spec = [tf.TensorSpec([None, None], tf.int32, name) for name in FEATURES]
 
   @tf.function(input_signature=spec)
