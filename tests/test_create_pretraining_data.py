@@ -5,6 +5,7 @@ absl flags would clash with other scripts' flags in this process). That release 
 --do_whole_word_mask, so for whole-word masking the oracle's masking function is swapped for the
 upstream (google-research/bert master) algorithm, restated below on token strings.
 """
+import concurrent.futures
 import functools
 import json
 import os
@@ -21,6 +22,7 @@ from support.task_data import _toy_corpus
 
 from bert_tf import records
 from bert_tf import tokenization
+from bert_tf import workers
 from bert_tf.pretraining_data import corpus as corpus_module
 from bert_tf.pretraining_data import algorithm
 from bert_tf.pretraining_data import pipeline
@@ -312,8 +314,21 @@ def test_bad_input_fails_cleanly(tmp_path, monkeypatch):
   assert not [name for name in os.listdir(tmp_path) if "w0" in name or "w1" in name]
   # A worker that dies (as if killed) fails the run instead of leaving it waiting.
   monkeypatch.setattr(record_writer, "_spool_block", _die)
-  with pytest.raises(RuntimeError, match="died"):
+  with pytest.raises(RuntimeError, match="serializing records died"):
     _ours([toy], [str(tmp_path / "w0.tfrecord")], num_workers=2, dupe_factor=5)
+  assert not [name for name in os.listdir(tmp_path) if "w0" in name]
+  # The same when the death is seen by the next submit rather than by a result (a race above).
+  submit = workers.ForkedWorkers.submit
+
+  def submit_and_wait(self, *args):
+    future = submit(self, *args)
+    concurrent.futures.wait([future])
+    return future
+
+  with monkeypatch.context() as m:
+    m.setattr(workers.ForkedWorkers, "submit", submit_and_wait)
+    with pytest.raises(RuntimeError, match="serializing records died"):
+      _ours([toy], [str(tmp_path / "w0.tfrecord")], num_workers=2, dupe_factor=5)
   assert not [name for name in os.listdir(tmp_path) if "w0" in name]
   # Or while tokenizing the input.
   monkeypatch.setattr(corpus_module, "tokenize_chunk", _die_reading)

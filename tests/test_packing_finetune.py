@@ -276,7 +276,10 @@ packed = layout.unpack(training.predict(strategy, model, layout.predict_input_fn
 for a, b in zip(packed, unpacked):
   np.testing.assert_array_equal(a["input_ids"], b["input_ids"])
   np.testing.assert_allclose(a["logits"], b["logits"], rtol=1e-5, atol=1e-5)
-print("SAME")
+print("SAME", flush=True)
+# Done: skip the interpreter's teardown, where TensorFlow's tf.data can wait on an autotune
+# thread's sleep for the iterators still alive (16 s seen here; past the timeout once in CI).
+os._exit(0)
 """
 
 

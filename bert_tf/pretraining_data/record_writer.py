@@ -151,7 +151,9 @@ class Spool:
     shutil.rmtree(self._state.dir, ignore_errors=True)
 
   def add(self, block):
-    self._pending.append(self._workers.submit(_spool_block, len(self._pending), block))
+    # A worker that died on an earlier block breaks the pool: submitting then fails too.
+    with workers.if_a_worker_dies("serializing records"):
+      self._pending.append(self._workers.submit(_spool_block, len(self._pending), block))
 
   def write(self, output_order, output_files, progress_seconds=30):
     """Writes the spooled records in `output_order` (indices in making order), as write_instances.
@@ -186,11 +188,11 @@ class Spool:
       paths = [stack.enter_context(fileio.atomic_output(path)) for path in output_files]
       for path in paths:
         open(path, "wb").close()
-      copies = [self._workers.submit(_copy_spooled, num_blocks, [a[lo:hi] for a in frames], lo,
-                                     paths, offsets(lo)) for lo, hi in zip(parts[1:-1], parts[2:])]
-      written = _copy_spooled(self._state, num_blocks, [a[:parts[1]] for a in frames], 0, paths, offsets(0),
-                              progress_seconds, total)
       with workers.if_a_worker_dies("copying records out"):
+        copies = [self._workers.submit(_copy_spooled, num_blocks, [a[lo:hi] for a in frames], lo,
+                                       paths, offsets(lo)) for lo, hi in zip(parts[1:-1], parts[2:])]
+        written = _copy_spooled(self._state, num_blocks, [a[:parts[1]] for a in frames], 0, paths,
+                                offsets(0), progress_seconds, total)
         written += sum(copy.result() for copy in copies)
     return written
 
