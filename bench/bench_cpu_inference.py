@@ -19,6 +19,8 @@ Peers (--peers; `ours ...` rows are our encoder in a tf.function, sequence + poo
   savedmodel       the exported classifier's serving_default on raw text (tokenization included)
   predictor        bert_tf.predictor.load(export) on the same texts
   predictor_tflite the same with backend="tflite" (the export's assets.extra/model.tflite)
+  squad_predictor, ner_predictor (and _tflite): the same for SQuAD and NER exports of the encoder
+                   (random heads), on the same texts (SQuAD: as contexts, a question each)
   torch            transformers BertModel, eager, torch.inference_mode(), 2 threads
   ort, ort_opt     ONNX Runtime on torch.onnx's export of that model; ort_opt after
                    onnxruntime.transformers.optimizer (fused attention, GELU, LayerNorm)
@@ -36,6 +38,7 @@ with "_nodnn" (oneDNN off). --profile adds tf.profiler's time per op type of our
 
 prints Markdown tables and appends them to benchmarks/<date>.md (--noappend: only prints).
 """
+import functools
 import glob
 import json
 import os
@@ -55,7 +58,8 @@ FLAGS.strings("batch_sizes", "1,8,32", "Batch sizes.")
 FLAGS.integer("seq_length", 128, "Tokens per sequence (every input fills it).")
 FLAGS.strings("peers", "ours_before,ours_nodnn,ours_nodnn_xlagelu,ours,ours_xla,torch,ort,"
               "ort_opt,garden", "Encoder peers (see the docstring).")
-FLAGS.strings("entry_points", "extract,savedmodel,predictor,predictor_tflite",
+FLAGS.strings("entry_points", "extract,savedmodel,predictor,predictor_tflite,squad_predictor,"
+              "squad_predictor_tflite,ner_predictor,ner_predictor_tflite",
               "Our entry points to time, each with oneDNN as shipped and off (TensorFlow Lite's "
               "as shipped only).")
 FLAGS.integer("rounds", 5, "Timed rounds (one call of each peer per round).")
@@ -127,11 +131,24 @@ def prepare(model, model_dir):
     checkpoints.save_tf1_checkpoint(classifier.encoder, ckpt)
   checkpoints.save_hf_safetensors(classifier.encoder, os.path.join(model_dir, "hf"))
   tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case=True)
-  server = export.make_server("classifier", tokenizer, classifier, FLAGS.seq_length,
-                              label_list=["0", "1"], pair=False)
-  export.save(server, os.path.join(model_dir, "export"),
-              {export.TFLITE_FILE: tflite_export.convert(classifier)})  # as --tflite writes it
+  for task, options in PREDICTOR_TASKS.items():  # each with the encoder's weights, as --tflite
+    model = classifier
+    if task != "classifier":
+      model = export.build_model(task, config, num_labels=len(options.get("label_list", [])))
+      checkpoints.init_from_checkpoint(model, ckpt)
+    export.save(export.make_server(task, tokenizer, model, FLAGS.seq_length, **options),
+                os.path.join(model_dir, export_name(task)),
+                export.tflite_files(task, model, vocab_file, True, FLAGS.seq_length, **options))
   export_onnx(model_dir)
+
+
+# The predictor's tasks, each exported with these serving options (SQuAD's defaults).
+PREDICTOR_TASKS = {"classifier": dict(label_list=["0", "1"], pair=False), "squad": {},
+                   "ner": dict(label_list=["B-PER", "I-PER", "B-LOC", "I-LOC", "O"])}
+
+
+def export_name(task):
+  return "export" if task == "classifier" else f"export_{task}"
 
 
 def export_onnx(model_dir):
@@ -245,12 +262,17 @@ def savedmodel_worker(model_dir, batch_size):
   return lambda: {k: v.numpy() for k, v in serve(text_a=texts).items()}
 
 
-def predictor_worker(model_dir, batch_size, backend="savedmodel"):
+def predictor_worker(model_dir, batch_size, backend="savedmodel", task="classifier"):
+  """bert_tf.predictor on the task's export: texts of seq_length words (SQuAD: as contexts, each
+  with a question of its first 8 words; its windows then take each context in two)."""
   from bert_tf import predictor  # pylint: disable=g-import-not-at-top
-  classify = predictor.load(os.path.join(model_dir, "export"), batch_size=batch_size,
-                            backend=backend)
+  loaded = predictor.load(os.path.join(model_dir, export_name(task)), batch_size=batch_size,
+                          backend=backend)
   texts = texts_batch(model_dir, batch_size, FLAGS.seq_length)
-  return lambda: classify(texts)
+  if task == "squad":
+    questions = [" ".join(text.split()[:8]) + "?" for text in texts]
+    return lambda: loaded(question=questions, context=texts)
+  return lambda: loaded(texts)
 
 
 def torch_worker(model_dir, batch_size):
@@ -327,6 +349,10 @@ def build_worker(peer, model_dir, batch_size):
   builders = {"extract": extract_worker, "savedmodel": savedmodel_worker,
               "predictor": predictor_worker, "torch": torch_worker, "garden": garden_worker,
               "predictor_tflite": lambda d, b: predictor_worker(d, b, "tflite"),
+              **{f"{task}_predictor{suffix}": functools.partial(
+                  predictor_worker, backend=backend, task=task)
+                 for task in ("squad", "ner")
+                 for suffix, backend in (("", "savedmodel"), ("_tflite", "tflite"))},
               "tflite": lambda d, b: tflite_worker(d, b, "none"),
               "tflite_int8": lambda d, b: tflite_worker(d, b, "dynamic_int8"),
               "ort": lambda d, b: ort_worker(d, b, False),
@@ -402,8 +428,9 @@ def model_dir_of(model):
 
 def ensure_prepared(model):
   directory = model_dir_of(model)
-  if not os.path.exists(os.path.join(directory, "model_opt.onnx")) or not glob.glob(
-      os.path.join(directory, "export", "*", "assets.extra", "model.tflite")):
+  if not os.path.exists(os.path.join(directory, "model_opt.onnx")) or not all(
+      glob.glob(os.path.join(directory, export_name(task), "*", "assets.extra", "server.json"))
+      for task in PREDICTOR_TASKS):  # export.TFLITE_SERVER_FILE (no TensorFlow imported here)
     subprocess.run(_self_command(f"--prepare={model}", f"--model_dir={directory}",
                                  f"--seq_length={FLAGS.seq_length}",
                                  f"--vocab_file={FLAGS.vocab_file}"),

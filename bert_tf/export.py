@@ -24,6 +24,7 @@ import tf_keras
 from bert_tf import activations
 from bert_tf import checkpoints
 from bert_tf import fast_tokenization
+from bert_tf import fileio
 from bert_tf import model_dir
 from bert_tf import tflite_export
 from bert_tf import tokenization
@@ -32,8 +33,11 @@ from bert_tf.errors import BertTfError
 from bert_tf.tasks import base
 
 
-# export(tflite=True) writes the model, from token ids to its outputs, here in the version.
+# export(tflite=True) writes the model, from token ids to its outputs, here in the version, and
+# beside it what rebuilds the server around it (tflite_server): its settings and the vocabulary.
 TFLITE_FILE = os.path.join("assets.extra", "model.tflite")
+TFLITE_SERVER_FILE = os.path.join("assets.extra", "server.json")
+TFLITE_VOCAB_FILE = os.path.join("assets.extra", "vocab.txt")
 
 
 def task_names():
@@ -117,7 +121,7 @@ def resolve(path):
 
 
 def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_seq_length,
-                 dtype="float32", **options):
+                 dtype="float32", tflite=False, **options):
   """The task model in `dtype` with the fine-tuned checkpoint loaded, in its server (in memory:
   export() saves it, bert_tf.predictor calls it). A checkpoint with a --bilstm_head BiLSTM gives a
   model with that BiLSTM.
@@ -125,6 +129,8 @@ def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_s
   task: a serving name ("classifier", "squad", "ner") or a registered task that has one.
   dtype float32, bfloat16 or float16: bfloat16 gives the outputs of a mixed_bfloat16 model;
   auto: bert_tf.precision's choice for this machine.
+  tflite: the model converted in memory and run by TensorFlow Lite (tflite_export.ServingModel;
+  float32 only), for serving in this process (bert_tf.predictor); such a server is not saved.
   options: the task's serving options (a classifier's label_list, pair, regression; NER's
   label_list; SQuAD's max_query_length, doc_stride, max_answer_length, n_best_size,
   null_score_diff_threshold).
@@ -153,6 +159,8 @@ def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_s
   finally:
     tf_keras.mixed_precision.set_global_policy(previous)
   checkpoints.load_task_model(model, init_checkpoint, serving.export_task)
+  if tflite:
+    model = tflite_export.ServingModel(tflite_export.Runner(tflite_export.convert(model)))
   return serving.make_server(tokenizer, model, max_seq_length, **options)
 
 
@@ -160,11 +168,49 @@ def export(task, config, vocab_file, do_lower_case, init_checkpoint, export_dir,
            tflite=False, **options):
   """Builds the task's server (build_server: the same arguments and options) and saves it as a
   new version under export_dir; returns that version's directory. tflite: the server's model in
-  TensorFlow Lite too, as the version's TFLITE_FILE (a float32 model only: convert's rule)."""
+  TensorFlow Lite too, with what rebuilds the server around it (tflite_files; a float32 model
+  only: convert's rule)."""
   server = build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_seq_length,
                         **options)
-  extra = {TFLITE_FILE: tflite_export.convert(server.model)} if tflite else None
+  options.pop("dtype", None)
+  extra = (tflite_files(task, server.model, vocab_file, do_lower_case, max_seq_length, **options)
+           if tflite else None)
   return save(server, export_dir, extra)
+
+
+def tflite_files(task, model, vocab_file, do_lower_case, max_seq_length, **options):
+  """{path in the version: bytes} that --tflite adds to an export: the task model in TensorFlow
+  Lite (TFLITE_FILE) and what rebuilds its server around it (tflite_server): the server's
+  settings (options: make_server's) and the vocabulary."""
+  settings = {"task": base.for_export(task).export_task, "do_lower_case": do_lower_case,
+              "max_seq_length": max_seq_length, "options": options}
+  with tf.io.gfile.GFile(vocab_file, "rb") as f:
+    vocab = f.read()
+  return {TFLITE_FILE: tflite_export.convert(model), TFLITE_VOCAB_FILE: vocab,
+          TFLITE_SERVER_FILE: json.dumps(settings, indent=2).encode()}
+
+
+def has_tflite(export_dir):
+  """Whether the export (a version directory, or the newest under it) was made with --tflite."""
+  version = resolve(export_dir)
+  return all(tf.io.gfile.exists(os.path.join(version, name))
+             for name in (TFLITE_FILE, TFLITE_SERVER_FILE, TFLITE_VOCAB_FILE))
+
+
+def tflite_server(export_dir):
+  """The server of an export made with --tflite, built in memory around its TensorFlow Lite model
+  (tflite_export.ServingModel): the SavedModel's tokenization and post-processing, from the
+  settings and vocabulary the export keeps beside the file."""
+  version = resolve(export_dir)
+  if not has_tflite(version):
+    raise BertTfError(f"{version}: no {TFLITE_FILE} with its {TFLITE_SERVER_FILE} and "
+                      f"{TFLITE_VOCAB_FILE}; export with --tflite to write them")
+  settings = json.loads(fileio.read_text(os.path.join(version, TFLITE_SERVER_FILE)))
+  tokenizer = fast_tokenization.FastTokenizer(os.path.join(version, TFLITE_VOCAB_FILE),
+                                              do_lower_case=settings["do_lower_case"])
+  runner = tflite_export.Runner(path=os.path.join(version, TFLITE_FILE))
+  return make_server(settings["task"], tokenizer, tflite_export.ServingModel(runner),
+                     settings["max_seq_length"], **settings["options"])
 
 
 def load(export_dir):

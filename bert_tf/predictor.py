@@ -31,10 +31,7 @@ import tensorflow as tf
 
 from bert_tf import export
 from bert_tf import fileio
-from bert_tf import heads
 from bert_tf import model_dir
-from bert_tf import servers
-from bert_tf import tflite_export
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import base
@@ -56,10 +53,11 @@ def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None,
   task: "classifier", "squad" or "ner" to check that path holds that task (None: any).
   bert_config_file, vocab_file: for an output_dir without bert_config.json / vocab.txt copies.
   dtype: the output_dir's model's (float32, bfloat16 or float16; an export keeps its own).
-  backend: "savedmodel" (the server's graph), or "tflite" for a classifier: the same tokenization
-  and outputs, the model run by TensorFlow Lite (an export made with --tflite holds the file; an
-  output_dir's float32 model is converted on loading), ~1.8x faster at batch 1 on AVX2 CPUs;
-  "auto": tflite for a classifier export that holds the file, else savedmodel.
+  backend: "savedmodel" (the server's graph), or "tflite": the same server (tokenization, outputs
+  and post-processing, any task) around the model run by TensorFlow Lite, ~1.6x faster at batch 1
+  on AVX2 CPUs (an export made with --tflite holds the model and what rebuilds its server; an
+  output_dir's float32 model is converted on loading); "auto": tflite for an export that holds the
+  file, else savedmodel.
   """
   if not isinstance(path, (str, os.PathLike)):
     raise TypeError(f"predictor.load: path should be a str or os.PathLike naming an export or a "
@@ -75,22 +73,23 @@ def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None,
   if task is not None:
     task = base.for_export(task, flag="task").export_task
   if tf.io.gfile.exists(os.path.join(path, TASK_CONFIG_FILE)):
-    module = _server_from_output_dir(path, bert_config_file, vocab_file, dtype)
-    serve, tokenize, tflite_file = module.serve, module.tokenize, None
+    backend = "tflite" if backend == "tflite" else "savedmodel"  # auto: no conversion unasked
+    module = _server_from_output_dir(path, bert_config_file, vocab_file, dtype,
+                                     tflite=backend == "tflite")
+    serve = module.serve
   elif tf.io.gfile.exists(os.path.join(path, "saved_model.pb")) or export.versions(path):
-    module = export.load(path)
-    serve, tokenize = module.signatures["serving_default"], module.signatures["tokenize"]
-    tflite_file = os.path.join(export.resolve(path), export.TFLITE_FILE)
+    if backend == "auto":
+      backend = "tflite" if export.has_tflite(path) else "savedmodel"
+    if backend == "tflite":
+      module = export.tflite_server(path)
+      serve = module.serve
+    else:
+      module = export.load(path)
+      serve = module.signatures["serving_default"]
   else:
     raise BertTfError(f"{path}: neither an export (saved_model.pb, or numbered versions of one) "
                       f"nor a fine-tuning output_dir ({TASK_CONFIG_FILE})")
   described = _describe(module, serve)
-  if backend == "auto":
-    has_file = tflite_file is not None and tf.io.gfile.exists(tflite_file)
-    backend = "tflite" if described["task"] == "classifier" and has_file else "savedmodel"
-  if backend == "tflite":
-    serve = _tflite_classifier(path, tflite_file, module, tokenize, described["task"],
-                               described["label_list"], described["regression"])
   loaded = Predictor(serve, batch_size=batch_size, module=module, backend=backend, **described)
   if task is not None and task != loaded.task:
     raise BertTfError(f"task: {path} holds a {loaded.task} model, not {task}")
@@ -98,29 +97,6 @@ def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None,
 
 
 BACKENDS = ("auto", "savedmodel", "tflite")
-
-
-def _tflite_classifier(path, tflite_file, module, tokenize, task, label_list, regression):
-  """A classifier's serve(**texts) with the server's tokenization (its `tokenize` signature, which
-  takes text_b exactly when the model takes pairs) and outputs (servers.classifier_outputs), the
-  model run by TensorFlow Lite: an export's tflite_file, or (tflite_file None) the model of
-  `module`, an output_dir's server built in memory, converted."""
-  if task != "classifier":
-    raise BertTfError(f"backend='tflite': serves classifiers only; {path} holds a {task} model")
-  if tflite_file is None:
-    runner = tflite_export.Runner(tflite_export.convert(module.model))
-  else:
-    if not tf.io.gfile.exists(tflite_file):
-      raise BertTfError(f"backend='tflite': {tflite_file} not found; export with --tflite to "
-                        f"write it")
-    runner = tflite_export.Runner(path=tflite_file)
-  label_names = tf.constant(label_list or ["score"], tf.string)
-
-  def serve(**texts):
-    packed = heads.trimmed_inputs(tokenize(**texts))  # cut to the batch's longest input
-    logits = runner(*(packed[name].numpy() for name in tflite_export.FEATURES))["logits"]
-    return servers.classifier_outputs(tf.constant(logits), label_names, regression)
-  return serve
 
 
 # The fields load() needs in task_config.json, and their types ("task", or "export_kind" in the
@@ -152,8 +128,9 @@ def _read_task_config(path):
   return config, task
 
 
-def _server_from_output_dir(path, bert_config_file, vocab_file, dtype):
-  """export.build_server for an output_dir's task_config.json and latest checkpoint."""
+def _server_from_output_dir(path, bert_config_file, vocab_file, dtype, tflite):
+  """export.build_server for an output_dir's task_config.json and latest checkpoint (tflite: its
+  model run by TensorFlow Lite)."""
   config, task = _read_task_config(path)
   files = {"bert_config_file": bert_config_file or os.path.join(path, model_dir.CONFIG_FILE),
            "vocab_file": vocab_file or os.path.join(path, model_dir.VOCAB_FILE)}
@@ -165,7 +142,7 @@ def _server_from_output_dir(path, bert_config_file, vocab_file, dtype):
   # exports took long contexts; the server's default then).
   return export.build_server(
       task.export_task, BertConfig.from_json_file(files["bert_config_file"]), files["vocab_file"],
-      config["do_lower_case"], path, config["max_seq_length"], dtype=dtype,
+      config["do_lower_case"], path, config["max_seq_length"], dtype=dtype, tflite=tflite,
       **task.serving_options_from_config(config))
 
 

@@ -11,6 +11,11 @@ remains the serving format and this file sits beside it (export_savedmodel.py --
   blob = tflite_export.convert(model, ["logits"], quantize="dynamic_int8")
   runner = tflite_export.Runner(blob)                      # or Runner(path=...)
   runner(input_ids, input_mask, segment_ids)               # -> {"logits": np.ndarray [B, 2]}
+  server = make_server(..., model=ServingModel(runner), ...)  # a task server on the file
+
+ServingModel puts the file in the place of a task server's Keras model (bert_tf.servers), so that
+the server's own tokenization and post-processing run around it: bert_tf.predictor's tflite
+backend, for every task.
 
 quantize="dynamic_int8" is TensorFlow Lite's dynamic-range quantization: weights int8, one scale
 per output channel, activations quantized on the fly; measured against float32 in BENCHMARKS.md.
@@ -87,3 +92,32 @@ class Runner:
     arrays = [np.ascontiguousarray(a, dtype=np.int32)
               for a in (input_ids, input_mask, segment_ids)]
     return self._run(**dict(zip(FEATURES, arrays)))
+
+
+class ServingModel:
+  """A Runner standing in for a task server's Keras model: called inside the server's tf.function
+  on its inputs dict (FEATURES; other keys ignored), it returns {output key: float32 tensor} as the
+  Keras model does, computed by TensorFlow Lite (tf.numpy_function). For serving in this process
+  only: a server holding it cannot be saved as a SavedModel."""
+
+  def __init__(self, runner):
+    self.runner = runner
+    details = runner.interpreter.get_signature_runner().get_output_details()
+    self._keys = sorted(details)
+    self._shapes = [[d if d >= 0 else None for d in details[key]["shape_signature"]]
+                    for key in self._keys]
+
+  def _run(self, *arrays):
+    outputs = self.runner(*arrays)
+    return [outputs[key] for key in self._keys]
+
+  def __call__(self, inputs, training=False):
+    del training  # inference only
+    arrays = [tf.cast(inputs[name], tf.int32) for name in FEATURES]
+    values = tf.numpy_function(self._run, arrays, [tf.float32] * len(self._keys), stateful=False)
+    # The file's dynamic dimensions are the inputs' [B, T]: static where the inputs' are (SQuAD's
+    # span search wants T static, as the Keras model gives it).
+    batch_and_length = arrays[0].shape.as_list()
+    return {key: tf.ensure_shape(value, [batch_and_length[i] if size is None and i < 2 else size
+                                         for i, size in enumerate(shape)])
+            for key, value, shape in zip(self._keys, values, self._shapes)}

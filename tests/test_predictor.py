@@ -78,10 +78,18 @@ def _fake_output_dir(directory, model, name, values, **fields):
 
 
 def _both(made, task=None):
-  """Predictors of an output_dir (two inputs per batch) and of its export (one batch): each is
-  compared with the export's signature called on all inputs at once."""
+  """Predictors of an output_dir (two inputs per batch) and of its export's SavedModel (one
+  batch): each is compared with the export's signature called on all inputs at once."""
   return (predictor.load(made.output_dir, task=task, batch_size=2),
-          predictor.load(made.export_dir, task=task))
+          predictor.load(made.export_dir, task=task, backend="savedmodel"))
+
+
+def _tflite(made, task):
+  """Predictors running the model in TensorFlow Lite: the export's file (made with --tflite: the
+  default backend then), two inputs per batch, and the output_dir's model converted on loading."""
+  from_export = predictor.load(made.export_dir, task=task, batch_size=2)
+  assert from_export.backend == "tflite"
+  return from_export, predictor.load(made.output_dir, task=task, backend="tflite")
 
 
 # ---------------------------------------------------------------------------- classifier
@@ -198,7 +206,7 @@ def ner(tmp_path_factory):
   output_dir = _fake_output_dir(tmp / "out", model, "ner", {"feature_based": False},
                                 label_list=labels)
   export_dir = export.export("ner", BertConfig(**TINY), str(tmp / "out" / "vocab.txt"), True,
-                             output_dir, str(tmp / "export"), SEQ, label_list=labels)
+                             output_dir, str(tmp / "export"), SEQ, tflite=True, label_list=labels)
   return types.SimpleNamespace(output_dir=output_dir, export_dir=export_dir, labels=labels)
 
 
@@ -211,6 +219,8 @@ def test_ner_words_and_tags(ner):
   assert {t for sentence in expected for _, t in sentence} <= set(ner.labels)
   assert from_run(NER_SENTENCES) == from_export(NER_SENTENCES) == expected
   assert from_export(NER_SENTENCES[0]) == expected[:1]
+  for loaded in _tflite(ner, "ner"):
+    assert loaded(NER_SENTENCES) == expected
 
 
 @pytest.fixture(scope="module")
@@ -225,7 +235,7 @@ def squad2(tmp_path_factory):
   values = dict(options, version_2_with_negative=True)
   output_dir = _fake_output_dir(tmp / "out", model, "squad", values)
   export_dir = export.export("squad", BertConfig(**TINY), str(tmp / "out" / "vocab.txt"), True,
-                             output_dir, str(tmp / "export"), SEQ, **options)
+                             output_dir, str(tmp / "export"), SEQ, tflite=True, **options)
   return types.SimpleNamespace(output_dir=output_dir, export_dir=export_dir)
 
 
@@ -243,6 +253,10 @@ def test_squad_answers(squad2):
   for loaded in (from_run, from_export):
     _assert_same(loaded(question=QUESTIONS, context=CONTEXTS), expected)
   _assert_same(from_export(question=QUESTIONS[0], context=CONTEXTS[0]), expected[:1])
+  for loaded in _tflite(squad2, "squad"):
+    assert [r["answer"] for r in loaded(question=QUESTIONS, context=CONTEXTS)] == [
+        r["answer"] for r in expected]
+    _assert_same(loaded(question=QUESTIONS, context=CONTEXTS), expected)
 
 
 # ---------------------------------------------------------------------------- bad input

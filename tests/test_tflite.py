@@ -1,8 +1,8 @@
 """bert_tf.tflite_export and what uses it: the converted model gives the Keras model's outputs at
 any batch size and length (one interpreter resized between calls), a task model's trim_padding
 does not leak into the file, export --tflite writes assets.extra/model.tflite inside the new
-version, and predictor.load(..., backend="tflite") gives the SavedModel's results, from an export
-and from an output_dir; the misuses end in one-line errors. Tiny models."""
+version (with what rebuilds its server), and predictor.load(..., backend="tflite") gives the
+SavedModel's results, from an export and from an output_dir (SQuAD and NER: test_predictor); the misuses end in one-line errors. Tiny models."""
 import json
 import os
 import types
@@ -125,7 +125,9 @@ def test_tflite_misuse_is_one_line(mrpc, tmp_path):
                         label_list=["0", "1"], pair=True)
   assert not os.path.exists(os.path.join(plain, export.TFLITE_FILE))
   assert predictor.load(str(tmp_path / "plain")).backend == "savedmodel"
-  with pytest.raises(BertTfError, match="model.tflite not found; export with --tflite"):
+  with pytest.raises(BertTfError, match="no assets.extra/model.tflite with its assets.extra/"
+                                        "server.json and assets.extra/vocab.txt; export with "
+                                        "--tflite to write them"):
     predictor.load(str(tmp_path / "plain"), backend="tflite")
   with pytest.raises(BertTfError, match="--tflite: exports a float32 model only"):
     export.export("classifier", mrpc.config, os.path.join(mrpc.output_dir, "vocab.txt"), True,
