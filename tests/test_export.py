@@ -11,6 +11,7 @@ from absl import flags
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras
 
 from bert_tf import export
 from bert_tf import fast_tokenization
@@ -98,7 +99,10 @@ def python_squad(model, vocab, questions, n_best_size, v2):
 def exported(tmp_path_factory):
   """Three tiny task models, saved as checkpoints and exported (NER through the script)."""
   tmp = tmp_path_factory.mktemp("export")
-  tf.random.set_seed(1)
+  # Keras' own seed too: tf.random.set_seed alone leaves the initializers' draws to whatever ran
+  # before in this process (which the test files each pytest-xdist worker takes decide), and the
+  # SQuAD checks below need a model that answers at least half of the questions.
+  tf_keras.utils.set_random_seed(1)
   uncased = tiny_config(30522)
   models, dirs = {}, {}
 
