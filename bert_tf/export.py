@@ -165,14 +165,13 @@ def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_s
 
 
 def export(task, config, vocab_file, do_lower_case, init_checkpoint, export_dir, max_seq_length,
-           tflite=False, **options):
+           tflite=False, dtype="float32", **options):
   """Builds the task's server (build_server: the same arguments and options) and saves it as a
   new version under export_dir; returns that version's directory. tflite: the server's model in
   TensorFlow Lite too, with what rebuilds the server around it (tflite_files; a float32 model
   only: convert's rule)."""
   server = build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_seq_length,
-                        **options)
-  options.pop("dtype", None)
+                        dtype=dtype, **options)
   extra = (tflite_files(task, server.model, vocab_file, do_lower_case, max_seq_length, **options)
            if tflite else None)
   return save(server, export_dir, extra)

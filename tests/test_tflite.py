@@ -2,7 +2,8 @@
 any batch size and length (one interpreter resized between calls), a task model's trim_padding
 does not leak into the file, export --tflite writes assets.extra/model.tflite inside the new
 version (with what rebuilds its server), and predictor.load(..., backend="tflite") gives the
-SavedModel's results, from an export and from an output_dir (SQuAD and NER: test_predictor); the misuses end in one-line errors. Tiny models."""
+SavedModel's results, from an export and from an output_dir (SQuAD and NER: test_predictor); the
+misuses end in one-line errors. Tiny models."""
 import json
 import os
 import types
