@@ -27,6 +27,8 @@ Peers (--peers; `ours ...` rows are our encoder in a tf.function, sequence + poo
   garden           Model Garden's BertEncoder in a tf.function (oneDNN as the environment sets it)
   tflite, tflite_int8  our encoder as a TensorFlow Lite model (bert_tf.tflite_export; XNNPACK's
                    kernels), float32 and dynamic-range int8 weights
+  tflite_unsplit   tflite with every batch in one pass (Runner(tokens_per_pass=None)), as it ran
+                   before big batches were split into passes of 1,024 tokens
   gemm_tf, gemm_ort  the ceiling: the forward pass's matmuls alone (bench/bench_gemm.py), chained
                    as the encoder chains them, in TensorFlow (oneDNN on) and ONNX Runtime: no
                    encoder on that kernel can take less time
@@ -217,9 +219,9 @@ def ours_worker(model_dir, batch_size, attention, jit, gelu_fusion="never"):
   return lambda: [t.numpy() for t in forward(features)], forward, features
 
 
-def tflite_worker(model_dir, batch_size, quantize):
+def tflite_worker(model_dir, batch_size, quantize, split=True):
   """Our encoder through bert_tf.tflite_export (sequence + pooled output), converted once into
-  model_dir/encoder_<quantize>.tflite."""
+  model_dir/encoder_<quantize>.tflite; split=False: every batch in one pass."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf import checkpoints, modeling, tflite_export  # pylint: disable=g-import-not-at-top
   from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
@@ -232,7 +234,8 @@ def tflite_worker(model_dir, batch_size, quantize):
     with tf.io.gfile.GFile(path + ".tmp", "wb") as f:
       f.write(blob)
     os.replace(path + ".tmp", path)
-  runner = tflite_export.Runner(path=path, num_threads=THREADS)
+  options = {} if split else {"tokens_per_pass": None}
+  runner = tflite_export.Runner(path=path, num_threads=THREADS, **options)
   ids, mask, segments = ids_batch(model_dir, batch_size, FLAGS.seq_length)
   return lambda: runner(ids, mask, segments)
 
@@ -355,6 +358,7 @@ def build_worker(peer, model_dir, batch_size):
                  for suffix, backend in (("", "savedmodel"), ("_tflite", "tflite"))},
               "tflite": lambda d, b: tflite_worker(d, b, "none"),
               "tflite_int8": lambda d, b: tflite_worker(d, b, "dynamic_int8"),
+              "tflite_unsplit": lambda d, b: tflite_worker(d, b, "none", split=False),
               "ort": lambda d, b: ort_worker(d, b, False),
               "ort_opt": lambda d, b: ort_worker(d, b, True)}
   if base not in builders:

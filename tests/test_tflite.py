@@ -55,6 +55,29 @@ def test_runner_matches_the_encoder_at_every_shape():
       np.testing.assert_allclose(got[key], want[key].numpy(), atol=2e-5, err_msg=str(shape))
 
 
+def test_a_big_batch_runs_in_passes_with_the_same_outputs():
+  """A call over tokens_per_pass runs as passes of tokens_per_pass // T rows (here 2, 2 and 1 of
+  5 rows): each row's outputs are those of one pass over the whole batch, and of the model."""
+  tf.random.set_seed(3)
+  model = modeling.BertModel(tiny.bert_config(len(WORDS)))
+  blob = tflite_export.convert(model, ["sequence_output", "pooled_output"])
+  ids, mask, segments = _ids((5, 17), [17, 9, 1, 12, 17], seed=4)
+  whole = tflite_export.Runner(blob, tokens_per_pass=None)
+  split = tflite_export.Runner(blob, tokens_per_pass=40)
+  calls = []
+  run = split._run
+  split._run = lambda **arrays: calls.append(arrays["input_ids"].shape) or run(**arrays)
+  got, want = split(ids, mask, segments), whole(ids, mask, segments)
+  assert calls == [(2, 17), (2, 17), (1, 17)]
+  keras = model({"input_ids": ids, "input_mask": mask, "segment_ids": segments}, training=False)
+  for key in ("sequence_output", "pooled_output"):
+    assert got[key].shape == want[key].shape == keras[key].shape
+    np.testing.assert_allclose(got[key], want[key], atol=1e-6)
+    np.testing.assert_allclose(got[key], keras[key].numpy(), atol=2e-5)
+  with pytest.raises(ValueError, match="tokens_per_pass"):
+    tflite_export.Runner(blob, tokens_per_pass=0)
+
+
 def test_a_task_models_trim_padding_stays_out_of_the_file():
   """trim_padding cuts to the batch's longest input, a shape XNNPACK cannot plan for: convert()
   traces without it (every output is the same) and gives the model its setting back."""
