@@ -13,10 +13,14 @@ exceed the ratio between their matmul kernels by much, when matmuls are nearly a
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_gemm.py --model=base --tokens=1024
 
 prints a Markdown table (CPU and wall ms per forward pass's matmuls, GFLOP/s) and appends it to
-benchmarks/<date>.md (--noappend: only prints).
+benchmarks/<date>.md (--noappend: only prints). --peak (needs a C compiler, `cc`) also measures
+the CPU's float32 FMA peak per core (bench/fma_peak.c: AVX2 fused multiply-adds and nothing else)
+and gives each peer's rate as a share of it: how close the kernels already are to the hardware.
 """
 import os
+import subprocess
 import sys
+import tempfile
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
 
@@ -28,6 +32,7 @@ FLAGS.strings("tokens", "1024", "Rows T of each product (batch x seq), one table
 FLAGS.strings("peers", "tf,tf_nodnn,tf_xla,torch,ort,numpy", "Frameworks (see the docstring).")
 FLAGS.integer("rounds", 5, "Timed rounds, peers taking turns.")
 FLAGS.boolean("append", True, "Append the table to benchmarks/<date>.md.")
+FLAGS.boolean("peak", False, "Also measure the CPU's FMA peak (bench/fma_peak.c; needs cc).")
 FLAGS.string("worker", None, "Internal: run this peer as a harness worker.")
 FLAGS.integer("rows", 1024, "Internal: the worker's T.")
 
@@ -155,7 +160,20 @@ def worker_env(peer):
           "TF_ENABLE_ONEDNN_OPTS": "1" if peer == "tf" else "0"}
 
 
-def time_rows(rows):
+def fma_peak(runs=3, iterations=200_000_000):
+  """[(threads, best GFLOP/s per core)] for 1 and THREADS threads, from bench/fma_peak.c."""
+  source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fma_peak.c")
+  with tempfile.TemporaryDirectory() as tmp:
+    binary = os.path.join(tmp, "fma_peak")
+    subprocess.run(["cc", "-O3", "-mavx2", "-mfma", "-pthread", source, "-o", binary],
+                   check=True)
+    return [(threads, max(float(subprocess.run([binary, str(threads), str(iterations)],
+                                               check=True, capture_output=True,
+                                               text=True).stdout) for _ in range(runs)))
+            for threads in (1, THREADS)]
+
+
+def time_rows(rows, peak=None):
   workers = [harness.Worker(peer, [sys.executable, os.path.abspath(__file__),
                                    f"--worker={peer}", f"--model={FLAGS.model}",
                                    f"--rows={rows}"], env=worker_env(peer))
@@ -170,11 +188,13 @@ def time_rows(rows):
   lines = [f"\n{FLAGS.model} sizes, T = {rows} rows, {gflop:.1f} GFLOP a pass, {FLAGS.rounds} "
            f"rounds (load average {load} before, {harness.load_average()} after):\n"]
   lines += harness.table(samples, unit="ms / pass")
-  lines += ["", "| peer | GFLOP per CPU-second (one core's rate) | GFLOP/s by wall time |",
-            "|---|---:|---:|"]
+  share = " | share of the FMA peak (per core)" if peak else ""
+  lines += ["", f"| peer | GFLOP per CPU-second (one core's rate) | GFLOP/s by wall time{share} |",
+            "|---|---:|---:|" + ("---:|" if peak else "")]
   for name, s in samples.items():
     cpu, wall = harness.summary(s["cpu"])[0], harness.summary(s["wall"])[0]
-    lines.append(f"| {name} | {gflop / cpu:.1f} | {gflop / wall:.1f} |")
+    share = f" | {100 * gflop / cpu / peak:.0f}%" if peak else ""
+    lines.append(f"| {name} | {gflop / cpu:.1f} | {gflop / wall:.1f}{share} |")
   print("\n".join(lines), flush=True)
   return lines
 
@@ -190,8 +210,16 @@ def main(argv):
            f"Commit {harness.commit(note_dirty=True)}. {harness.machine_line()}.  ",
            "Each peer a process of its own with 2 threads (spinning off), taking turns; a call "
            "is every matmul of one forward pass (distinct weights per layer, chained as the encoder chains them)."]
+  peak = None
+  if FLAGS.peak:
+    peaks = fma_peak()
+    peak = peaks[-1][1]
+    lines.append("\nThe CPU's float32 FMA peak (bench/fma_peak.c, best of 3): " + ", ".join(
+        f"{gflops:.1f} GFLOP/s per core with {threads} thread{'s' * (threads > 1)}"
+        for threads, gflops in peaks) + ".")
+    print(lines[-1], flush=True)
   for rows in FLAGS.tokens:
-    lines += time_rows(int(rows))
+    lines += time_rows(int(rows), peak)
   if FLAGS.append:
     harness.append_history("\n".join(lines) + "\n")
 
