@@ -73,8 +73,9 @@ def convert(model, output_keys=None, quantize="none"):
 # Rows of at most this many tokens a pass: a bigger batch runs as several passes, so that the
 # activations of each (BERT-Base's [1024, 3072] float32 intermediate: 12.6 MB) stay in the cache
 # instead of streaming through memory. bench/bench_cpu_inference.py, tflite against
-# tflite_unsplit (BENCHMARKS.md): BERT-Base sizes at batch 32, seq 128, and batch 8, seq 384, ran
-# 7-8% and 6% faster in probes; batch 8 at seq 128 (1,024 tokens, one pass) is unchanged.
+# tflite_unsplit (BENCHMARKS.md): 1.05x faster at BERT-Base batch 32 (seq 128) and batch 8
+# (seq 384), 1.05x and 1.09x for MiniLM; level where a batch is one pass anyway. Passes of 512
+# tokens did as well in a probe, 256 worse.
 TOKENS_PER_PASS = 1024
 
 
