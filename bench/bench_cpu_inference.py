@@ -500,10 +500,7 @@ def controller():
           env=dict(os.environ, **dict(worker_env("ours"), TF_ENABLE_ONEDNN_OPTS=onednn)), check=True)
       lines += [f"\nWhere ours spends its time ({models[0]}, batch 8, "
                 f"TF_ENABLE_ONEDNN_OPTS={onednn}; tf.profiler, op types):\n", out.stdout.strip()]
-  text = "\n".join(lines) + "\n"
-  print(text)
-  if FLAGS.append and not quick:
-    harness.append_history(text)
+  harness.publish(lines, FLAGS.append and not quick)
 
 
 def main(argv):

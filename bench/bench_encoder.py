@@ -391,10 +391,7 @@ def main(argv):
     lines += mode_lines(mode == "training", before)
   if FLAGS.profile:
     lines += group_lines()
-  text = "\n".join(lines) + "\n"
-  print(text)
-  if FLAGS.append:
-    harness.append_history(text)
+  harness.publish(lines, FLAGS.append)
 
 
 if __name__ == "__main__":

@@ -113,10 +113,7 @@ def main(argv):
             f"TensorFlow Lite float32 / TensorFlow: "
             f"**{p50['tensorflow'] / p50['tflite_none']:.2f}x**; int8 / TensorFlow: "
             f"{p50['tensorflow'] / p50['tflite_dynamic_int8']:.2f}x"]
-  text = "\n".join(lines) + "\n"
-  print(text)
-  if FLAGS.append:
-    harness.append_history(text)
+  harness.publish(lines, FLAGS.append)
 
 
 if __name__ == "__main__":

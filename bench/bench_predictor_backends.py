@@ -124,10 +124,7 @@ def main(argv):
            "whole data s | speed-up |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
   lines += [run_task(task, directory, data) for task, (directory, data) in exports.items()
             if directory]
-  text = "\n".join(lines) + "\n"
-  print(text)
-  if FLAGS.append:
-    harness.append_history(text)
+  harness.publish(lines, FLAGS.append)
 
 
 if __name__ == "__main__":

@@ -195,10 +195,7 @@ def report(rows, real_lengths):
     lines.append(f"- Target (MiniLM-sized, batch-1 p50 under 20 ms at seq 128, full 128-token "
                  f"pairs): best {best:.1f} ms: **{'met' if best < 20 else 'not met'}**")
   lines.append("")
-  text = "\n".join(lines) + "\n"
-  print(text)
-  if FLAGS.append:
-    harness.append_history("\n" + text)
+  harness.publish(lines, FLAGS.append, lead="\n")
 
 
 if __name__ == "__main__":

@@ -206,10 +206,7 @@ def main(_):
                f"{evaluation['best_f1']:.1f} | | |")
   if speeds:
     lines += _speed_lines(speeds, features, examples, ours_ms, theirs_ms)
-  text = "\n".join(lines) + "\n"
-  print(text)
-  if FLAGS.append:
-    harness.append_history("\n" + text)
+  harness.publish(lines, FLAGS.append, lead="\n")
 
 
 def _speed_lines(speeds, features, examples, ours_ms, theirs_ms):

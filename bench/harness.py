@@ -369,3 +369,12 @@ def append_history(text, path=None):
   """Appends `text` (a section) to `path`, by default the day's file benchmarks/<UTC date>.md."""
   with open(path or today_file(), "a", encoding="utf-8") as f:
     f.write(text)
+
+
+def publish(lines, append=True, lead=""):
+  """A bench's last step: prints its section (`lines`, joined) and, when `append`, appends it
+  (after `lead`) to the day's file."""
+  text = "\n".join(lines) + "\n"
+  print(text)
+  if append:
+    append_history(lead + text)

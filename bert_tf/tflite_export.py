@@ -104,14 +104,17 @@ class Runner:
     # The signature runner resizes the inputs to each call's shape and plans for it.
     self._run = self.interpreter.get_signature_runner()
 
+  def output_details(self):
+    """{output key: TensorFlow Lite's details of it}; "shape_signature" has -1 where dynamic."""
+    return self._run.get_output_details()
+
   def __call__(self, input_ids, input_mask, segment_ids):
     """{output key: float32 numpy array} for int [B, T] numpy ids."""
     arrays = [np.ascontiguousarray(a, dtype=np.int32)
               for a in (input_ids, input_mask, segment_ids)]
     batch_size, seq_length = arrays[0].shape
-    rows = batch_size
-    if self.tokens_per_pass is not None:
-      rows = max(1, self.tokens_per_pass // max(1, seq_length))
+    rows = (batch_size if self.tokens_per_pass is None
+            else max(1, self.tokens_per_pass // max(1, seq_length)))
     if batch_size <= rows:
       return self._run(**dict(zip(FEATURES, arrays)))
     passes = [self._run(**{name: array[start:start + rows]
@@ -128,7 +131,7 @@ class ServingModel:
 
   def __init__(self, runner):
     self.runner = runner
-    details = runner.interpreter.get_signature_runner().get_output_details()
+    details = runner.output_details()
     self._keys = sorted(details)
     self._shapes = [[d if d >= 0 else None for d in details[key]["shape_signature"]]
                     for key in self._keys]
