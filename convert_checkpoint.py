@@ -12,11 +12,11 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
 from absl import flags  # noqa: E402
 
-from bert_tf import checkpoints  # noqa: E402
-from bert_tf import cli  # noqa: E402
-from bert_tf import fileio  # noqa: E402
-from bert_tf import flags as bert_flags  # noqa: E402
-from bert_tf import progress  # noqa: E402
+from bert_tf.cli import app  # noqa: E402
+from bert_tf.cli import flags as bert_flags  # noqa: E402
+from bert_tf.io import fileio  # noqa: E402
+from bert_tf.io import progress  # noqa: E402
+from bert_tf.model import checkpoints  # noqa: E402
 
 
 def define_flags():
@@ -49,4 +49,4 @@ def main(_):
 if __name__ == "__main__":
   define_flags()
   bert_flags.mark_required("input", "output")
-  cli.run(main)
+  app.run(main)

@@ -19,9 +19,9 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
 from absl import flags  # noqa: E402
 
-from bert_tf import cli  # noqa: E402
-from bert_tf import flags as bert_flags  # noqa: E402
-from bert_tf.pretraining_data import pipeline  # noqa: E402
+from bert_tf.cli import app  # noqa: E402
+from bert_tf.cli import flags as bert_flags  # noqa: E402
+from bert_tf.data.pretraining_data import pipeline  # noqa: E402
 
 flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of files).")
 flags.DEFINE_string("output_file", None, "Output TF example file (or comma-separated list of files).")
@@ -59,7 +59,7 @@ def main(_):
   # The Options check these flags against create_pretraining_data's own ranges.
   options = bert_flags.pretraining_data_options(bert_flags.values(check_ranges=False))
   if options.beam_runner:
-    from bert_tf.pretraining_data import beam  # noqa: E402  (apache-beam is optional)
+    from bert_tf.data.pretraining_data import beam  # noqa: E402  (apache-beam is optional)
     beam.main(options)
   else:
     pipeline.main(options)
@@ -67,4 +67,4 @@ def main(_):
 
 if __name__ == "__main__":
   bert_flags.mark_required("input_file", "output_file", "vocab_file")
-  cli.run(main)
+  app.run(main)

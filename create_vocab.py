@@ -5,7 +5,7 @@
 Words are split exactly as the original's BasicTokenizer splits them (FullTokenizer then uses the
 pieces as learned); the file has the original's layout: [PAD], [unused0] .. [unused98], [UNK],
 [CLS], [SEP], [MASK], the rest of the --num_unused [unused*], --reserved_tokens, then the learned
-pieces. See bert_tf/vocab_learning.py.
+pieces. See bert_tf/text/vocab_learning.py.
 """
 import os
 
@@ -13,9 +13,9 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
 from absl import flags  # noqa: E402
 
-from bert_tf import cli  # noqa: E402
-from bert_tf import flags as bert_flags  # noqa: E402
-from bert_tf import vocab_learning  # noqa: E402
+from bert_tf.cli import app  # noqa: E402
+from bert_tf.cli import flags as bert_flags  # noqa: E402
+from bert_tf.text import vocab_learning  # noqa: E402
 
 
 def define_flags():
@@ -57,4 +57,4 @@ def main(_):
 if __name__ == "__main__":
   define_flags()
   bert_flags.mark_required("input_file", "output_file")
-  cli.run(main)
+  app.run(main)

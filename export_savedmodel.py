@@ -1,7 +1,7 @@
 """Exports a fine-tuned classifier, SQuAD or NER model as a SavedModel that takes raw text.
 
 Tokenization (tensorflow-text, the same ids as FullTokenizer), truncation and post-processing run
-in the graph: see bert_tf/servers.py for the signatures. Clients `import tensorflow_text` before
+in the graph: see bert_tf/tasks/servers.py for the signatures. Clients `import tensorflow_text` before
 tf.saved_model.load.
 """
 import os
@@ -10,10 +10,10 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
 from absl import flags  # noqa: E402
 
-from bert_tf import cli  # noqa: E402
-from bert_tf import export  # noqa: E402
-from bert_tf import flags as bert_flags  # noqa: E402
-from bert_tf import progress  # noqa: E402
+from bert_tf.cli import app  # noqa: E402
+from bert_tf.cli import flags as bert_flags  # noqa: E402
+from bert_tf.io import progress  # noqa: E402
+from bert_tf.serving import export  # noqa: E402
 from bert_tf.tasks import base  # noqa: E402
 
 
@@ -40,4 +40,4 @@ if __name__ == "__main__":
   define_flags()
   bert_flags.mark_required("task", "bert_config_file", "vocab_file", "init_checkpoint",
                            "export_dir")
-  cli.run(main)
+  app.run(main)

@@ -12,9 +12,9 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 from absl import flags  # noqa: E402
 
-from bert_tf import cli  # noqa: E402
-from bert_tf import feature_extraction  # noqa: E402
-from bert_tf import flags as bert_flags  # noqa: E402
+from bert_tf.cli import app  # noqa: E402
+from bert_tf.cli import flags as bert_flags  # noqa: E402
+from bert_tf.jobs import feature_extraction  # noqa: E402
 
 
 def define_flags():
@@ -44,4 +44,4 @@ if __name__ == "__main__":
   define_flags()
   bert_flags.mark_required("input_file", "vocab_file", "bert_config_file", "init_checkpoint",
                            "output_file")
-  cli.run(main)
+  app.run(main)

@@ -5,9 +5,9 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
 from absl import flags  # noqa: E402
 
-from bert_tf import cli  # noqa: E402
-from bert_tf import finetuning  # noqa: E402
-from bert_tf import flags as bert_flags  # noqa: E402
+from bert_tf.cli import app  # noqa: E402
+from bert_tf.cli import flags as bert_flags  # noqa: E402
+from bert_tf.jobs import finetuning  # noqa: E402
 from bert_tf.tasks import glue  # noqa: E402
 
 
@@ -33,4 +33,4 @@ def main(_):
 if __name__ == "__main__":
   define_flags()
   bert_flags.mark_required("data_dir", "task_name", "vocab_file", "bert_config_file", "output_dir")
-  cli.run(main)
+  app.run(main)

@@ -6,10 +6,10 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
 from absl import flags  # noqa: E402
 
-from bert_tf import cli  # noqa: E402
-from bert_tf import feature_extraction  # noqa: E402
-from bert_tf import finetuning  # noqa: E402
-from bert_tf import flags as bert_flags  # noqa: E402
+from bert_tf.cli import app  # noqa: E402
+from bert_tf.cli import flags as bert_flags  # noqa: E402
+from bert_tf.jobs import finetuning  # noqa: E402
+from bert_tf.model import heads  # noqa: E402
 from bert_tf.tasks import conll  # noqa: E402
 
 
@@ -24,7 +24,7 @@ def define_flags():
   flags.DEFINE_bool("feature_based", False, "Freeze BERT and train a two-layer BiLSTM over "
                     "--feature_layers (the paper's feature-based approach) instead of "
                     "fine-tuning.")
-  flags.DEFINE_enum("feature_layers", "concat_last_four", feature_extraction.FEATURE_LAYERS,
+  flags.DEFINE_enum("feature_layers", "concat_last_four", heads.FEATURE_LAYERS,
                     "With --feature_based: which BERT activations feed the BiLSTM.")
   flags.DEFINE_integer("lstm_units", 768, "With --feature_based: units per direction of each "
                        "BiLSTM layer.")
@@ -41,4 +41,4 @@ def main(_):
 if __name__ == "__main__":
   define_flags()
   bert_flags.mark_required("data_dir", "vocab_file", "bert_config_file", "output_dir")
-  cli.run(main)
+  app.run(main)

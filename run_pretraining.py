@@ -5,9 +5,9 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
 from absl import flags  # noqa: E402
 
-from bert_tf import cli  # noqa: E402
-from bert_tf import flags as bert_flags  # noqa: E402
-from bert_tf import pretraining  # noqa: E402
+from bert_tf.cli import app  # noqa: E402
+from bert_tf.cli import flags as bert_flags  # noqa: E402
+from bert_tf.jobs import pretraining  # noqa: E402
 
 
 def define_flags():
@@ -59,4 +59,4 @@ def main(_):
 if __name__ == "__main__":
   define_flags()
   bert_flags.mark_required("input_file", "bert_config_file", "output_dir")
-  cli.run(main)
+  app.run(main)

@@ -12,7 +12,7 @@
 with vocab 30,522 (bert-base-uncased, ../shared/data/vocab) and two segment types where a bench
 builds a whole config (bert_config, full_config, write_config).
 
-TensorFlow-free: bert_tf.config is imported only by bert_config / write_config, so a benchmark's
+TensorFlow-free: bert_tf.model.config is imported only by bert_config / write_config, so a benchmark's
 planning code (and device_check's controller) can import this module without TensorFlow.
 """
 import importlib.util
@@ -48,7 +48,7 @@ def full_config(model, **overrides):
 
 def bert_config(model, vocab_size=VOCAB_SIZE, type_vocab_size=2, **overrides):
   """A bert_tf BertConfig of CONFIGS[model]."""
-  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.model.config import BertConfig  # pylint: disable=g-import-not-at-top
   return BertConfig(vocab_size=vocab_size, type_vocab_size=type_vocab_size,
                     **dict(CONFIGS[model], **overrides))
 

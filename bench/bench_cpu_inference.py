@@ -17,7 +17,7 @@ Peers (--peers; `ours ...` rows are our encoder in a tf.function, sequence + poo
   ours_xla         oneDNN off, fused QKV, the whole forward jit_compile=True
   extract          feature_extraction.extract (4 layers out, numpy), as extract_features.py runs
   savedmodel       the exported classifier's serving_default on raw text (tokenization included)
-  predictor        bert_tf.predictor.load(export) on the same texts
+  predictor        bert_tf.serving.predictor.load(export) on the same texts
   predictor_tflite the same with backend="tflite" (the export's assets.extra/model.tflite)
   squad_predictor, ner_predictor (and _tflite): the same for SQuAD and NER exports of the encoder
                    (random heads), on the same texts (SQuAD: as contexts, a question each)
@@ -25,7 +25,7 @@ Peers (--peers; `ours ...` rows are our encoder in a tf.function, sequence + poo
   ort, ort_opt     ONNX Runtime on torch.onnx's export of that model; ort_opt after
                    onnxruntime.transformers.optimizer (fused attention, GELU, LayerNorm)
   garden           Model Garden's BertEncoder in a tf.function (oneDNN as the environment sets it)
-  tflite, tflite_int8  our encoder as a TensorFlow Lite model (bert_tf.tflite_export; XNNPACK's
+  tflite, tflite_int8  our encoder as a TensorFlow Lite model (bert_tf.serving.tflite; XNNPACK's
                    kernels), float32 and dynamic-range int8 weights
   tflite_unsplit   tflite with every batch in one pass (Runner(tokens_per_pass=None)), as it ran
                    before big batches were split into passes of 1,024 tokens
@@ -107,9 +107,11 @@ def prepare(model, model_dir):
   same weights for transformers), export/ (a classifier SavedModel on raw text), model.onnx and
   model_opt.onnx. Runs in a process of its own (it imports TensorFlow and PyTorch)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from bert_tf import checkpoints, export, fast_tokenization  # pylint: disable=g-import-not-at-top
-  from bert_tf import tflite_export  # pylint: disable=g-import-not-at-top
-  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf.model.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.serving import export  # pylint: disable=g-import-not-at-top
+  from bert_tf.serving import tflite  # pylint: disable=g-import-not-at-top
+  from bert_tf.text import fast_tokenization  # pylint: disable=g-import-not-at-top
   os.makedirs(model_dir, exist_ok=True)
   config_file, vocab_file = (os.path.join(model_dir, name)
                              for name in ("bert_config.json", "vocab.txt"))
@@ -205,8 +207,10 @@ def texts_batch(model_dir, batch_size, seq_length, seed=0):
 
 def ours_worker(model_dir, batch_size, attention, jit, gelu_fusion="never"):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from bert_tf import activations, checkpoints, modeling  # pylint: disable=g-import-not-at-top
-  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import activations  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf.model.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import modeling  # pylint: disable=g-import-not-at-top
   config = BertConfig.from_json_file(os.path.join(model_dir, "bert_config.json"))
   config.attention_implementation = attention
   activations.INFERENCE_GELU_FUSION = gelu_fusion
@@ -220,22 +224,24 @@ def ours_worker(model_dir, batch_size, attention, jit, gelu_fusion="never"):
 
 
 def tflite_worker(model_dir, batch_size, quantize, split=True):
-  """Our encoder through bert_tf.tflite_export (sequence + pooled output), converted once into
+  """Our encoder through bert_tf.serving.tflite (sequence + pooled output), converted once into
   model_dir/encoder_<quantize>.tflite; split=False: every batch in one pass."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from bert_tf import checkpoints, modeling, tflite_export  # pylint: disable=g-import-not-at-top
-  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf.model.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import modeling  # pylint: disable=g-import-not-at-top
+  from bert_tf.serving import tflite  # pylint: disable=g-import-not-at-top
   path = os.path.join(model_dir, f"encoder_{quantize}.tflite")
   if not os.path.exists(path):
     config = BertConfig.from_json_file(os.path.join(model_dir, "bert_config.json"))
     model = modeling.BertModel(config)
     checkpoints.init_from_checkpoint(model, os.path.join(model_dir, "bert_model.ckpt"))
-    blob = tflite_export.convert(model, ["sequence_output", "pooled_output"], quantize)
+    blob = tflite.convert(model, ["sequence_output", "pooled_output"], quantize)
     with tf.io.gfile.GFile(path + ".tmp", "wb") as f:
       f.write(blob)
     os.replace(path + ".tmp", path)
   options = {} if split else {"tokens_per_pass": None}
-  runner = tflite_export.Runner(path=path, num_threads=THREADS, **options)
+  runner = tflite.Runner(path=path, num_threads=THREADS, **options)
   ids, mask, segments = ids_batch(model_dir, batch_size, FLAGS.seq_length)
   return lambda: runner(ids, mask, segments)
 
@@ -245,8 +251,9 @@ def _outputs(result):
 
 
 def extract_worker(model_dir, batch_size):
-  from bert_tf import checkpoints, feature_extraction  # pylint: disable=g-import-not-at-top
-  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.jobs import feature_extraction  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf.model.config import BertConfig  # pylint: disable=g-import-not-at-top
   config = BertConfig.from_json_file(os.path.join(model_dir, "bert_config.json"))
   extractor = feature_extraction.FeatureExtractor(config, [-1, -2, -3, -4])
   checkpoints.init_from_checkpoint(extractor, os.path.join(model_dir, "bert_model.ckpt"))
@@ -259,16 +266,16 @@ def extract_worker(model_dir, batch_size):
 
 def savedmodel_worker(model_dir, batch_size):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from bert_tf import export  # pylint: disable=g-import-not-at-top
+  from bert_tf.serving import export  # pylint: disable=g-import-not-at-top
   serve = export.load(os.path.join(model_dir, "export")).signatures["serving_default"]
   texts = tf.constant(texts_batch(model_dir, batch_size, FLAGS.seq_length))
   return lambda: {k: v.numpy() for k, v in serve(text_a=texts).items()}
 
 
 def predictor_worker(model_dir, batch_size, backend="savedmodel", task="classifier"):
-  """bert_tf.predictor on the task's export: texts of seq_length words (SQuAD: as contexts, each
+  """bert_tf.serving.predictor on the task's export: texts of seq_length words (SQuAD: as contexts, each
   with a question of its first 8 words; its windows then take each context in two)."""
-  from bert_tf import predictor  # pylint: disable=g-import-not-at-top
+  from bert_tf.serving import predictor  # pylint: disable=g-import-not-at-top
   loaded = predictor.load(os.path.join(model_dir, export_name(task)), batch_size=batch_size,
                           backend=backend)
   texts = texts_batch(model_dir, batch_size, FLAGS.seq_length)

@@ -26,9 +26,9 @@ from bench_env import REPO
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import tokenization
-from bert_tf.pretraining_data import corpus as corpus_reader
-from bert_tf.pretraining_data import algorithm
+from bert_tf.data.pretraining_data import algorithm
+from bert_tf.data.pretraining_data import corpus as corpus_reader
+from bert_tf.text import tokenization
 import harness
 
 CORPUS = os.path.join(bench_env.DATA, "corpus")

@@ -6,7 +6,7 @@ float32 and bfloat16, every peer computing the same GELU (the original's tanh fo
 "gelu_pytorch_tanh"); inference is a forward pass, training a forward and backward pass with
 dropout (gradients of every weight, no optimizer). Then where our bfloat16 inference time goes,
 op group by op group, next to the same groups in PyTorch. --before_repo adds the encoder of
-another checkout (its bert_tf/modeling.py, e.g. before a change) to the same interleaved rounds.
+another checkout (its bert_tf/model/modeling.py, e.g. before a change) to the same interleaved rounds.
 
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_encoder.py
 
@@ -22,8 +22,8 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from bert_tf import activations
-from bert_tf import modeling
+from bert_tf.model import activations
+from bert_tf.model import modeling
 import bench_configs
 import harness
 
@@ -36,7 +36,7 @@ FLAGS.strings("peers", "ours,torch,garden", "Which encoders to time.")
 FLAGS.strings("modes", "inference,training", "inference (forward) and/or training "
               "(forward + backward with dropout).")
 FLAGS.integer("train_batch_size", 16, "Sequences per training batch.")
-FLAGS.string("before_repo", None, "Another checkout whose bert_tf/modeling.py is timed "
+FLAGS.string("before_repo", None, "Another checkout whose bert_tf/model/modeling.py is timed "
              "beside ours as \"before\" (e.g. a worktree of the previous commit).")
 FLAGS.strings("precisions", "float32,mixed_bfloat16", "Our Keras policies to time "
               "(PyTorch's bfloat16 peers run with mixed_bfloat16).")
@@ -61,7 +61,7 @@ def random_inputs(batch_size, seed=0, seq_length=None, vocab_size=BASE.vocab_siz
 
 
 def modeling_of(repo):
-  """bert_tf/modeling.py of another checkout, as a module of its own (it imports no bert_tf)."""
+  """bert_tf/model/modeling.py of another checkout, as a module of its own (it imports no bert_tf)."""
   path = os.path.join(repo, "bert_tf", "modeling.py")
   spec = importlib.util.spec_from_file_location(f"modeling_of_{abs(hash(repo))}", path)
   module = importlib.util.module_from_spec(spec)
@@ -383,7 +383,7 @@ def main(argv):
            f"Machine: {harness.machine()}; TF_ENABLE_ONEDNN_OPTS={onednn}. BERT-Base-sized random "
            f"weights (L=12, H=768, A=12, I=3072), seq {FLAGS.seq_length}, every peer with the "
            "tanh GELU (ours: \"gelu\"; PyTorch: \"gelu_pytorch_tanh\")"
-           + (f"; \"before\": bert_tf/modeling.py of {FLAGS.before_repo}" if before else "")
+           + (f"; \"before\": bert_tf/model/modeling.py of {FLAGS.before_repo}" if before else "")
            + f". The peers take turns batch by batch ({FLAGS.warmup} warm-up, then "
            f"{FLAGS.iterations} timed rounds); sequence + pooled output (training: the gradients "
            "of a loss on both, with dropout, no optimizer); torch.set_num_threads(2)."]

@@ -50,7 +50,8 @@ def inputs(batch, seq):
 def time_ours(size, dtype, batch, seq, steps, warmup):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tf_keras  # pylint: disable=g-import-not-at-top
-  from bert_tf import heads, optimization  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import optimization  # pylint: disable=g-import-not-at-top
   tf_keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bf16" else "float32")
   config = bench_configs.bert_config(SIZES[size])
   model = heads.BertClassifier(config, num_labels=2)
@@ -65,7 +66,7 @@ def time_ours(size, dtype, batch, seq, steps, warmup):
     with tf.GradientTape() as tape:
       logits = model(features, training=True)["logits"]
       loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
-    # Dense gradients, as bert_tf.training's loop applies them (the embedding's are sparse).
+    # Dense gradients, as bert_tf.training.loop's loop applies them (the embedding's are sparse).
     grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, model.trainable_variables)]
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
     return loss
@@ -98,9 +99,9 @@ def time_torch(size, dtype, batch, seq, steps, warmup):
 
 def _task(name, seq, output_dir, packed):
   """The fine-tuning task run_classifier.py / run_ner.py would build, and its training records."""
-  from bert_tf import flags as bert_flags  # pylint: disable=g-import-not-at-top
-  from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
+  from bert_tf.cli import flags as bert_flags  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import conll, glue  # pylint: disable=g-import-not-at-top
+  from bert_tf.text import tokenization  # pylint: disable=g-import-not-at-top
   folder, glue_name = PACKING_TASKS[name]
   values = types.SimpleNamespace(
       task_name=glue_name, data_dir=os.path.join(DATA, folder, glue_name or ""),
@@ -120,7 +121,9 @@ def _task(name, seq, output_dir, packed):
 def time_packing(name, packed, batch, seq, steps, warmup):
   """(examples/s, examples per row, real tokens per row) of training steps on task `name`."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from bert_tf import optimization, packing_finetune, records  # pylint: disable=g-import-not-at-top
+  from bert_tf.data import packing_finetune  # pylint: disable=g-import-not-at-top
+  from bert_tf.data import records  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import optimization  # pylint: disable=g-import-not-at-top
   tf.keras.utils.set_random_seed(0)
   with tempfile.TemporaryDirectory() as output_dir:
     values, task, path, num_records = _task(name, seq, output_dir, packed)

@@ -36,7 +36,7 @@ import bench_env  # noqa: F401  (first: the environment every bench runs in)
 from bench_env import DATA, REPO
 import numpy as np
 
-from bert_tf import metrics  # (numpy only: TensorFlow stays out of this process)
+from bert_tf.tasks import metrics  # (numpy only: TensorFlow stays out of this process)
 import bench_configs
 import harness
 

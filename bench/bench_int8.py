@@ -1,7 +1,7 @@
 """A fine-tuned classifier in TensorFlow Lite, float32 and dynamic-range int8, against TensorFlow.
 
 Takes a run_classifier output_dir (its bert_config.json, vocab.txt, task_config.json and latest
-checkpoint), converts the classifier with bert_tf.tflite_export (float32 and
+checkpoint), converts the classifier with bert_tf.serving.tflite (float32 and
 quantize=dynamic_int8), and reports for each of TensorFlow (the model in a tf.function, oneDNN as
 the environment sets it), TensorFlow Lite float32 and TensorFlow Lite int8:
   - the task's dev accuracy (and F1 for MRPC), every dev example at max_seq_length;
@@ -34,8 +34,9 @@ FLAGS.boolean("append", True, "Append the results to benchmarks/<date>.md.")
 
 def load_classifier(model_dir):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from bert_tf import checkpoints, export  # pylint: disable=g-import-not-at-top
-  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf.model.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.serving import export  # pylint: disable=g-import-not-at-top
   with open(os.path.join(model_dir, "task_config.json"), encoding="utf-8") as f:
     task = json.load(f)
   config = BertConfig.from_json_file(os.path.join(model_dir, "bert_config.json"))
@@ -46,8 +47,8 @@ def load_classifier(model_dir):
 
 def dev_features(model_dir, task):
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import glue  # pylint: disable=g-import-not-at-top
+  from bert_tf.text import tokenization  # pylint: disable=g-import-not-at-top
   tokenizer = tokenization.FullTokenizer(os.path.join(model_dir, "vocab.txt"),
                                          do_lower_case=task["do_lower_case"])
   examples = glue.get_processor(task["task_name"]).get_dev_examples(FLAGS.data_dir)
@@ -59,7 +60,7 @@ def dev_features(model_dir, task):
 
 
 def scores(predictions, labels):
-  from bert_tf import metrics  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import metrics  # pylint: disable=g-import-not-at-top
   return metrics.accuracy(labels, predictions), metrics.f1(labels, predictions)
 
 
@@ -69,7 +70,7 @@ def main(argv):
     raise SystemExit("--model_dir: give a run_classifier output_dir")
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from bert_tf import tflite_export  # pylint: disable=g-import-not-at-top
+  from bert_tf.serving import tflite  # pylint: disable=g-import-not-at-top
   model, task = load_classifier(FLAGS.model_dir)
   (ids, mask, segments), labels = dev_features(FLAGS.model_dir, task)
   forward = tf.function(lambda i, m, s: model(
@@ -77,9 +78,9 @@ def main(argv):
   peers = {"tensorflow": lambda i, m, s: forward(i, m, s).numpy()}
   sizes = {}
   for quantize in ("none", "dynamic_int8"):
-    blob = tflite_export.convert(model, ["logits"], quantize)
+    blob = tflite.convert(model, ["logits"], quantize)
     sizes[quantize] = len(blob)
-    runner = tflite_export.Runner(blob, num_threads=FLAGS.threads)
+    runner = tflite.Runner(blob, num_threads=FLAGS.threads)
     peers[f"tflite_{quantize}"] = lambda i, m, s, r=runner: r(i, m, s)["logits"]
   logits = {}
   for name, run in peers.items():

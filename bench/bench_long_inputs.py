@@ -1,4 +1,4 @@
-"""Batch-1 latency of the exported SQuAD model (bert_tf/export.py) against the context's length.
+"""Batch-1 latency of the exported SQuAD model (bert_tf/serving/export.py) against the context's length.
 
 A tiny model (L=2, H=32) and a MiniLM-sized one (L=6, H=384, A=12, I=1536; random weights, the
 compute of the real MiniLM), exported at max_seq_length 384, doc_stride 128, max_query_length 64,
@@ -16,9 +16,9 @@ import bench_env  # noqa: F401  (first: the environment every bench runs in)
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import export
-from bert_tf import tokenization
+from bert_tf.serving import export
 from bert_tf.tasks import squad
+from bert_tf.text import tokenization
 import bench_configs
 import harness
 

@@ -1,6 +1,6 @@
 """The predictor's two backends on real text: the SavedModel against TensorFlow Lite, per task.
 
-For each export given (each made with --tflite), bert_tf.predictor.load(export, backend=...)
+For each export given (each made with --tflite), bert_tf.serving.predictor.load(export, backend=...)
 with both backends answers the task's real data, and the table says:
   - how many results are the same: a classifier's labels, SQuAD's answers (with the no-answer
     decision), NER's (word, tag) pairs; the largest score difference;
@@ -82,7 +82,7 @@ def compare(task, results, gold):
 
 def run_task(task, export_dir, data):
   """The table row of one task: both backends loaded, first-called, then timed in turns."""
-  from bert_tf import predictor  # pylint: disable=g-import-not-at-top
+  from bert_tf.serving import predictor  # pylint: disable=g-import-not-at-top
   kwargs, gold = data()
   first_input = {k: v[:2] for k, v in kwargs.items()}
   loaded, first = {}, {}

@@ -5,7 +5,7 @@
 Sequences/s of full training steps (forward, backward, clipping, optimizer update) at seq 128 with
 20 masked predictions, for BERT-Base (L=12, H=768) and a small BERT (L=4, H=256), in float32 and
 bfloat16 (ours: the mixed_bfloat16 policy; PyTorch: bf16 autocast), XLA on and off for the small
-config only. Ours is bert_tf.training.train itself (records, tf.data, the loop, AdamWeightDecay,
+config only. Ours is bert_tf.training.loop.train itself (records, tf.data, the loop, AdamWeightDecay,
 checkpoint at the end), timed by its own progress line over the second half of the steps.
 TFLOP/s count the model's useful FLOPs (3 x forward; MLM head on the 20 masked positions only)
 against a measured bf16 matmul peak. Prints a table and appends it to benchmarks/<date>.md.
@@ -22,10 +22,10 @@ from bench_env import REPO
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import modeling
-from bert_tf import pretraining
-from bert_tf import records
-from bert_tf import training
+from bert_tf.data import records
+from bert_tf.jobs import pretraining
+from bert_tf.model import modeling
+from bert_tf.training import loop
 import bench_configs
 import harness
 
@@ -81,19 +81,19 @@ def write_records(path, num_examples, seq, preds, seed=0):
 
 
 def time_ours(config, batch_size, dtype, use_xla, record_file, work_dir):
-  training.set_precision(dtype)
-  training.set_seed(1)
-  strategy = training.get_strategy("one_device")
+  loop.set_precision(dtype)
+  loop.set_seed(1)
+  strategy = loop.get_strategy("one_device")
   input_fn = pretraining.input_fn([record_file], FLAGS.seq_length, FLAGS.max_predictions_per_seq,
                                   batch_size, True, seed=1)
   steps = FLAGS.steps
   # The first `steps` steps (tracing included) are logged, then the timed `steps` are.
-  model = training.train(strategy, lambda: modeling.BertPretrainer(config),
+  model = loop.train(strategy, lambda: modeling.BertPretrainer(config),
                          pretraining.loss_fn(), input_fn, 2 * steps, 1e-4, 1,
                          tempfile.mkdtemp(dir=work_dir), save_checkpoints_steps=2 * steps,
                          steps_per_loop=steps, log_steps=steps, use_xla=use_xla,
                          train_batch_size=batch_size)
-  training.set_precision("float32")
+  loop.set_precision("float32")
   return model.train_summary["steps_per_second"] * batch_size
 
 
@@ -167,7 +167,7 @@ def run_logged(cmd):
 
 
 def scalar_curve(event_dir, tag):
-  """[(step, value)] of a scalar written by bert_tf.training's summaries."""
+  """[(step, value)] of a scalar written by bert_tf.training.loop's summaries."""
   curve = []
   for path in sorted(tf.io.gfile.glob(os.path.join(event_dir, "events.*"))):
     for event in tf.compat.v1.train.summary_iterator(path):
@@ -359,7 +359,7 @@ def main(_):
         f"Command: `{command.strip()}`  \nMachine: {harness.machine()}. "
         f"Date: {harness.utc_now()}.  \n"
         f"Seq {FLAGS.seq_length}, {FLAGS.max_predictions_per_seq} masked positions, vocab "
-        f"{VOCAB}, dropout 0.1, full training steps (ours: bert_tf.training.train with "
+        f"{VOCAB}, dropout 0.1, full training steps (ours: bert_tf.training.loop.train with "
         f"AdamWeightDecay, clip 1.0, tf.data from records, op determinism on; PyTorch: "
         f"AdamW, clip 1.0, 2 threads, MLM logits over all 128 positions as HF computes "
         f"them). {FLAGS.steps} timed steps after {FLAGS.steps} untimed. Measured matmul "

@@ -1,4 +1,4 @@
-"""Serving speed of the exported raw-text classifier (bert_tf/export.py), from a Python client.
+"""Serving speed of the exported raw-text classifier (bert_tf/serving/export.py), from a Python client.
 
 MiniLM-sized (L=6, H=384, A=12, I=1536) and BERT-Base-sized (L=12, H=768, A=12, I=3072) random
 weights (V=30522, uncased vocab), exported as MRPC classifiers with max_seq_length 128 in float32
@@ -26,10 +26,10 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from bert_tf import export
-from bert_tf import tokenization
-from bert_tf import training
+from bert_tf.serving import export
 from bert_tf.tasks import glue
+from bert_tf.text import tokenization
+from bert_tf.training import loop
 import bench_configs
 import harness
 
@@ -129,7 +129,7 @@ def main(_):
       peers_1[f"SavedModel {dtype}"] = served(signature)
       peers_32[f"SavedModel {dtype}"] = served(signature)
       previous = tf_keras.mixed_precision.global_policy()
-      training.set_precision(dtype)
+      loop.set_precision(dtype)
       python_model = export.build_model("classifier", config, num_labels=len(LABELS))
       tf_keras.mixed_precision.set_global_policy(previous)
       python_model.set_weights(model.get_weights())
@@ -161,7 +161,7 @@ def report(rows, real_lengths):
       f"## Serving the exported raw-text classifier (bench/bench_serving.py), {now}", "",
       "Command: `flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_serving.py`  ",
       f"Machine: {harness.machine()}. MRPC classifiers exported by "
-      f"bert_tf/export.py (random weights, max_seq_length {FLAGS.max_seq_length}), loaded with "
+      f"bert_tf/serving/export.py (random weights, max_seq_length {FLAGS.max_seq_length}), loaded with "
       "tf.saved_model.load and called through `serving_default` on raw text pairs (tokenization "
       "in the graph). Peer: the Python path of the same weights (FullTokenizer + "
       "run_classifier's features padded to 128 + a tf.function of the Keras model; bfloat16: "

@@ -23,14 +23,14 @@ import time
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
 from bench_env import REPO
 
-from bert_tf import heads
-from bert_tf import records
-from bert_tf import squad_metrics
-from bert_tf import tokenization
-from bert_tf import training
-from bert_tf.config import BertConfig
+from bert_tf.data import records
+from bert_tf.model.config import BertConfig
+from bert_tf.model import heads
 from bert_tf.tasks import squad
 from bert_tf.tasks import squad_answers
+from bert_tf.tasks import squad_metrics
+from bert_tf.text import tokenization
+from bert_tf.training import loop
 import bench_configs
 import harness
 
@@ -101,7 +101,7 @@ def baselines(dataset):
 
 def predict_speed(dev_file, out_dir, dtype):
   """(features/s, results, examples, features) of predicting dev_file at --speed_seq_length."""
-  training.set_precision(dtype)
+  loop.set_precision(dtype)
   config = BertConfig.from_json_file(os.path.join(FLAGS.model_dir, "config.json"))
   tokenizer = tokenization.FullTokenizer(os.path.join(FLAGS.model_dir, "vocab.txt"), True)
   examples = squad.read_squad_examples(dev_file, False, version_2_with_negative=True)
@@ -112,12 +112,12 @@ def predict_speed(dev_file, out_dir, dtype):
   input_fn = records.records_input_fn(
       [record_file], records.squad_features(FLAGS.speed_seq_length, False),
       FLAGS.speed_batch_size, is_training=False)
-  strategy = training.get_strategy("one_device")
-  model, _ = training.restore_model(strategy, lambda: heads.BertSpanLabeler(config), input_fn,
+  strategy = loop.get_strategy("one_device")
+  model, _ = loop.restore_model(strategy, lambda: heads.BertSpanLabeler(config), input_fn,
                                     out_dir)
   # Timed from the end of the first batch, so tracing and warm-up are not counted.
   results, timed, start = [], 0, None
-  for batch in training.predict(strategy, model, input_fn):
+  for batch in loop.predict(strategy, model, input_fn):
     for unique_id, start_logits, end_logits in zip(batch["unique_ids"], batch["start_logits"],
                                                    batch["end_logits"]):
       results.append(squad_answers.RawResult(int(unique_id), start_logits, end_logits))
@@ -127,7 +127,7 @@ def predict_speed(dev_file, out_dir, dtype):
       timed += len(batch["unique_ids"])
   seconds = time.time() - start
   print(f"{dtype}: compute dtype {model.encoder.compute_dtype}, {timed} features timed")
-  training.set_precision("float32")
+  loop.set_precision("float32")
   return timed / seconds, results, examples, features
 
 

@@ -7,7 +7,7 @@ step is judged by running the old and the new code one after the other, several 
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_step_ab.py \
       --repos=/tmp/before,. --model=small --dtypes=float32,bfloat16 --steps=10 --rounds=2
 
-Each measurement is one process running bench_pretraining.time_ours (bert_tf.training.train on
+Each measurement is one process running bench_pretraining.time_ours (bert_tf.training.loop.train on
 synthetic pretraining records, --steps timed steps after as many untimed) with that checkout's
 code. Prints sequences/s per run and the mean ratio of the last repo to the first.
 """

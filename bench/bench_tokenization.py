@@ -16,8 +16,8 @@ import bert.tokenization as original  # (the oracle; its absl flag: see harness.
 import tensorflow as tf
 import tokenizers
 
-from bert_tf import fast_tokenization
-from bert_tf import tokenization
+from bert_tf.text import fast_tokenization
+from bert_tf.text import tokenization
 import harness
 from harness import timed
 

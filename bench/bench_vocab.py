@@ -2,7 +2,7 @@
 """create_vocab's vocabularies against Hugging Face tokenizers' WordPiece trainer.
 
 Each of our learners and HF learn from the same Gutenberg books (all but --held_out) at each size of --sizes (lines of
-the file, special and [unused*] tokens included), in the same layout (bert_tf.vocab_learning's,
+the file, special and [unused*] tokens included), in the same layout (bert_tf.text.vocab_learning's,
 99 [unused*]); each is scored by our FullTokenizer on the held-out book: WordPiece pieces per
 BasicTokenizer word and the [UNK] rate. HF tokenizers learns with its BertNormalizer and
 BertPreTokenizer (the BasicTokenizer's rules) from the raw files, on both cores (rayon); ours
@@ -17,8 +17,8 @@ import tempfile
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
 import tokenizers
 
-from bert_tf import tokenization
-from bert_tf import vocab_learning
+from bert_tf.text import tokenization
+from bert_tf.text import vocab_learning
 import harness
 
 FLAGS = harness.Flags()

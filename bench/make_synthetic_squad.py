@@ -17,7 +17,7 @@ import re
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
 
-from bert_tf import fileio
+from bert_tf.io import fileio
 import harness
 
 WIKITEXT = os.path.join(bench_env.DATA, "corpus", "wikitext-2-tokens")

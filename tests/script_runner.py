@@ -36,10 +36,10 @@ import traceback
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Environment variables that take effect when TensorFlow (or its thread pools) load.
 _IMPORT_TIME_PREFIXES = ("TF_", "CUDA", "XLA", "OMP_", "KMP_", "MKL", "ONEDNN", "PYTHON", "LD_")
-_HEAVY_MODULES = ("bert_tf", "tensorflow", "tf_keras", "tensorflow_text", "bert_tf.finetuning",
-                  "bert_tf.pretraining", "bert_tf.export", "bert_tf.predictor",
-                  "bert_tf.feature_extraction", "bert_tf.tasks.glue", "bert_tf.tasks.squad",
-                  "bert_tf.tasks.conll", "bert_tf.tasks.swag", "bert_tf.pretraining_data.pipeline")
+_HEAVY_MODULES = ("bert_tf", "tensorflow", "tf_keras", "tensorflow_text", "bert_tf.jobs.finetuning",
+                  "bert_tf.jobs.pretraining", "bert_tf.serving.export", "bert_tf.serving.predictor",
+                  "bert_tf.jobs.feature_extraction", "bert_tf.tasks.glue", "bert_tf.tasks.squad",
+                  "bert_tf.tasks.conll", "bert_tf.tasks.swag", "bert_tf.data.pretraining_data.pipeline")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -11,8 +11,8 @@ import sys
 import pytest
 import tensorflow as tf
 
-from bert_tf import modeling
-from bert_tf.config import BertConfig
+from bert_tf.model.config import BertConfig
+from bert_tf.model import modeling
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "bench"))

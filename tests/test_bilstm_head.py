@@ -10,11 +10,11 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from bert_tf import checkpoints
-from bert_tf import export
-from bert_tf import heads
-from bert_tf import predictor
-from bert_tf.config import BertConfig
+from bert_tf.model import checkpoints
+from bert_tf.model.config import BertConfig
+from bert_tf.model import heads
+from bert_tf.serving import export
+from bert_tf.serving import predictor
 from conftest import run_script
 from conftest import shared_data
 from support.exports import check_classifier_run

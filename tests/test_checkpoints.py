@@ -8,14 +8,14 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from bert_tf import checkpoints
-from bert_tf import heads
-from bert_tf import activations
-from bert_tf import modeling
-from bert_tf.config import ACTIVATIONS
-from bert_tf.config import BertConfig
-from bert_tf.config import HF_ACTIVATIONS
 from bert_tf.errors import BertTfError
+from bert_tf.model import activations
+from bert_tf.model import checkpoints
+from bert_tf.model.config import ACTIVATIONS
+from bert_tf.model.config import BertConfig
+from bert_tf.model.config import HF_ACTIVATIONS
+from bert_tf.model import heads
+from bert_tf.model import modeling
 from support.models import head_shapes
 from support.models import original_encoder_shapes
 from support.models import randomize
@@ -127,7 +127,7 @@ def test_tf1_parity_with_model_garden(tf1_checkpoint, ours, tmp_path):
 
 
 def test_activation_names_compute_what_transformers_computes():
-  # Each transformers name we read means our function of that name (bert_tf.config), and each
+  # Each transformers name we read means our function of that name (bert_tf.model.config), and each
   # of ours is written as a name that transformers computes the same way.
   from transformers.activations import get_activation as hf_activation
   import torch
@@ -264,7 +264,7 @@ def minilm():
 
 def minilm_inputs():
   from absl import flags
-  from bert_tf import tokenization
+  from bert_tf.text import tokenization
   flags.FLAGS.mark_as_parsed()
   tokenizer = tokenization.FullTokenizer(os.path.join(MINILM, "vocab.txt"), do_lower_case=True)
   sentences = ["The quick brown fox jumps over the lazy dog.",

@@ -4,8 +4,8 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
+from bert_tf.model.config import BertConfig
 
 
 def test_legacy_keras_is_active():

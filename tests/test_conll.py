@@ -9,9 +9,9 @@ import tensorflow as tf
 from seqeval import metrics as seqeval_metrics
 from seqeval import scheme as seqeval_scheme
 
-from bert_tf import records
-from bert_tf.tasks import conll
+from bert_tf.data import records
 from bert_tf.errors import BertTfError
+from bert_tf.tasks import conll
 from conftest import shared_data
 
 TYPES = ("PER", "LOC", "ORG", "MISC")

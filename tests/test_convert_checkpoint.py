@@ -6,10 +6,10 @@ import numpy as np
 import tensorflow as tf
 
 from conftest import run_script
-from bert_tf import checkpoints
-from bert_tf import model_dir
-from bert_tf import modeling
-from bert_tf.config import BertConfig
+from bert_tf.model import checkpoints
+from bert_tf.model.config import BertConfig
+from bert_tf.model import model_dir
+from bert_tf.model import modeling
 from support.models import randomize
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

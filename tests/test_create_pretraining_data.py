@@ -20,15 +20,16 @@ import tensorflow as tf
 from conftest import REPO, shared_data, run_script
 from support.task_data import _toy_corpus
 
-from bert_tf import records
-from bert_tf import tokenization
-from bert_tf import workers
-from bert_tf.pretraining_data import corpus as corpus_module
-from bert_tf.pretraining_data import algorithm
-from bert_tf.pretraining_data import pipeline
-from bert_tf.pretraining_data import record_writer
-from bert_tf.pretraining_data import record_bytes
+from bert_tf.data.pretraining_data import algorithm
+from bert_tf.data.pretraining_data import corpus as corpus_module
+from bert_tf.data.pretraining_data import pipeline
+from bert_tf.data.pretraining_data import record_bytes
+from bert_tf.data.pretraining_data import record_writer
+from bert_tf.data import records
 from bert_tf.errors import BertTfError
+from bert_tf.io import fileio
+from bert_tf.io import workers
+from bert_tf.text import tokenization
 
 ORACLE_DRIVER = r'''
 import collections, json, os, random, sys
@@ -382,7 +383,7 @@ def test_url_paths_go_through_tf_gfile(tmp_path):
   sample = os.path.join(shared_data("corpus", "bert-sample"), "sample_text.txt")
   tf.io.gfile.makedirs("ram://cpd_test")
   tf.io.gfile.copy(sample, "ram://cpd_test/input.txt", overwrite=True)
-  inputs = records.input_files("ram://cpd_test/*.txt")
+  inputs = fileio.input_files("ram://cpd_test/*.txt")
   assert inputs == ["ram://cpd_test/input.txt"]
   local = str(tmp_path / "local.tfrecord")
   _ours([sample], [local], dupe_factor=2)

@@ -11,10 +11,10 @@ apache_beam = pytest.importorskip("apache_beam")
 
 from conftest import REPO, shared_data, run_script  # noqa: E402
 
-from bert_tf import tokenization  # noqa: E402
-from bert_tf.pretraining_data import algorithm  # noqa: E402
-from bert_tf.pretraining_data import pipeline  # noqa: E402
-from bert_tf.pretraining_data import beam  # noqa: E402
+from bert_tf.data.pretraining_data import algorithm  # noqa: E402
+from bert_tf.data.pretraining_data import beam  # noqa: E402
+from bert_tf.data.pretraining_data import pipeline  # noqa: E402
+from bert_tf.text import tokenization  # noqa: E402
 
 # Tiny: 4 files of 8 documents, one copy each; the cost is Beam's start-up, not the data.
 OPTIONS = algorithm.Options(dupe_factor=1, max_seq_length=64, max_predictions_per_seq=10)

@@ -1,4 +1,4 @@
-"""create_vocab.py and bert_tf.vocab_learning: the layout of special tokens, words counted exactly
+"""create_vocab.py and bert_tf.text.vocab_learning: the layout of special tokens, words counted exactly
 as BasicTokenizer splits them (streamed, in bounded memory), determinism, held-out text tokenized
 with few [UNK], --min_count, --reserved_tokens, errors, and text -> create_vocab ->
 create_pretraining_data -> run_pretraining."""
@@ -12,10 +12,10 @@ import sys
 
 import pytest
 
-from bert_tf import tokenization
-from bert_tf import vocab_learning
-from bert_tf.pretraining_data import corpus
 from bert_tf.errors import BertTfError
+from bert_tf.io import fileio
+from bert_tf.text import tokenization
+from bert_tf.text import vocab_learning
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -59,7 +59,7 @@ def test_layout_is_the_originals(shared):
 @pytest.mark.parametrize("do_lower_case", [True, False])
 def test_words_are_basic_tokenizers_across_blocks(monkeypatch, tmp_path, do_lower_case):
   path = write_text(tmp_path, TEXT * 3 + "a\u0000b\x85c \u2028 end")
-  monkeypatch.setattr(corpus, "_CHUNK_BYTES", 16)  # many blocks: words cut at block ends
+  monkeypatch.setattr(fileio, "CHUNK_BYTES", 16)  # many blocks: words cut at block ends
   counter = vocab_learning.count_words([path], do_lower_case, 5_000_000, None)
   with open(path, encoding="utf-8") as f:
     expected = collections.Counter(

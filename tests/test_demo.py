@@ -9,7 +9,7 @@ import sys
 
 from conftest import REPO
 
-from bert_tf import tokenization
+from bert_tf.text import tokenization
 
 SENTENCES = ["I really enjoyed this movie, the actors were amazing!",
              "What a waste of time; I hated every minute of it.",

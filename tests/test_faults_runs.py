@@ -34,7 +34,7 @@ CONFIG = {"vocab_size": len(VOCAB), "hidden_size": 16, "num_hidden_layers": 1,
 
 def pretraining_records(path, seq_lengths, seed=0):
   """A record file of one pretraining record per entry of seq_lengths (5 predictions each)."""
-  from bert_tf import records  # pylint: disable=g-import-not-at-top
+  from bert_tf.data import records  # pylint: disable=g-import-not-at-top
   rng = np.random.RandomState(seed)
 
   def record(length):
@@ -104,9 +104,9 @@ def without_run_shape(output_dir):
 def with_best_of_another_model(w, case_dir):
   """A copy of the classifier run whose best/ holds the weights of a one-output (STS-B-like)
   classifier, as keep_best writes them."""
-  from bert_tf import checkpoints  # pylint: disable=g-import-not-at-top
-  from bert_tf import heads  # pylint: disable=g-import-not-at-top
-  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf.model.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import heads  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   output_dir = copy_of(w, "cls", case_dir)
   model = heads.BertClassifier(BertConfig.from_dict(CONFIG), num_labels=1)

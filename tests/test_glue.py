@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import records
-from bert_tf import tokenization
+from bert_tf.data import records
+from bert_tf.errors import BertTfError
 from bert_tf.tasks import glue
 from bert_tf.tasks import swag
-from bert_tf.errors import BertTfError
+from bert_tf.text import tokenization
 from conftest import shared_data
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "dog", "is", "hairy", "a", "cat",

@@ -4,7 +4,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from bert_tf import heads
+from bert_tf.model import heads
 from support.models import HEADS_CONFIG as CONFIG
 
 

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from bert_tf import interrupts
+from bert_tf.io import interrupts
 
 
 @pytest.fixture(autouse=True)

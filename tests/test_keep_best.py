@@ -1,4 +1,4 @@
-"""Evaluation during training and the best model kept (bert_tf.keep_best): the flags' checks,
+"""Evaluation during training and the best model kept (bert_tf.training.keep_best): the flags' checks,
 output_dir/best/ over a crafted metric sequence, the training loop's evaluations, early stopping
 and resume, and run_classifier.py end to end on a dev set whose best step is known."""
 import contextlib
@@ -11,20 +11,20 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints
-from bert_tf import finetune_options
-from bert_tf import flags as bert_flags
-from bert_tf import keep_best
-from bert_tf import modeling
-from bert_tf import pretraining
-from bert_tf import predictor
-from bert_tf import records
-from bert_tf import scalars
-from bert_tf import squad_metrics
-from bert_tf import training
+from bert_tf.cli import flags as bert_flags
+from bert_tf.data import records
+from bert_tf.errors import BertTfError
+from bert_tf.jobs import finetune_options
+from bert_tf.jobs import pretraining
+from bert_tf.model import checkpoints
+from bert_tf.model import modeling
+from bert_tf.serving import predictor
 from bert_tf.tasks import conll
 from bert_tf.tasks import glue
-from bert_tf.errors import BertTfError
+from bert_tf.tasks import squad_metrics
+from bert_tf.training import keep_best
+from bert_tf.training import loop
+from bert_tf.training import scalars
 from conftest import run_script
 from support.pretraining_runs import PREDS
 from support.pretraining_runs import SEQ
@@ -189,8 +189,8 @@ class FakeTask:
 
 
 def train_with(output_dir, record_file, task, num_train_steps=12):
-  training.set_seed(7)
-  strategy = training.get_strategy("one_device")
+  loop.set_seed(7)
+  strategy = loop.get_strategy("one_device")
   eval_input_fn = records.records_input_fn(  # one pass (pretraining's eval input repeats)
       [record_file], records.pretraining_features(SEQ, PREDS), 8, False)
   evaluator = keep_best.Evaluator(keep_best.Plan(2, "eval_accuracy", 2), task, strategy, "dev",
@@ -198,7 +198,7 @@ def train_with(output_dir, record_file, task, num_train_steps=12):
   input_fn = pretraining.input_fn([record_file], SEQ, PREDS, 8, True, seed=3)
   config = tiny_config()
   try:
-    return training.train(strategy, lambda: modeling.BertPretrainer(config),
+    return loop.train(strategy, lambda: modeling.BertPretrainer(config),
                           pretraining.loss_fn(), input_fn, num_train_steps, 1e-3, 2,
                           str(output_dir), log_steps=4, seed=7, save_checkpoints_steps=100,
                           evaluator=evaluator)
@@ -213,7 +213,7 @@ def test_training_evaluates_keeps_the_best_stops_early_and_resumes(tmp_path):
   task = FakeTask(accuracies)
   model = train_with(output_dir, record_file, task)
   # Every 2 steps; the best at 4, then 2 evaluations without improvement: stopped at 8 of 12.
-  assert task.evaluated == [2, 4, 6, 8] and training.global_step(model) == 8
+  assert task.evaluated == [2, 4, 6, 8] and loop.global_step(model) == 8
   assert {f"model.ckpt-{s}.index" for s in (2, 4, 6, 8)} <= set(os.listdir(output_dir))
   assert "model.ckpt-10.index" not in os.listdir(output_dir)
   curve = scalars.read_scalars(str(output_dir / "eval"))["eval_accuracy"]
@@ -232,7 +232,7 @@ def test_training_evaluates_keeps_the_best_stops_early_and_resumes(tmp_path):
   assert any(not np.array_equal(best.get_tensor(k), at_8.get_tensor(k)) for k in keys)
   # Run again: it resumes at 8, where patience already ran out, and stops at once.
   again = FakeTask(accuracies)
-  assert training.global_step(train_with(output_dir, record_file, again)) == 8
+  assert loop.global_step(train_with(output_dir, record_file, again)) == 8
   assert again.evaluated == []
   # Killed during the evaluation of step 4 (its checkpoint saved): the resumed run evaluates 4
   # first, and goes on to the same end.
@@ -240,7 +240,7 @@ def test_training_evaluates_keeps_the_best_stops_early_and_resumes(tmp_path):
   with pytest.raises(KeyboardInterrupt):
     train_with(killed_dir, record_file, FakeTask(accuracies, kill_at=4))
   resumed = FakeTask(accuracies)
-  assert training.global_step(train_with(killed_dir, record_file, resumed)) == 8
+  assert loop.global_step(train_with(killed_dir, record_file, resumed)) == 8
   assert resumed.evaluated == [4, 6, 8]
   state = json.loads((killed_dir / "best" / "best.json").read_text())
   assert state["step"] == 4 and [e[0] for e in state["evaluations"]] == [2, 4, 6, 8]

@@ -5,10 +5,10 @@ run resumed without the flag is refused)."""
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import checkpoints
-from bert_tf import export
-from bert_tf import heads
-from bert_tf.config import BertConfig
+from bert_tf.model import checkpoints
+from bert_tf.model.config import BertConfig
+from bert_tf.model import heads
+from bert_tf.serving import export
 from conftest import run_script
 from support.exports import check_classifier_run
 from support.models import HEADS_CONFIG as CONFIG

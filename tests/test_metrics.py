@@ -1,8 +1,8 @@
-"""bert_tf.metrics against scipy / scikit-learn (skipped when absent) and hand-computed values."""
+"""bert_tf.tasks.metrics against scipy / scikit-learn (skipped when absent) and hand-computed values."""
 import numpy as np
 import pytest
 
-from bert_tf import metrics
+from bert_tf.tasks import metrics
 
 
 def test_hand_computed_values():

@@ -9,9 +9,9 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from bert_tf import activations
-from bert_tf import modeling
-from bert_tf.config import BertConfig
+from bert_tf.model import activations
+from bert_tf.model.config import BertConfig
+from bert_tf.model import modeling
 from support.models import head_shapes
 from support.models import original_encoder_shapes
 from support.tiny import bert_config

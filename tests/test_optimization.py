@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import optimization
 from bert_tf.errors import BertTfError
+from bert_tf.training import optimization
 
 
 def original_lr(step, init_lr, num_train_steps, num_warmup_steps):

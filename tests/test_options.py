@@ -1,4 +1,4 @@
-"""bert_tf.options: the typed options, each rule once, beside its option; their builders."""
+"""bert_tf.training.options: the typed options, each rule once, beside its option; their builders."""
 import dataclasses
 import os
 import re
@@ -8,10 +8,10 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import pytest
 
-from bert_tf import flags as bert_flags
-from bert_tf import objectives
-from bert_tf import options
+from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
+from bert_tf.model import objectives
+from bert_tf.training import options
 
 
 def test_defaults_are_the_flags_defaults():

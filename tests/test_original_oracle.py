@@ -7,7 +7,7 @@ that TF 2 lacks re-created as TF 1.15 wrote it: tensorflow.contrib.layers.layer_
 LayerNorm/beta and LayerNorm/gamma, moments over the last axis, epsilon 1e-12). The original
 writes a seeded TF1 checkpoint itself (its own random initialisation, then every LayerNorm and
 bias value moved away from 1 and 0 so that each weight counts) with tf.compat.v1.train.Saver;
-our models load it through bert_tf.checkpoints.
+our models load it through bert_tf.model.checkpoints.
 """
 import json
 import os
@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints
-from bert_tf import modeling
-from bert_tf import pretraining
-from bert_tf.config import BertConfig
+from bert_tf.jobs import pretraining
+from bert_tf.model import checkpoints
+from bert_tf.model.config import BertConfig
+from bert_tf.model import modeling
 from conftest import REPO, run_script
 from support.oracle import CONFIG, ORACLE, VOCAB, inputs
 
@@ -210,7 +210,7 @@ def test_original_fine_tuned_classifier_predicts_and_evaluates_as_the_original(
 
 
 def test_original_fine_tuned_squad_head_gives_the_originals_logits(original, fine_tuned):
-  from bert_tf import heads
+  from bert_tf.model import heads
   _, f, _ = original
   model = heads.BertSpanLabeler(BertConfig.from_dict(CONFIG))
   model(f)
@@ -225,8 +225,8 @@ def test_original_fine_tuned_squad_head_gives_the_originals_logits(original, fin
 
 def test_a_head_that_does_not_fit_is_an_error_never_a_random_head(original, fine_tuned,
                                                                   tmp_path):
-  from bert_tf import heads
   from bert_tf.errors import BertTfError
+  from bert_tf.model import heads
   work_dir, f, _ = original
   config = BertConfig.from_dict(CONFIG)
   three_labels = heads.BertClassifier(config, num_labels=3)

@@ -28,9 +28,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import pretraining
-from bert_tf import records
-from bert_tf import scalars
+from bert_tf.data import records
+from bert_tf.jobs import pretraining
+from bert_tf.training import scalars
 from conftest import REPO, run_script
 from support import oracle
 
@@ -383,8 +383,8 @@ def test_new_heads_start_as_the_originals_whatever_initializer_range():
   """The original's run_classifier.py and run_squad.py draw a new output_weights with stddev 0.02
   whatever the config says (its run_pretraining.py heads use initializer_range, as ours do)."""
   import bert  # bert-tensorflow 1.0.4, the original's source
-  from bert_tf import heads
-  from bert_tf.config import BertConfig
+  from bert_tf.model.config import BertConfig
+  from bert_tf.model import heads
   source = os.path.dirname(bert.__file__)
   for script in ("run_classifier.py", "run_squad.py"):
     with open(os.path.join(source, script)) as f:
@@ -401,8 +401,8 @@ def test_squad_trains_at_full_length_as_its_loss_reads_the_padding():
   """The original's SQuAD loss is a softmax over all max_seq_length logits, the padding's
   included: in training our span labeler computes them even with trim_padding (predictions, which
   read real positions only, still run trimmed)."""
-  from bert_tf import heads
-  from bert_tf.config import BertConfig
+  from bert_tf.model.config import BertConfig
+  from bert_tf.model import heads
   config = BertConfig.from_dict(CONFIG)
   rng = np.random.RandomState(0)
   mask = np.zeros((2, 12), np.int32)

@@ -1,4 +1,4 @@
-"""Packed pretraining (bert_tf.packing, run_pretraining.py --pack_sequences): the row layout, the
+"""Packed pretraining (bert_tf.data.packing, run_pretraining.py --pack_sequences): the row layout, the
 proof that packed and unpacked compute the same losses and gradients, the same eval metrics
 (mirrored over 2 logical CPUs, gradient accumulation), exact input resume, and the script end to
 end in bfloat16."""
@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import modeling
-from bert_tf import objectives
-from bert_tf import packing
-from bert_tf import pretraining
-from bert_tf import training
+from bert_tf.data import packing
 from bert_tf.errors import BertTfError
+from bert_tf.jobs import pretraining
+from bert_tf.model import modeling
+from bert_tf.model import objectives
+from bert_tf.training import loop
 from support.paths import REPO
 from support.pretraining_runs import PREDS, SEQ, command, read_eval_results, run
 from support.pretraining_runs import tiny_config, write_pretraining_records
@@ -150,7 +150,9 @@ import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 sys.path.insert(0, TESTS)
-from bert_tf import training, pretraining, modeling
+from bert_tf.jobs import pretraining
+from bert_tf.model import modeling
+from bert_tf.training import loop
 from support import pretraining_runs as t
 record_file, output_dir = sys.argv[1:3]
 strategy = training.get_strategy("mirrored", num_gpus=0)

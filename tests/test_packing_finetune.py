@@ -1,4 +1,4 @@
-"""Packed fine-tuning (bert_tf.packing_finetune, --pack_sequences): the row layout, and the proof
+"""Packed fine-tuning (bert_tf.data.packing_finetune, --pack_sequences): the row layout, and the proof
 that packed rows give every example the same logits (classifier, NER tokens, SWAG choices), that
 one packed step has the loss and gradients of the same examples unpacked (split over replicas and
 micro-batches too), and that predictions come back in input order."""
@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import finetune_options
-from bert_tf import heads
-from bert_tf import packing_finetune
-from bert_tf import records
-from bert_tf import scalars
-from bert_tf import training
-from bert_tf.tasks import glue
+from bert_tf.data import packing_finetune
+from bert_tf.data import records
 from bert_tf.errors import BertTfError
+from bert_tf.jobs import finetune_options
+from bert_tf.model import heads
+from bert_tf.tasks import glue
+from bert_tf.training import loop
+from bert_tf.training import scalars
 from support.pretraining_runs import VOCAB, tiny_config
 
 SEQ = 16  # tiny_config's max_position_embeddings
@@ -112,7 +112,7 @@ def test_progress_lines_count_examples_not_rows():
 
 def _unpacked_predictions(model, path, schema, batch_size):
   input_fn = records.records_input_fn([path], schema, batch_size, is_training=False)
-  return list(training.predict(tf.distribute.get_strategy(), model, input_fn))
+  return list(loop.predict(tf.distribute.get_strategy(), model, input_fn))
 
 
 @pytest.mark.parametrize("kind", ["classifier", "tagging", "multiple_choice"])
@@ -124,7 +124,7 @@ def test_packed_predictions_equal_unpacked_in_input_order(kind, tmp_path):
   layout = packing_finetune.Layout(schema, SEQ, choices, max_instances=4)
   expected = _unpacked_predictions(model, path, schema, 8)
   strategy = tf.distribute.get_strategy()
-  packed = training.predict(strategy, model, layout.predict_input_fn(path, 3))
+  packed = loop.predict(strategy, model, layout.predict_input_fn(path, 3))
   got = list(layout.unpack(packed, path, 8))
   assert layout.count_rows(path) < 37 * (1 if kind != "multiple_choice" else 2)
   assert len(got) == len(expected) == 5
@@ -229,7 +229,9 @@ import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 sys.path.insert(0, TESTS)
-from bert_tf import packing_finetune, records, training
+from bert_tf.data import packing_finetune
+from bert_tf.data import records
+from bert_tf.training import loop
 import test_packing_finetune as t
 path, output_dir = sys.argv[1:3]
 schema, _ = t.write_records(path, "classifier", 64, seed=4)

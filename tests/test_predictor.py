@@ -1,4 +1,4 @@
-"""bert_tf.predictor: from an export and from a fine-tuning output_dir, the same results as the
+"""bert_tf.serving.predictor: from an export and from a fine-tuning output_dir, the same results as the
 export's serving_default signature called directly (and as run_classifier's test_results.tsv),
 whatever the batch size; bad calls and paths end in one-line BertTfErrors. Tiny models on a
 tiny vocab; one real run_classifier.py run, the other output_dirs made in process."""
@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import export
-from bert_tf import predictor
-from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
+from bert_tf.model.config import BertConfig
+from bert_tf.serving import export
+from bert_tf.serving import predictor
 from bert_tf.tasks import base
 from conftest import REPO
 from support import tiny

@@ -1,5 +1,5 @@
-"""bert_tf.progress: the live bar on a terminal, a line every N seconds into a file, the closing
-summary; bert_tf.scalars: eval scalars, curves.png."""
+"""bert_tf.io.progress: the live bar on a terminal, a line every N seconds into a file, the closing
+summary; bert_tf.training.scalars: eval scalars, curves.png."""
 import io
 import os
 import types
@@ -7,8 +7,8 @@ import types
 from absl import logging
 import pytest
 
-from bert_tf import progress
-from bert_tf import scalars
+from bert_tf.io import progress
+from bert_tf.training import scalars
 
 
 class Clock:
@@ -123,7 +123,7 @@ class _Value:
 
 
 class _FakeTrainState:
-  """What scalars.TrainLog reads of bert_tf.training's _TrainState."""
+  """What scalars.TrainLog reads of bert_tf.training.loop's _TrainState."""
 
   def __init__(self):
     self.optimizer = types.SimpleNamespace(iterations=_Value(0))

@@ -85,9 +85,9 @@ def small_data(root):
 
 def tiny_hf_model(directory):
   """model.safetensors, config.json and vocab.txt of a small random BERT, as MiniLM's directory."""
-  from bert_tf import checkpoints  # pylint: disable=g-import-not-at-top
-  from bert_tf import modeling  # pylint: disable=g-import-not-at-top
-  from bert_tf.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf.model.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import modeling  # pylint: disable=g-import-not-at-top
   vocab = shared_data("vocab", "bert-base-uncased-vocab.txt")
   config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
                       intermediate_size=64, max_position_embeddings=512)

@@ -1,4 +1,4 @@
-"""bert_tf/pretraining_data/record_bytes.py against TensorFlow's own: RecordEncoder's bytes are what
+"""bert_tf/data/pretraining_data/record_bytes.py against TensorFlow's own: RecordEncoder's bytes are what
 tf.train.Example serializes (records.serialize), tfrecord_bytes what tf.io.TFRecordWriter writes."""
 import os
 import random
@@ -8,12 +8,12 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 import tensorflow as tf  # noqa: E402
 
 from conftest import shared_data  # noqa: E402
-from bert_tf import records  # noqa: E402
-from bert_tf import tokenization  # noqa: E402
-from bert_tf.pretraining_data import corpus as corpus_module  # noqa: E402
-from bert_tf.pretraining_data import algorithm  # noqa: E402
-from bert_tf.pretraining_data import record_writer  # noqa: E402
-from bert_tf.pretraining_data import record_bytes  # noqa: E402
+from bert_tf.data.pretraining_data import algorithm  # noqa: E402
+from bert_tf.data.pretraining_data import corpus as corpus_module  # noqa: E402
+from bert_tf.data.pretraining_data import record_bytes  # noqa: E402
+from bert_tf.data.pretraining_data import record_writer  # noqa: E402
+from bert_tf.data import records  # noqa: E402
+from bert_tf.text import tokenization  # noqa: E402
 
 
 def test_encoder_gives_the_bytes_of_records_serialize(tmp_path):

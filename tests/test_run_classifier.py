@@ -8,11 +8,11 @@ import types
 import numpy as np
 import pytest
 
-from bert_tf import finetuning
-from bert_tf import flags as bert_flags
-from bert_tf import scalars
-from bert_tf.tasks import glue
+from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
+from bert_tf.jobs import finetuning
+from bert_tf.tasks import glue
+from bert_tf.training import scalars
 from conftest import run_script
 from support.task_data import _synthetic_sst2
 from support.tiny import WORDS, common_args, read_results, write_config, write_vocab

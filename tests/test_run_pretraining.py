@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import scalars
+from bert_tf.training import scalars
 from support.paths import REPO
 from support.pretraining_runs import CONFIG, command, read_eval_results, run, start
 from support.pretraining_runs import write_pretraining_records

@@ -7,12 +7,12 @@ import types
 
 import pytest
 
-from bert_tf import finetuning
-from bert_tf import flags as bert_flags
-from bert_tf import tokenization
-from bert_tf.config import BertConfig
-from bert_tf.tasks import squad
+from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
+from bert_tf.jobs import finetuning
+from bert_tf.model.config import BertConfig
+from bert_tf.tasks import squad
+from bert_tf.text import tokenization
 from conftest import run_script
 from conftest import shared_data
 from support.task_data import _small_vocab

@@ -10,11 +10,11 @@ import pytest
 import tensorflow as tf
 from conftest import shared_data
 
-from bert_tf import records
-from bert_tf import tokenization
+from bert_tf.data import records
+from bert_tf.errors import BertTfError
 from bert_tf.tasks import squad
 from bert_tf.tasks import squad_answers
-from bert_tf.errors import BertTfError
+from bert_tf.text import tokenization
 
 CONTEXT = ("The leader was John Smith (1895-1943). Steve Smith's team won the "
            "Japanese electronics prize in  Paris, France.")

@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from bert_tf import squad_metrics
+from bert_tf.tasks import squad_metrics
 
 
 def _dataset(questions):

@@ -6,17 +6,17 @@ import types
 
 import pytest
 
-from bert_tf import export
-from bert_tf import finetune_options
-from bert_tf import flags as bert_flags
-from bert_tf import options as options_lib
-from bert_tf import predictor
+from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
+from bert_tf.jobs import finetune_options
+from bert_tf.serving import export
+from bert_tf.serving import predictor
 from bert_tf.tasks import base
 from bert_tf.tasks import conll
 from bert_tf.tasks import glue
 from bert_tf.tasks import squad
 from bert_tf.tasks import swag
+from bert_tf.training import options as options_lib
 
 TASKS = {"glue": (glue.GlueTask, "classifier", "run_classifier.py"),
          "ner": (conll.NerTask, "ner", "run_ner.py"),

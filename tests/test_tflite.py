@@ -1,4 +1,4 @@
-"""bert_tf.tflite_export and what uses it: the converted model gives the Keras model's outputs at
+"""bert_tf.serving.tflite and what uses it: the converted model gives the Keras model's outputs at
 any batch size and length (one interpreter resized between calls), a task model's trim_padding
 does not leak into the file, export --tflite writes assets.extra/model.tflite inside the new
 version (with what rebuilds its server), and predictor.load(..., backend="tflite") gives the
@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import export
-from bert_tf import finetune_options
-from bert_tf import modeling
-from bert_tf import predictor
-from bert_tf import tflite_export
-from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
+from bert_tf.jobs import finetune_options
+from bert_tf.model.config import BertConfig
+from bert_tf.model import modeling
+from bert_tf.serving import export
+from bert_tf.serving import predictor
+from bert_tf.serving import tflite
 from bert_tf.tasks import base
 from support import models
 from support import tiny
@@ -42,7 +42,7 @@ def _ids(shape, lengths, seed=0):
 def test_runner_matches_the_encoder_at_every_shape():
   tf.random.set_seed(0)
   model = modeling.BertModel(tiny.bert_config(len(WORDS)))
-  runner = tflite_export.Runner(tflite_export.convert(model, ["sequence_output",
+  runner = tflite.Runner(tflite.convert(model, ["sequence_output",
                                                               "pooled_output"]))
   for shape, lengths in [((1, 5), [5]), ((3, 17), [17, 9, 1]), ((2, 32), [32, 20]),
                          ((1, 5), [3])]:  # back to an earlier shape: the one interpreter resized
@@ -60,10 +60,10 @@ def test_a_big_batch_runs_in_passes_with_the_same_outputs():
   5 rows): each row's outputs are those of one pass over the whole batch, and of the model."""
   tf.random.set_seed(3)
   model = modeling.BertModel(tiny.bert_config(len(WORDS)))
-  blob = tflite_export.convert(model, ["sequence_output", "pooled_output"])
+  blob = tflite.convert(model, ["sequence_output", "pooled_output"])
   ids, mask, segments = _ids((5, 17), [17, 9, 1, 12, 17], seed=4)
-  whole = tflite_export.Runner(blob, tokens_per_pass=None)
-  split = tflite_export.Runner(blob, tokens_per_pass=40)
+  whole = tflite.Runner(blob, tokens_per_pass=None)
+  split = tflite.Runner(blob, tokens_per_pass=40)
   calls = []
   run = split._run
   split._run = lambda **arrays: calls.append(arrays["input_ids"].shape) or run(**arrays)
@@ -75,7 +75,7 @@ def test_a_big_batch_runs_in_passes_with_the_same_outputs():
     np.testing.assert_allclose(got[key], want[key], atol=1e-6)
     np.testing.assert_allclose(got[key], keras[key].numpy(), atol=2e-5)
   with pytest.raises(ValueError, match="tokens_per_pass"):
-    tflite_export.Runner(blob, tokens_per_pass=0)
+    tflite.Runner(blob, tokens_per_pass=0)
 
 
 def test_a_task_models_trim_padding_stays_out_of_the_file():
@@ -84,15 +84,15 @@ def test_a_task_models_trim_padding_stays_out_of_the_file():
   tf.random.set_seed(1)
   model = export.build_model("classifier", tiny.bert_config(len(WORDS)), num_labels=3)
   model.trim_padding = True
-  blob = tflite_export.convert(model)
+  blob = tflite.convert(model)
   assert model.trim_padding is True
-  runner = tflite_export.Runner(blob)
+  runner = tflite.Runner(blob)
   ids, mask, segments = _ids((4, 16), [16, 3, 7, 1], seed=2)
   want = model({"input_ids": ids, "input_mask": mask, "segment_ids": segments},
                training=False)["logits"].numpy()
   np.testing.assert_allclose(runner(ids, mask, segments)["logits"], want, atol=2e-5)
   with pytest.raises(ValueError, match="quantize should be one of"):
-    tflite_export.convert(model, quantize="int4")
+    tflite.convert(model, quantize="int4")
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,9 @@ import pytest
 import tensorflow as tf
 
 from conftest import shared_data
-from bert_tf import fast_tokenization
-from bert_tf import tokenization
 from bert_tf.errors import BertTfError
+from bert_tf.text import fast_tokenization
+from bert_tf.text import tokenization
 
 HARD_CASES = os.path.join(os.path.dirname(__file__), "data", "tokenizer_hard_cases.txt")
 # Every Nth line of every corpus file: ~9k lines, a few seconds of the Python original per vocab.

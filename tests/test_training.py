@@ -1,4 +1,4 @@
-"""The generic loop (bert_tf.training) on a tiny pretrainer: resume, accumulation, NaN guard,
+"""The generic loop (bert_tf.training.loop) on a tiny pretrainer: resume, accumulation, NaN guard,
 eval/predict, strategies (mirrored over 2 logical CPUs and 2 worker processes run as subprocesses,
 since devices must be configured before TensorFlow starts)."""
 import collections
@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import modeling
-from bert_tf import pretraining
-from bert_tf import records
-from bert_tf import training
+from bert_tf.data import records
 from bert_tf.errors import BertTfError
+from bert_tf.jobs import pretraining
+from bert_tf.model import modeling
+from bert_tf.training import loop
 from support.paths import REPO
 from support.pretraining_runs import PREDS, SEQ, VOCAB, tiny_config, write_pretraining_records
 
@@ -32,13 +32,13 @@ def record_file(tmp_path_factory):
 
 def run_train(output_dir, record_file, num_train_steps=8, batch_size=8, accumulation=1,
               dropout=0.1, loss_fn=None, **kwargs):
-  training.set_seed(7)
-  strategy = training.get_strategy("one_device")
+  loop.set_seed(7)
+  strategy = loop.get_strategy("one_device")
   input_fn = pretraining.input_fn([record_file], SEQ, PREDS, batch_size, True, seed=3,
                                   gradient_accumulation_steps=accumulation)
   config = tiny_config(dropout)
   kwargs.setdefault("save_checkpoints_steps", 4)
-  return training.train(strategy, lambda: modeling.BertPretrainer(config),
+  return loop.train(strategy, lambda: modeling.BertPretrainer(config),
                         loss_fn or pretraining.loss_fn(), input_fn, num_train_steps, 1e-3, 2,
                         str(output_dir), gradient_accumulation_steps=accumulation,
                         metric_fn=pretraining.metric_fn(), log_steps=4, seed=7,
@@ -58,7 +58,7 @@ def test_resume_gives_the_same_weights_as_an_uninterrupted_run(tmp_path, record_
   tf.compat.v1.train.update_checkpoint_state(resumed_dir,
                                              os.path.join(resumed_dir, "model.ckpt-4"))
   resumed = run_train(tmp_path / "resumed", record_file, num_train_steps=8)
-  assert training.global_step(resumed) == 8
+  assert loop.global_step(resumed) == 8
   resumed_weights = weights(resumed)
   for name, value in straight.items():
     np.testing.assert_array_equal(resumed_weights[name], value, err_msg=name)
@@ -116,12 +116,12 @@ def test_nan_loss_stops_without_overwriting_the_last_checkpoint(tmp_path, traine
 
 
 def test_evaluate_predict_and_restore(tmp_path, trained_dir, record_file):
-  strategy = training.get_strategy("one_device")
+  strategy = loop.get_strategy("one_device")
   eval_fn = pretraining.input_fn([record_file], SEQ, PREDS, 8, False)
-  model, step = training.restore_model(strategy, lambda: modeling.BertPretrainer(tiny_config()),
+  model, step = loop.restore_model(strategy, lambda: modeling.BertPretrainer(tiny_config()),
                                        eval_fn, output_dir=str(trained_dir))
   assert step == 4
-  results = training.evaluate(strategy, model, eval_fn, pretraining.metric_fn(),
+  results = loop.evaluate(strategy, model, eval_fn, pretraining.metric_fn(),
                               pretraining.loss_fn(), steps=3, global_step=step)
   assert set(results) == {"masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
                           "next_sentence_loss", "loss", "global_step"}
@@ -129,30 +129,30 @@ def test_evaluate_predict_and_restore(tmp_path, trained_dir, record_file):
   assert results["loss"] == pytest.approx(
       results["masked_lm_loss"] + results["next_sentence_loss"], rel=0.05)
   path = str(tmp_path / "eval_results.txt")
-  training.write_eval_results(path, results)
+  loop.write_eval_results(path, results)
   lines = open(path).read().splitlines()
   assert lines[0].startswith("global_step = 4") and lines[1].startswith("loss = ")
   finite_fn = records.records_input_fn([record_file], records.pretraining_features(SEQ, PREDS),
                                         24, is_training=False)
-  batches = list(training.predict(strategy, model, finite_fn))
+  batches = list(loop.predict(strategy, model, finite_fn))
   assert [len(b["input_ids"]) for b in batches] == [24, 24, 16]
   assert batches[0]["mlm_logits"].shape == (24, PREDS, VOCAB)
 
 
 def test_float16_loss_scaling_trains(tmp_path, record_file):
-  training.set_precision("float16")
+  loop.set_precision("float16")
   try:
     model = run_train(tmp_path, record_file, num_train_steps=2)
   finally:
-    training.set_precision("float32")
+    loop.set_precision("float32")
   assert all(np.isfinite(v).all() for v in weights(model).values())
 
 
 def test_bad_flags():
   with pytest.raises(BertTfError, match="--distribution_strategy"):
-    training.get_strategy("horovod")
+    loop.get_strategy("horovod")
   with pytest.raises(BertTfError, match="--dtype"):
-    training.set_precision("int8")
+    loop.set_precision("int8")
   with pytest.raises(BertTfError, match="--train_batch_size"):
     records.per_replica_batch_size(tf.distribute.InputContext(1, 0, 2), 7)
 
@@ -162,7 +162,7 @@ def test_tpu_strategy_is_built_from_tpu_name():
       mock.patch.object(tf.config, "experimental_connect_to_cluster") as connect, \
       mock.patch.object(tf.tpu.experimental, "initialize_tpu_system") as initialize, \
       mock.patch.object(tf.distribute, "TPUStrategy") as tpu_strategy:
-    strategy = training.get_strategy("tpu", tpu_name="my-tpu", tpu_zone="us-central1-b",
+    strategy = loop.get_strategy("tpu", tpu_name="my-tpu", tpu_zone="us-central1-b",
                                      gcp_project="proj")
   resolver.assert_called_once_with(tpu="my-tpu", zone="us-central1-b", project="proj")
   connect.assert_called_once_with(resolver.return_value)
@@ -182,7 +182,9 @@ if strategy_name == "mirrored":
 sys.path.insert(0, {tests!r})
 from absl import logging
 logging.set_verbosity("info")
-from bert_tf import training, pretraining, modeling
+from bert_tf.jobs import pretraining
+from bert_tf.model import modeling
+from bert_tf.training import loop
 from support import pretraining_runs as t
 strategy = training.get_strategy(strategy_name, num_gpus=0)
 training.set_seed(7)

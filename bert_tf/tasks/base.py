@@ -7,17 +7,17 @@ Task subclass in a module of this package, registered under its name:
   class GlueTask(base.Task):
     export_task = "classifier"     # its serving half: export_savedmodel.py's --task value
 
-bert_tf.finetuning builds it as task_class(options, tokenizer) (options: a
-bert_tf.finetune_options.FinetuneOptions whose `task` is an instance of the task's own
+bert_tf.jobs.finetuning builds it as task_class(options, tokenizer) (options: a
+bert_tf.jobs.finetune_options.FinetuneOptions whose `task` is an instance of the task's own
 options_class, a frozen dataclass of its flags) and asks it, through the named
 members below, for everything about a run: its records (schema, write_train_records,
 write_split_records, record_files), its model (model_fn, build_head: its head on the shared
 encoder), its loss and metrics (loss_fn, train_metric_fn, eval_metric_names, primary_metric), its
 result files (finish_split) and what goes into task_config.json (task_config_fields).
-bert_tf.export and bert_tf.predictor ask the class for its serving half: the labels and options
+bert_tf.serving.export and bert_tf.serving.predictor ask the class for its serving half: the labels and options
 it needs at export time (serving_options_from its options, from task_config.json:
 serving_options_from_config), its model (build_head), its server (make_server: a tf.Module with
-serve and tokenize, the building blocks are in bert_tf.servers) and how a predictor calls it
+serve and tokenize, the building blocks are in bert_tf.tasks.servers) and how a predictor calls it
 (predictor_inputs, predictor_result). A task with no serving half (export_task None, run_swag.py)
 says so in one line (check_exportable).
 
@@ -30,8 +30,8 @@ import os
 import pkgutil
 
 from bert_tf.errors import BertTfError
-from bert_tf.fileio import write_text_atomically
-from bert_tf.model_dir import TASK_CONFIG_FILE
+from bert_tf.io.fileio import write_text_atomically
+from bert_tf.model.model_dir import TASK_CONFIG_FILE
 
 # Record files in output_dir, per split, unless a task names others (Task.record_files).
 RECORD_FILES = {"train": "train.tf_record", "dev": "eval.tf_record", "test": "predict.tf_record"}
@@ -139,12 +139,12 @@ class Task:
   options_class = None  # the frozen dataclass of the task's own flags (FinetuneOptions.task)
 
   def __init__(self, options, tokenizer):
-    self.options = options  # a bert_tf.finetune_options.FinetuneOptions
+    self.options = options  # a bert_tf.jobs.finetune_options.FinetuneOptions
     self.tokenizer = tokenizer
 
   # ------------------------------------------------------------------ records
   def schema(self, is_training):
-    """The record kind (a bert_tf.records name_to_features dict)."""
+    """The record kind (a bert_tf.data.records name_to_features dict)."""
     raise NotImplementedError
 
   def write_train_records(self, path):
@@ -195,7 +195,7 @@ class Task:
     return config
 
   def write_task_config(self, options):
-    """Writes output_dir/task_config.json (atomically), which bert_tf.predictor.load reads."""
+    """Writes output_dir/task_config.json (atomically), which bert_tf.serving.predictor.load reads."""
     write_text_atomically(os.path.join(options.output_dir, TASK_CONFIG_FILE),
                           json.dumps(self.task_config(options), indent=2, sort_keys=True) + "\n")
 
@@ -249,7 +249,7 @@ class Task:
 
   @classmethod
   def make_server(cls, tokenizer, model, max_seq_length, **options):
-    """The tf.Module (serve, tokenize, info) bert_tf.export saves."""
+    """The tf.Module (serve, tokenize, info) bert_tf.serving.export saves."""
     cls.check_exportable()
     raise NotImplementedError
 
@@ -260,7 +260,7 @@ class Task:
 
   @classmethod
   def predictor_inputs(cls, predictor, texts, text_b, question, context):
-    """{input name: list of str} of a bert_tf.predictor call, checked."""
+    """{input name: list of str} of a bert_tf.serving.predictor call, checked."""
     raise NotImplementedError
 
   @classmethod

@@ -1,6 +1,6 @@
 """CoNLL-2003 NER for run_ner.py: read the column format, make windowed features labelled on first
 sub-tokens, score entities as conlleval does, write predictions back in the format conlleval reads,
-and NerTask (the task bert_tf.finetuning runs).
+and NerTask (the task bert_tf.jobs.finetuning runs).
 
 The paper (section 5.3) feeds each WordPiece-tokenized word to BERT and labels only its first
 sub-token; the other sub-tokens are "X": no label, no loss, no prediction.
@@ -15,18 +15,17 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import feature_extraction
-from bert_tf import heads
-from bert_tf import metrics
-from bert_tf import packing_finetune
-from bert_tf import records
-from bert_tf import servers
-from bert_tf import training
-from bert_tf.tasks import base
+from bert_tf.data import packing_finetune
+from bert_tf.data import records
 from bert_tf.errors import BertTfError
-from bert_tf.fileio import atomic_output
-from bert_tf.fileio import read_lines
-from bert_tf.fileio import write_text_atomically
+from bert_tf.io.fileio import atomic_output
+from bert_tf.io.fileio import read_lines
+from bert_tf.io.fileio import write_text_atomically
+from bert_tf.model import heads
+from bert_tf.tasks import base
+from bert_tf.tasks import metrics
+from bert_tf.tasks import servers
+from bert_tf.training import loop
 
 DOCSTART = "-DOCSTART-"
 # Columns are separated by spaces or tabs: only those, never the other characters Python counts as
@@ -373,7 +372,7 @@ def format_report(scores):
 
 
 # ---------------------------------------------------------------------------------------------
-# run_ner.py's task for bert_tf.finetuning.
+# run_ner.py's task for bert_tf.jobs.finetuning.
 
 SPLIT_FILES = {"train": "train.txt", "dev": "valid.txt", "test": "test.txt"}
 # The training file's labels, saved in output_dir by training and read back by eval, predict and
@@ -423,9 +422,9 @@ class NerOptions:
   label_file: Optional[str] = None  # export_savedmodel.py only
 
   def __post_init__(self):
-    if self.feature_based and self.feature_layers not in feature_extraction.FEATURE_LAYERS:
+    if self.feature_based and self.feature_layers not in heads.FEATURE_LAYERS:
       raise BertTfError(f"--feature_layers: {self.feature_layers!r} is not one of "
-                        f"{feature_extraction.FEATURE_LAYERS}")
+                        f"{heads.FEATURE_LAYERS}")
 
 
 @base.register("ner")
@@ -473,7 +472,7 @@ class NerTask(base.Task):
   def model_fn(self, config, trim_padding=False):
     ner, num_labels = self.options.task, len(self.label_list)
     if ner.feature_based:
-      return lambda: feature_extraction.BertFeatureTagger(
+      return lambda: heads.BertFeatureTagger(
           config, num_labels, trim_padding=trim_padding, feature_layers=ner.feature_layers,
           lstm_units=ner.lstm_units)
     return super().model_fn(config, trim_padding)
@@ -532,7 +531,7 @@ class NerTask(base.Task):
     logging.info("***** %s results (%d sentences, %s) *****\n%s", source, len(sentences),
                  detect_scheme(sentences), format_report(scores))
     output_dir = output_dir or self.options.output_dir
-    training.write_eval_results(os.path.join(output_dir, f"{prefix}_results.txt"), results)
+    loop.write_eval_results(os.path.join(output_dir, f"{prefix}_results.txt"), results)
     if split == "test":
       write_predictions(os.path.join(output_dir, "test_predictions.txt"), sentences,
                         predicted_tags)

@@ -1,5 +1,5 @@
 """GLUE and XNLI for run_classifier.py: tsv processors, features, TFRecords, and GlueTask (the
-task bert_tf.finetuning runs: its head, loss, metrics and prediction files).
+task bert_tf.jobs.finetuning runs: its head, loss, metrics and prediction files).
 
 The processors follow the original run_classifier.py (CoLA, MNLI, MRPC, XNLI) and GLUE's standard
 tsv layouts for the rest (SST-2, QQP, STS-B, QNLI, RTE, WNLI, MNLI mismatched). Test sets carry no
@@ -15,16 +15,16 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import heads
-from bert_tf import metrics
-from bert_tf import packing_finetune
-from bert_tf import records
-from bert_tf import servers
-from bert_tf import training
-from bert_tf.tasks import base
+from bert_tf.data import packing_finetune
+from bert_tf.data import records
 from bert_tf.errors import BertTfError
-from bert_tf.fileio import read_lines
-from bert_tf.fileio import write_text_atomically
+from bert_tf.io.fileio import read_lines
+from bert_tf.io.fileio import write_text_atomically
+from bert_tf.model import heads
+from bert_tf.tasks import base
+from bert_tf.tasks import metrics
+from bert_tf.tasks import servers
+from bert_tf.training import loop
 
 
 class InputExample:
@@ -351,7 +351,7 @@ def classifier_labels(task_name):
 
 @base.register("glue")
 class GlueTask(base.Task):
-  """run_classifier.py's task for bert_tf.finetuning: a GLUE or XNLI processor, BertClassifier
+  """run_classifier.py's task for bert_tf.jobs.finetuning: a GLUE or XNLI processor, BertClassifier
   (a regressor for STS-B), the original's eval metrics and prediction files; served as
   "classifier" (servers.ClassifierServer: text_a[, text_b] -> label probabilities)."""
 
@@ -407,7 +407,7 @@ class GlueTask(base.Task):
     logging.info("***** Eval results (%d examples) *****", len(examples))
     results = self.eval_metrics(logits, labels)
     results["global_step"] = global_step
-    training.write_eval_results(os.path.join(output_dir, "eval_results.txt"), results)
+    loop.write_eval_results(os.path.join(output_dir, "eval_results.txt"), results)
     return results
 
   def eval_metric_names(self):

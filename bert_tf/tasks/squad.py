@@ -1,5 +1,5 @@
 """SQuAD 1.1 / 2.0 for run_squad.py: read the official JSON, make windowed features and their
-records, and SquadTask (the task bert_tf.finetuning runs; answers come from squad_answers.py).
+records, and SquadTask (the task bert_tf.jobs.finetuning runs; answers come from squad_answers.py).
 
 The same data path as the original run_squad.py: the context is split on whitespace (keeping a
 character -> word map so character-based answers become word spans), each word is WordPiece
@@ -16,15 +16,15 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
-from bert_tf import heads
-from bert_tf import records
-from bert_tf import servers
-from bert_tf import squad_metrics
-from bert_tf import tokenization
-from bert_tf.tasks import base
-from bert_tf.tasks import squad_answers
+from bert_tf.data import records
 from bert_tf.errors import BertTfError
+from bert_tf.io import fileio
+from bert_tf.model import heads
+from bert_tf.tasks import base
+from bert_tf.tasks import servers
+from bert_tf.tasks import squad_answers
+from bert_tf.tasks import squad_metrics
+from bert_tf.text import tokenization
 
 FIRST_UNIQUE_ID = 1000000000
 
@@ -361,7 +361,7 @@ def features_to_arrays(features):
 
 
 # ---------------------------------------------------------------------------------------------
-# run_squad.py's task for bert_tf.finetuning.
+# run_squad.py's task for bert_tf.jobs.finetuning.
 
 
 @dataclasses.dataclass(frozen=True)

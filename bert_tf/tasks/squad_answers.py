@@ -16,10 +16,10 @@ import time
 import numpy as np
 from absl import logging
 
-from bert_tf import fileio
-from bert_tf import squad_metrics
-from bert_tf import tokenization
 from bert_tf.errors import BertTfError
+from bert_tf.io import fileio
+from bert_tf.tasks import squad_metrics
+from bert_tf.text import tokenization
 
 RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "end_logits"])
 

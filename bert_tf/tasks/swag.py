@@ -1,5 +1,5 @@
 """SWAG for run_swag.py: csv examples, four sequences per example, TFRecords, and SwagTask (the
-task bert_tf.finetuning runs).
+task bert_tf.jobs.finetuning runs).
 
 Two csv layouts are read, told apart by their header:
   regular: video-id, fold-ind, startphrase, sent1, sent2, gold-source, ending0..ending3, label
@@ -19,16 +19,16 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import heads
-from bert_tf import metrics
-from bert_tf import packing_finetune
-from bert_tf import records
-from bert_tf import training
+from bert_tf.data import packing_finetune
+from bert_tf.data import records
+from bert_tf.errors import BertTfError
+from bert_tf.io.fileio import read_lines
+from bert_tf.io.fileio import write_text_atomically
+from bert_tf.model import heads
 from bert_tf.tasks import base
 from bert_tf.tasks import glue
-from bert_tf.errors import BertTfError
-from bert_tf.fileio import read_lines
-from bert_tf.fileio import write_text_atomically
+from bert_tf.tasks import metrics
+from bert_tf.training import loop
 
 NUM_CHOICES = 4
 REGULAR_COLUMNS = ("sent1", "sent2", "ending0", "ending1", "ending2", "ending3")
@@ -121,7 +121,7 @@ def file_based_convert_examples_to_features(examples, max_seq_length, tokenizer,
 
 @base.register("swag")
 class SwagTask(base.Task):
-  """run_swag.py's task for bert_tf.finetuning: four sequences per example, BertMultipleChoice,
+  """run_swag.py's task for bert_tf.jobs.finetuning: four sequences per example, BertMultipleChoice,
   a softmax over the choices. No serving half (export_task None): "run_swag.py has no export"."""
 
   script = "run_swag.py"
@@ -174,7 +174,7 @@ class SwagTask(base.Task):
                "eval_accuracy": metrics.accuracy(labels, logits.argmax(axis=-1)),
                "global_step": global_step}
     logging.info("***** Eval results (%d examples) *****", len(examples))
-    training.write_eval_results(os.path.join(output_dir, "eval_results.txt"), results)
+    loop.write_eval_results(os.path.join(output_dir, "eval_results.txt"), results)
     return results
 
   def write_predictions(self, examples, logits, output_dir):

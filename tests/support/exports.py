@@ -5,8 +5,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import export
-from bert_tf.config import BertConfig
+from bert_tf.model.config import BertConfig
+from bert_tf.serving import export
 from support.paths import shared_data
 from support.tiny import SIZES
 

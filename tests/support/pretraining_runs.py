@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import records
+from bert_tf.data import records
 from support.paths import REPO
 from support.tiny import SIZES
 from support.tiny import bert_config

@@ -4,8 +4,8 @@ import csv
 import random
 import types
 
-from bert_tf import tokenization
-from bert_tf.config import BertConfig
+from bert_tf.model.config import BertConfig
+from bert_tf.text import tokenization
 
 
 def _synthetic_sst2(data_dir, seed, n):

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from bert_tf.config import BertConfig
+from bert_tf.model.config import BertConfig
 
 # The tiny encoder of most tests (those that need other sizes say so).
 SIZES = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,

@@ -1,0 +1,1 @@
+"""The command-line door: every flag defined once, typed options built from them, one-line errors."""

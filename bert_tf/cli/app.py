@@ -1,0 +1,126 @@
+"""What every top-level script shares: absl start-up that turns bad input into one line and exit 1."""
+import os
+import re
+import signal
+import sys
+
+from absl import app
+from absl import logging
+
+from bert_tf.cli import flags as bert_flags
+from bert_tf.errors import BertTfError
+from bert_tf.io import fileio
+
+# TensorFlow errors that come from the user's files and directories, not from a bug: one line each.
+_TF_FILE_ERRORS = {
+    "DataLossError": "a file is corrupt or truncated",
+    "PermissionDeniedError": "permission denied",
+    "FailedPreconditionError": "cannot use a file or directory",
+    "NotFoundError": "not found",
+    "AlreadyExistsError": "already exists",
+    "ResourceExhaustedError": "out of memory or disk (lower the batch size?)",
+}
+
+
+def _one_line(error):
+  """`error: ...` for the errors a user's input or disk causes; None for any other (a bug)."""
+  if isinstance(error, BertTfError):
+    return f"error: {error}"
+  if fileio.is_disk_full(error):
+    return f"error: {fileio.disk_full_error(_disk_full_where(error))}"
+  if isinstance(error, OSError) and error.strerror:
+    where = f"{error.filename}: " if error.filename else ""
+    return f"error: {where}{error.strerror}"
+  tf = sys.modules.get("tensorflow")
+  if tf is not None and isinstance(error, tf.errors.OpError):
+    what = _TF_FILE_ERRORS.get(type(error).__name__)
+    if what:
+      message = (error.message or "").strip().splitlines()
+      return f"error: {what}: {message[0] if message else type(error).__name__}"
+  return None
+
+
+# What a writer adds to the path it was asked to write (temporary names, checkpoint shards, a
+# SavedModel's variables), removed in that order to name that path.
+_WRITER_SUFFIXES = (r"\.tempstate\d+$", r"_temp/part-\d+-of-\d+\.(data|index).*$",
+                    r"\.tmp-\d+.*$", r"\.(data-\d+-of-\d+|index)$", r"/variables/variables$")
+
+
+def _disk_full_where(error):
+  """The path a full disk stopped (from the error), else the output flags the run was given."""
+  path = getattr(error, "filename", None)
+  if not path:
+    named = re.search(r"(\S+?)[;:,]? (?:No space left|File too large|Disk quota)",
+                      str(getattr(error, "message", "") or ""))
+    path = named.group(1) if named and os.path.sep in named.group(1) else None
+  if not path:
+    return ", ".join(f"{flag}={value}" for flag, value in bert_flags.outputs_given()) or "writing"
+  for suffix in _WRITER_SUFFIXES:
+    path = re.sub(suffix, "", str(path))
+  return path.rstrip("/") or "/"
+
+
+def _interrupted():
+  """The one line of a run stopped by Ctrl-C: what it keeps."""
+  kept = []
+  tf = sys.modules.get("tensorflow")
+  for flag, value in bert_flags.outputs_given():
+    checkpoint = None
+    if flag == "--output_dir" and tf is not None and os.path.isdir(value):
+      checkpoint = tf.train.latest_checkpoint(value)
+    if checkpoint:
+      kept.append(f"the latest checkpoint, {checkpoint}, is kept (a rerun resumes from it)")
+    elif fileio.exists(value) or fileio.glob(f"{value}-*-of-*"):
+      kept.append(f"what {flag}={value} holds is kept")
+    else:
+      kept.append(f"nothing was written to {flag}={value}")
+  return f"interrupted: {'; '.join(kept + ['nothing half-written is left'])}"
+
+
+def _warn_repeated_flags(argv):
+  for name, given in bert_flags.repeated_flags(argv):
+    print(f"warning: --{name} is given {len(given)} times ({', '.join(given)}): using the last, "
+          f"{given[-1]}", file=sys.stderr)
+
+
+def _terminate(signum, unused_frame):
+  """SIGTERM as an exception, so that every cleanup runs (temporary files, spool directories,
+  worker processes) before the process ends with status 128 + SIGTERM, as a killed one."""
+  raise SystemExit(128 + signum)
+
+
+def run(main):
+  """absl.app.run(main), but an error from bad input or an unusable file (BertTfError, OSError,
+  TensorFlow's DataLossError, PermissionDeniedError, ...) prints `error: <message>` and exits
+  with status 1 (a full disk names the file or output flag); any other exception keeps its
+  traceback. Ctrl-C prints one line `interrupted: ...` saying what was kept and exits with 130;
+  SIGTERM unwinds the same way: what the run was writing is removed, what it had finished stays.
+  A gs:// path in a flag is checked to be reachable first; a flag given twice with two values is
+  warned about (absl takes the last, as the original did)."""
+
+  def guarded_main(argv):
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+      for flag, url in bert_flags.urls_given():
+        fileio.check_reachable(url, flag)
+      return main(argv)
+    except KeyboardInterrupt:
+      signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the line short
+      logging.flush()
+      try:
+        line = _interrupted()
+      except Exception:  # pylint: disable=broad-except  (an unreadable output: say less)
+        line = "interrupted: nothing half-written is left"
+      print(line, file=sys.stderr)
+      sys.exit(130)
+    except Exception as e:  # pylint: disable=broad-except
+      line = _one_line(e)
+      if line is None:
+        raise
+      logging.flush()
+      print(line, file=sys.stderr)
+      sys.exit(1)
+
+  bert_flags.use_grouped_help()
+  _warn_repeated_flags(sys.argv)
+  app.run(guarded_main)

@@ -1,0 +1,1 @@
+"""Records and input pipelines: TFRecord schemas, packing, dynamic masking, windows, the pretraining data."""

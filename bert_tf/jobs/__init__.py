@@ -1,0 +1,1 @@
+"""The jobs the scripts run: fine-tuning, pretraining, feature extraction."""

@@ -1,0 +1,113 @@
+"""The pretraining objective as one unit: masked LM and next sentence prediction, their ablations
+(the paper's Table 5: no NSP, left-to-right) and how the masked-LM predictions are drawn (whole
+words, the Table 8 mask/keep/random split, dynamic masking), with the record features they read.
+
+TensorFlow-free: records.py builds the tf.io specs from RECORD_FEATURES; pretraining.py (loss,
+metrics, the left-to-right targets), packing.py, dynamic_masking.py and the record writers of
+bert_tf/pretraining_data consult the names and the Objective here.
+
+  Objective(use_nsp=True, left_to_right=False, masking=Masking())
+      .predicts_next_sentence   whether the loss has the next-sentence term (not with
+                                left_to_right, which predicts every next token instead)
+      .run_shape()              what the objective adds to a pretraining run's train_run.json
+  Masking(max_predictions_per_seq=20, masked_lm_prob=0.15, do_whole_word_mask=False,
+          mask_prob_mask=0.8, mask_prob_keep=0.1, mask_prob_random=0.1, dynamic=False)
+      the masked-LM draw of create_pretraining_data.py, or, dynamic, of run_pretraining.py at
+      input time (bert_tf.data.dynamic_masking)
+"""
+import dataclasses
+
+from bert_tf.errors import BertTfError
+
+# The masked LM's features, per prediction slot: where, the original token, 1.0 for a real one.
+MASKED_LM_POSITIONS = "masked_lm_positions"
+MASKED_LM_IDS = "masked_lm_ids"
+MASKED_LM_WEIGHTS = "masked_lm_weights"
+MASKED_LM_FEATURES = (MASKED_LM_POSITIONS, MASKED_LM_IDS, MASKED_LM_WEIGHTS)
+# The next sentence's label per instance (1: B is a random sentence); packed rows add each
+# instance's [CLS] position and a weight per instance slot (bert_tf.data.packing).
+NEXT_SENTENCE_LABELS = "next_sentence_labels"
+NEXT_SENTENCE_POSITIONS = "next_sentence_positions"
+NEXT_SENTENCE_WEIGHTS = "next_sentence_weights"
+# The text's features, per token.
+TEXT_FEATURES = ("input_ids", "input_mask", "segment_ids")
+
+# A pretraining record (create_pretraining_data.py), in its features' order: name -> (length,
+# kind), length "seq" (max_seq_length) or "predictions" (max_predictions_per_seq) or 1.
+RECORD_FEATURES = {
+    "input_ids": ("seq", "int64"), "input_mask": ("seq", "int64"),
+    "segment_ids": ("seq", "int64"),
+    MASKED_LM_POSITIONS: ("predictions", "int64"), MASKED_LM_IDS: ("predictions", "int64"),
+    MASKED_LM_WEIGHTS: ("predictions", "float32"),
+    NEXT_SENTENCE_LABELS: (1, "int64"),
+}
+
+# The model's outputs the objective's loss reads.
+MLM_LOGITS = "mlm_logits"
+NSP_LOGITS = "nsp_logits"
+
+
+def record_features(masked=True):
+  """The features of a pretraining record, in order; masked=False: create_pretraining_data.py
+  --unmasked's (no masked-LM features: run_pretraining.py --dynamic_masking draws them)."""
+  return {name: spec for name, spec in RECORD_FEATURES.items()
+          if masked or name not in MASKED_LM_FEATURES}
+
+
+@dataclasses.dataclass(frozen=True)
+class Masking:
+  """How the masked-LM predictions are drawn (the masking flags)."""
+  max_predictions_per_seq: int = 20
+  masked_lm_prob: float = 0.15
+  do_whole_word_mask: bool = False
+  mask_prob_mask: float = 0.8
+  mask_prob_keep: float = 0.1
+  mask_prob_random: float = 0.1
+  dynamic: bool = False
+
+  def __post_init__(self):
+    if self.max_predictions_per_seq < 1:
+      raise BertTfError(f"--max_predictions_per_seq: expected an integer of at least 1, got "
+                        f"{self.max_predictions_per_seq}")
+    if not 0 < self.masked_lm_prob <= 1:
+      raise BertTfError(f"--masked_lm_prob: expected a fraction above 0 and at most 1, got "
+                        f"{self.masked_lm_prob}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Objective:
+  """Masked LM, with next sentence prediction unless an ablation drops it."""
+  use_nsp: bool = True
+  left_to_right: bool = False
+  masking: Masking = Masking()
+
+  def __post_init__(self):
+    if self.masking.dynamic and self.left_to_right:
+      raise BertTfError("--dynamic_masking: not with --left_to_right, which masks nothing (it "
+                        "predicts every next token)")
+
+  @classmethod
+  def of_flags(cls, no_nsp=False, left_to_right=False, masking=Masking()):
+    """The objective of run_pretraining.py's --no_nsp and --left_to_right."""
+    return cls(use_nsp=not (no_nsp or left_to_right), left_to_right=left_to_right,
+               masking=masking)
+
+  @property
+  def predicts_next_sentence(self):
+    return self.use_nsp and not self.left_to_right
+
+  @property
+  def reads_masked_records(self):
+    """Whether the records hold the masked-LM features (else dynamic masking draws them)."""
+    return not self.masking.dynamic
+
+  def run_shape(self):
+    """What the objective changes in a run's checkpoints or input (run_dir.check_run_shape)."""
+    return {"left_to_right": bool(self.left_to_right),
+            "dynamic_masking": bool(self.masking.dynamic)}
+
+  def metric_names(self):
+    names = ["masked_lm_accuracy", "masked_lm_loss"]
+    if self.predicts_next_sentence:
+      names += ["next_sentence_accuracy", "next_sentence_loss"]
+    return names

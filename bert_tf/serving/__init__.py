@@ -1,0 +1,1 @@
+"""Serving: SavedModels on raw text, the predictor, TensorFlow Lite."""

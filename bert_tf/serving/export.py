@@ -1,0 +1,269 @@
+"""SavedModels that take raw text: tokenization, the model and the post-processing in one graph.
+
+Users of the original asked for TF Serving export: its Estimator predict path rebuilt the graph on
+every call. An export here is one tf.Module (a task's server, bert_tf.tasks.servers: its signatures and
+what they give) whose signatures take tf.string tensors [B], so a client needs nothing of bert_tf.
+Which server, model and labels: the registered task (bert_tf.tasks.base) of the export's name.
+
+Export with export_savedmodel.py (or --export_dir on run_classifier.py / run_squad.py /
+run_ner.py), or export() here (build_server() makes the same server in memory); the checkpoint
+must hold the fine-tuned head. A
+client runs `import tensorflow_text` (it registers the tokenizer ops; TF Serving needs them linked
+in), then `tf.saved_model.load(version_dir).signatures["serving_default"](text_a=..., ...)`.
+Each export is a new version directory, export_dir/<number> (TF Serving's layout: a server
+pointed at export_dir serves the newest); nothing already in export_dir is replaced.
+"""
+import json
+import os
+import time
+
+from absl import logging
+import tensorflow as tf
+import tf_keras
+
+from bert_tf.errors import BertTfError
+from bert_tf.io import fileio
+from bert_tf.model import activations
+from bert_tf.model import checkpoints
+from bert_tf.model.config import BertConfig
+from bert_tf.model import model_dir
+from bert_tf.serving import tflite as tflite_lib
+from bert_tf.tasks import base
+from bert_tf.text import fast_tokenization
+from bert_tf.text import tokenization
+
+
+# export(tflite=True) writes the model, from token ids to its outputs, here in the version, and
+# beside it what rebuilds the server around it (tflite_server): its settings and the vocabulary.
+TFLITE_FILE = os.path.join("assets.extra", "model.tflite")
+TFLITE_SERVER_FILE = os.path.join("assets.extra", "server.json")
+TFLITE_VOCAB_FILE = os.path.join("assets.extra", "vocab.txt")
+
+
+def task_names():
+  """export_savedmodel.py's --task values: the serving names of the registered tasks."""
+  return base.export_names()
+
+
+# ---------------------------------------------------------------------------- models
+
+
+def build_model(task, config, num_labels=None, bilstm_units=None, causal=False):
+  """The task model (task: a serving name, e.g. "classifier"), with variables, as the run script
+  builds it (with a --bilstm_head BiLSTM of bilstm_units per direction; causal: fine-tuned with
+  --left_to_right)."""
+  model = base.for_export(task).build_head(config, num_labels, bilstm_units=bilstm_units,
+                                           causal=causal)
+  zeros = tf.zeros([1, 2], tf.int32)
+  model({"input_ids": zeros, "input_mask": zeros + 1, "segment_ids": zeros}, training=False)
+  return model
+
+
+def make_server(task, tokenizer, model, max_seq_length, **options):
+  """The task's server (its make_server) around a built model; options: the task's serving
+  options (a classifier's label_list, pair, regression; NER's label_list; SQuAD's lengths)."""
+  return base.for_export(task).make_server(tokenizer, model, max_seq_length, **options)
+
+
+def save(server, export_dir, extra_files=None):
+  """Writes the SavedModel into a new numbered version directory under export_dir, as TF Serving
+  lays models out (export_dir/<version>/saved_model.pb; the version is the Unix time, above every
+  version already there); returns that directory.
+
+  Nothing export_dir holds is replaced or deleted: the version is written under a temporary
+  hidden name (which a model server ignores) and renamed when complete. extra_files: {path inside
+  the version: bytes}, written before the rename (TF Serving keeps such files in assets.extra/).
+  """
+  if tf.io.gfile.exists(export_dir) and not tf.io.gfile.isdir(export_dir):
+    raise BertTfError(f"--export_dir: {export_dir} is a file, not a directory")
+  try:
+    tf.io.gfile.makedirs(export_dir)
+  except tf.errors.OpError as e:
+    raise BertTfError(f"--export_dir: cannot create {export_dir}: {e.message}") from None
+  existing = versions(export_dir)
+  version = max([int(time.time())] + [v + 1 for v in existing])
+  tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
+  try:
+    with activations.unfused_inference_gelu():  # no XLA in the SavedModel (activations.py)
+      tf.saved_model.save(server, tmp, signatures={"serving_default": server.serve,
+                                                    "tokenize": server.tokenize})
+    for name, data in (extra_files or {}).items():
+      tf.io.gfile.makedirs(os.path.dirname(os.path.join(tmp, name)))
+      with tf.io.gfile.GFile(os.path.join(tmp, name), "wb") as f:
+        f.write(data)
+    final = os.path.join(export_dir, str(version))
+    tf.io.gfile.rename(tmp, final)
+  finally:
+    if tf.io.gfile.exists(tmp):
+      tf.io.gfile.rmtree(tmp)  # this run's own temporary directory only
+  logging.info("Exported %s", final)
+  return final
+
+
+def versions(export_dir):
+  """The version numbers of the SavedModels under export_dir, ascending."""
+  if not tf.io.gfile.isdir(export_dir):
+    return []
+  return sorted(int(name.rstrip("/")) for name in tf.io.gfile.listdir(export_dir)
+                if name.rstrip("/").isdigit() and
+                tf.io.gfile.exists(os.path.join(export_dir, name.rstrip("/"), "saved_model.pb")))
+
+
+def resolve(path):
+  """A SavedModel directory: `path` itself, or the newest version under it."""
+  if tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
+    return path
+  found = versions(path)
+  if not found:
+    raise BertTfError(f"--export_dir: {path} holds no SavedModel (expected saved_model.pb in it "
+                      f"or in a numbered version directory under it)")
+  return os.path.join(path, str(found[-1]))
+
+
+def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_seq_length,
+                 dtype="float32", tflite=False, **options):
+  """The task model in `dtype` with the fine-tuned checkpoint loaded, in its server (in memory:
+  export() saves it, bert_tf.serving.predictor calls it). A checkpoint with a --bilstm_head BiLSTM gives a
+  model with that BiLSTM.
+
+  task: a serving name ("classifier", "squad", "ner") or a registered task that has one.
+  dtype float32, bfloat16 or float16: bfloat16 gives the outputs of a mixed_bfloat16 model;
+  auto: bert_tf.training.precision's choice for this machine.
+  tflite: the model converted in memory and run by TensorFlow Lite (tflite_export.ServingModel;
+  float32 only), for serving in this process (bert_tf.serving.predictor); such a server is not saved.
+  options: the task's serving options (a classifier's label_list, pair, regression; NER's
+  label_list; SQuAD's max_query_length, doc_stride, max_answer_length, n_best_size,
+  null_score_diff_threshold).
+  """
+  from bert_tf.training import precision  # pylint: disable=g-import-not-at-top
+  serving = base.for_export(task)
+  config.check_sequence_length(max_seq_length)
+  if not tf.io.gfile.exists(vocab_file):
+    raise BertTfError(f"--vocab_file: {vocab_file} not found")
+  num_labels = serving.num_labels(options)
+  tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case)
+  config.check_vocab_size(len(tokenizer.vocab), vocab_file, exact=True)
+  dtype = precision.resolve(dtype, warn=False)  # auto: what this machine would train in
+  previous = tf_keras.mixed_precision.global_policy()
+  # The plain policy, not the mixed one training uses: the matmul weights are then stored in
+  # bfloat16 (float16), the very numbers the mixed policy casts them to at every call, without
+  # that cast (~20% of a batch-1 call). LayerNorm, embeddings and heads keep float32 either way.
+  # The model the checkpoint holds: with a --bilstm_head BiLSTM when it has one, left to right
+  # when it was fine-tuned so.
+  prefix = checkpoints.fine_tuned_prefix(init_checkpoint)
+  tf_keras.mixed_precision.set_global_policy(dtype)
+  try:
+    model = build_model(serving.export_task, config, num_labels=num_labels,
+                        bilstm_units=checkpoints.bilstm_units(prefix),
+                        causal=checkpoints.left_to_right(prefix))
+  finally:
+    tf_keras.mixed_precision.set_global_policy(previous)
+  checkpoints.load_task_model(model, init_checkpoint, serving.export_task)
+  if tflite:
+    model = tflite_lib.ServingModel(tflite_lib.Runner(tflite_lib.convert(model)))
+  return serving.make_server(tokenizer, model, max_seq_length, **options)
+
+
+def export(task, config, vocab_file, do_lower_case, init_checkpoint, export_dir, max_seq_length,
+           tflite=False, dtype="float32", **options):
+  """Builds the task's server (build_server: the same arguments and options) and saves it as a
+  new version under export_dir; returns that version's directory. tflite: the server's model in
+  TensorFlow Lite too, with what rebuilds the server around it (tflite_files; a float32 model
+  only: convert's rule)."""
+  server = build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_seq_length,
+                        dtype=dtype, **options)
+  extra = (tflite_files(task, server.model, vocab_file, do_lower_case, max_seq_length, **options)
+           if tflite else None)
+  return save(server, export_dir, extra)
+
+
+def tflite_files(task, model, vocab_file, do_lower_case, max_seq_length, **options):
+  """{path in the version: bytes} that --tflite adds to an export: the task model in TensorFlow
+  Lite (TFLITE_FILE) and what rebuilds its server around it (tflite_server): the server's
+  settings (options: make_server's) and the vocabulary."""
+  settings = {"task": base.for_export(task).export_task, "do_lower_case": do_lower_case,
+              "max_seq_length": max_seq_length, "options": options}
+  with tf.io.gfile.GFile(vocab_file, "rb") as f:
+    vocab = f.read()
+  return {TFLITE_FILE: tflite_lib.convert(model), TFLITE_VOCAB_FILE: vocab,
+          TFLITE_SERVER_FILE: json.dumps(settings, indent=2).encode()}
+
+
+def has_tflite(export_dir):
+  """Whether the export (a version directory, or the newest under it) was made with --tflite."""
+  version = resolve(export_dir)
+  return all(tf.io.gfile.exists(os.path.join(version, name))
+             for name in (TFLITE_FILE, TFLITE_SERVER_FILE, TFLITE_VOCAB_FILE))
+
+
+def tflite_server(export_dir):
+  """The server of an export made with --tflite, built in memory around its TensorFlow Lite model
+  (tflite_export.ServingModel): the SavedModel's tokenization and post-processing, from the
+  settings and vocabulary the export keeps beside the file."""
+  version = resolve(export_dir)
+  if not has_tflite(version):
+    raise BertTfError(f"{version}: no {TFLITE_FILE} with its {TFLITE_SERVER_FILE} and "
+                      f"{TFLITE_VOCAB_FILE}; export with --tflite to write them")
+  settings = json.loads(fileio.read_text(os.path.join(version, TFLITE_SERVER_FILE)))
+  tokenizer = fast_tokenization.FastTokenizer(os.path.join(version, TFLITE_VOCAB_FILE),
+                                              do_lower_case=settings["do_lower_case"])
+  runner = tflite_lib.Runner(path=os.path.join(version, TFLITE_FILE))
+  return make_server(settings["task"], tokenizer, tflite_lib.ServingModel(runner),
+                     settings["max_seq_length"], **settings["options"])
+
+
+def load(export_dir):
+  """tf.saved_model.load of export_dir (a version directory, or the newest version under it),
+  after registering the tensorflow-text ops the graph uses (a client of the SavedModel needs
+  `import tensorflow_text` likewise; TF Serving needs them linked in)."""
+  fast_tokenization.tf_text_module()
+  return tf.saved_model.load(resolve(export_dir))
+
+
+def export_from_options(task, options, init_checkpoint, weights=None):
+  """Exports `task` (a serving name or a registered task) as the options say (an ExportOptions, or
+  a run_*.py's FinetuneOptions after training, with its output_dir as init_checkpoint); `weights`:
+  a checkpoint to load instead of init_checkpoint's (the best weights a run kept)."""
+  serving = base.for_export(task, flag="--export_dir")
+  if not tf.io.gfile.exists(options.bert_config_file):
+    raise BertTfError(f"--bert_config_file: {options.bert_config_file} not found")
+  config = BertConfig.from_json_file(options.bert_config_file)
+  server_options = serving.serving_options_from(options.task, init_checkpoint)
+  return export(serving.export_task, config, options.vocab_file, options.do_lower_case,
+                weights or init_checkpoint, options.export_dir, options.max_seq_length,
+                tflite=options.tflite, dtype=options.dtype, **server_options)
+
+
+def check_task_config(task, task_options, init_checkpoint):
+  """When init_checkpoint is a fine-tuning run's output_dir (or a checkpoint in one), its
+  task_config.json must name the task of --task (and the task's own checks, e.g. a classifier's
+  --task_name): a sentence classifier's head reads as a token tagger's, so a mismatch would
+  export a model that serves nonsense."""
+  directory = (init_checkpoint if tf.io.gfile.isdir(init_checkpoint)
+               else os.path.dirname(init_checkpoint))
+  path = os.path.join(directory or ".", model_dir.TASK_CONFIG_FILE)
+  if not tf.io.gfile.exists(path):
+    return
+  with tf.io.gfile.GFile(path, "rb") as f:
+    try:
+      config = json.loads(f.read().decode("utf-8-sig"))
+    except ValueError:
+      config = None
+  if not isinstance(config, dict):
+    raise BertTfError(f"--init_checkpoint: {path} is not a task_config.json of bert_tf (a JSON "
+                      f"object)")
+  found = base.for_task_config(config)
+  kind, task_name = found and found.export_task, config.get("task_name")
+  if kind != task:
+    raise BertTfError(f"--task: {path} says {directory} holds a fine-tuned "
+                      f"{kind or 'multiple-choice'} model"
+                      f"{f' ({task_name})' if task_name else ''}, not {task}: "
+                      f"{f'pass --task={kind}' if kind else 'it cannot be exported'}")
+  found.check_task_config(config, task_options, path, directory)
+
+
+def run(options):
+  """The whole of export_savedmodel.py for its ExportOptions; returns the export directory."""
+  tokenization.validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
+  check_task_config(options.task_kind, options.task, options.init_checkpoint)
+  return export_from_options(options.task_kind, options, options.init_checkpoint)
