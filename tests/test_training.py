@@ -185,15 +185,16 @@ logging.set_verbosity("info")
 from bert_tf.jobs import pretraining
 from bert_tf.model import modeling
 from bert_tf.training import loop
+from bert_tf.training import runtime
 from support import pretraining_runs as t
-strategy = training.get_strategy(strategy_name, num_gpus=0)
-training.set_seed(7)
+strategy = runtime.get_strategy(strategy_name, num_gpus=0)
+runtime.set_seed(7)
 losses = []
 real_loss = pretraining.loss_fn()
 def loss_fn(features, outputs):
   return real_loss(features, outputs)
 input_fn = pretraining.input_fn([record_file], t.SEQ, t.PREDS, 8, True, seed=3)
-model = training.train(strategy, lambda: modeling.BertPretrainer(t.tiny_config(0.0)),
+model = loop.train(strategy, lambda: modeling.BertPretrainer(t.tiny_config(0.0)),
                        loss_fn, input_fn, 6, 1e-3, 2, output_dir, log_steps=1,
                        save_checkpoints_steps=3, seed=7)
 print("REPLICAS", strategy.num_replicas_in_sync)
