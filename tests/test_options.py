@@ -1,4 +1,5 @@
-"""bert_tf.training.options: the typed options, each rule once, beside its option; their builders."""
+"""The typed options (bert_tf.training.options, bert_tf.jobs' FinetuneOptions and PretrainingOptions):
+each rule once, beside its option; their builders (bert_tf.cli.flags)."""
 import dataclasses
 import os
 import re
@@ -10,6 +11,7 @@ import pytest
 
 from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
+from bert_tf.jobs import finetune_options
 from bert_tf.model import objectives
 from bert_tf.training import options
 
@@ -60,18 +62,41 @@ def test_each_rule_names_its_flag(make, message):
     make()
 
 
-def test_values_checks_the_typed_options(monkeypatch):
+def test_values_leaves_the_rules_to_the_options(monkeypatch):
   bert_flags.define_runtime_flags()
-  bert_flags.define_max_seq_length_flag()
   bert_flags.FLAGS.mark_as_parsed()
   monkeypatch.setattr(bert_flags.FLAGS, "log_steps", 0)
+  values = bert_flags.values()
   with pytest.raises(BertTfError, match="--log_steps: expected an integer of at least 1, got 0"):
-    bert_flags.values()
-  bert_flags.FLAGS.log_steps = 100
-  monkeypatch.setattr(bert_flags.FLAGS, "max_seq_length", 2)
-  with pytest.raises(BertTfError, match="--max_seq_length: expected an integer of at least 3"):
-    bert_flags.values()
-  bert_flags.values(check_ranges=False)
+    bert_flags.train_loop_options(values)
+
+
+def _finetune_options(**overrides):
+  return finetune_options.FinetuneOptions(**dict(
+      dict(output_dir="out", bert_config_file="c.json", vocab_file="v.txt", do_train=True),
+      **overrides))
+
+
+@pytest.mark.parametrize("flag, value, expected", [
+    ("train_batch_size", 0, "an integer of at least 1"),
+    ("eval_batch_size", 0, "an integer of at least 1"),
+    ("predict_batch_size", 0, "an integer of at least 1"),
+    ("eval_every_n_steps", 0, "an integer of at least 1"),
+    ("early_stopping_patience", 0, "an integer of at least 1"),
+    ("bilstm_hidden_size", 0, "an integer of at least 1"),
+    ("learning_rate", -2e-05, "a number above 0"),
+    ("num_train_epochs", 0.0, "a number above 0"),
+    ("warmup_proportion", 1.5, "a fraction between 0 and 1"),
+])
+def test_finetune_ranges(flag, value, expected):
+  with pytest.raises(BertTfError, match=re.escape(f"--{flag}: expected {expected}, got {value}")):
+    _finetune_options(**{flag: value})
+  assert _finetune_options(**{flag: None if flag in _NONE_ALLOWED else 1}).do_train
+
+
+# The fine-tuning flags that are None where a script does not give them.
+_NONE_ALLOWED = ("eval_batch_size", "eval_every_n_steps", "early_stopping_patience",
+                 "bilstm_hidden_size")
 
 
 def _pretraining_values(**overrides):
@@ -104,6 +129,9 @@ def test_pretraining_options_carry_the_objective():
     (dict(do_train=False), "--do_train/--do_eval: at least one of them must be True"),
     (dict(num_train_steps=0), "--num_train_steps: expected an integer of at least 1, got 0"),
     (dict(num_warmup_steps=-1), "--num_warmup_steps: expected a number of at least 0, got -1"),
+    (dict(max_eval_steps=0), "--max_eval_steps: expected an integer of at least 1, got 0"),
+    (dict(eval_batch_size=0), "--eval_batch_size: expected an integer of at least 1, got 0"),
+    (dict(learning_rate=0.0), "--learning_rate: expected a number above 0, got 0.0"),
     (dict(max_predictions_per_seq=0), "--max_predictions_per_seq: expected an integer of at least"),
     (dict(masked_lm_prob=0.0), "--masked_lm_prob: expected a fraction above 0 and at most 1"),
     (dict(dynamic_masking=True), "--dynamic_masking: needs --vocab_file"),

@@ -15,6 +15,7 @@ import tf_keras
 from absl import logging
 
 from bert_tf.errors import BertTfError
+from bert_tf.errors import check_at_least
 from bert_tf.io import fileio
 from bert_tf.io.fileio import atomic_output
 from bert_tf.io import progress
@@ -64,7 +65,7 @@ class ExtractOptions:
 
   def __post_init__(self):
     bert_options.check_max_seq_length(self.max_seq_length)
-    bert_options.check_at_least(self.batch_size, "batch_size", 1)
+    check_at_least(self.batch_size, "batch_size", 1)
 
 
 def check_outputs(options):

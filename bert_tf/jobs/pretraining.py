@@ -5,8 +5,8 @@ loss = masked-LM loss sum(w * ce) / (sum(w) + 1e-5) + mean next-sentence loss, a
 The objective is a bert_tf.model.objectives.Objective (with the feature names it reads). The ablations
 of the paper's Table 5: use_nsp=False drops the NSP term (--no_nsp); left_to_right rebuilds the
 unmasked text and predicts every next token (--left_to_right, with a causal BertPretrainer).
-run(options, runtime, loop_options) takes a bert_tf.training.options.PretrainingOptions, RuntimeOptions and
-TrainLoopOptions (bert_tf.cli.flags builds them from run_pretraining.py's flags).
+run(options, runtime, loop_options) takes a bert_tf.jobs.pretraining_options.PretrainingOptions,
+RuntimeOptions and TrainLoopOptions (bert_tf.cli.flags builds them from run_pretraining.py's flags).
 --pack_sequences packs several instances per row (bert_tf.data.packing); the losses and metrics are
 the same per instance: the next-sentence terms are then weighted by next_sentence_weights.
 --dynamic_masking masks unmasked records at input time (bert_tf.data.dynamic_masking).
@@ -180,7 +180,7 @@ def input_fn(input_files, max_seq_length, max_predictions_per_seq, batch_size, i
 def run_shape(options, limits):
   """The options that change what a pretraining run's checkpoints hold or how its input is read:
   resuming the run needs the same (bert_tf.training.run_dir.check_run_shape). options: a
-  bert_tf.training.options.PretrainingOptions; limits: the packed row limits (None unpacked)."""
+  bert_tf.jobs.pretraining_options.PretrainingOptions; limits: the packed row limits (None unpacked)."""
   objective_shape = options.objective.run_shape()
   shape = {"left_to_right": objective_shape["left_to_right"],
            "pack_sequences": bool(options.pack_sequences),
@@ -192,9 +192,9 @@ def run_shape(options, limits):
 
 
 def run(options, runtime, loop_options):
-  """Trains (--do_train) and evaluates (--do_eval) as a bert_tf.training.options.PretrainingOptions says,
-  under a RuntimeOptions and a TrainLoopOptions; returns the eval results (or None). Every check
-  of the options, the records and what --output_dir holds comes before anything is written there
+  """Trains (--do_train) and evaluates (--do_eval) as a PretrainingOptions says, under a
+  RuntimeOptions and a TrainLoopOptions; returns the eval results (or None). Every check of the
+  options, the records and what --output_dir holds comes before anything is written there
   (run_dir.claim, which also keeps a second run out of it)."""
   start = time.time()
   strategy = loop.setup_runtime(runtime)
