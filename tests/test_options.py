@@ -133,7 +133,6 @@ def test_pretraining_options_carry_the_objective():
     (dict(eval_batch_size=0), "--eval_batch_size: expected an integer of at least 1, got 0"),
     (dict(learning_rate=0.0), "--learning_rate: expected a number above 0, got 0.0"),
     (dict(max_predictions_per_seq=0), "--max_predictions_per_seq: expected an integer of at least"),
-    (dict(masked_lm_prob=0.0), "--masked_lm_prob: expected a fraction above 0 and at most 1"),
     (dict(dynamic_masking=True), "--dynamic_masking: needs --vocab_file"),
     (dict(dynamic_masking=True, vocab_file="v", left_to_right=True), "--left_to_right"),
 ])
@@ -142,15 +141,55 @@ def test_pretraining_rules(overrides, message):
     bert_flags.pretraining_options(_pretraining_values(**overrides))
 
 
-def test_create_pretraining_data_options():
-  values = types.SimpleNamespace(
+def _data_values(**overrides):
+  values = dict(
       input_file="a.txt", output_file="o.tfrecord", vocab_file="v.txt", do_lower_case=True,
       num_workers=2, num_shards=1, shard_index=None, beam_runner=None, beam_pipeline_options="",
       progress_seconds=30, max_seq_length=64, max_predictions_per_seq=10, random_seed=1,
       dupe_factor=1, masked_lm_prob=0.15, short_seq_prob=0.1, do_whole_word_mask=False,
       mask_prob_mask=0.8, mask_prob_keep=0.1, mask_prob_random=0.1, no_nsp=False, unmasked=False)
-  built = bert_flags.pretraining_data_options(values)
+  values.update(overrides)
+  return types.SimpleNamespace(**values)
+
+
+def test_create_pretraining_data_options():
+  built = bert_flags.pretraining_data_options(_data_values())
   assert built.num_workers == 2 and built.instances.max_seq_length == 64
-  values.max_seq_length = 4
+  assert built.instances.max_predictions_per_seq == 10
   with pytest.raises(BertTfError, match=re.escape("--max_seq_length: must be in [5, 65535]")):
-    bert_flags.pretraining_data_options(values)
+    bert_flags.pretraining_data_options(_data_values(max_seq_length=4))
+
+
+@pytest.mark.parametrize("flags, message", [
+    (dict(max_predictions_per_seq=0), "--max_predictions_per_seq: expected an integer of at least "
+     "1, got 0"),
+    (dict(masked_lm_prob=1.5), "--masked_lm_prob: expected a fraction between 0 and 1, got 1.5"),
+    (dict(mask_prob_mask=0.5), "--mask_prob_mask/--mask_prob_keep/--mask_prob_random: expected "
+     "fractions between 0 and 1 that sum to 1, got 0.5 + 0.1 + 0.1 = 0.7"),
+    (dict(mask_prob_mask=1.2, mask_prob_keep=-0.2, mask_prob_random=0.0), "--mask_prob_mask/"),
+])
+def test_masking_rules(flags, message):
+  with pytest.raises(BertTfError, match=re.escape(message)):
+    objectives.Masking(**flags)
+
+
+def test_one_masking_type_for_both_scripts():
+  # create_pretraining_data.py and run_pretraining.py --dynamic_masking read the same flags into
+  # the same Masking, checked by the same rules; masked_lm_prob 0 is the original's (each instance
+  # still predicts one token).
+  flags = dict(max_predictions_per_seq=7, masked_lm_prob=0.0, do_whole_word_mask=True,
+               mask_prob_mask=1.0, mask_prob_keep=0.0, mask_prob_random=0.0)
+  data = bert_flags.pretraining_data_options(_data_values(**flags)).instances.masking
+  dynamic = bert_flags.pretraining_options(_pretraining_values(
+      dynamic_masking=True, vocab_file="v.txt", **flags)).objective.masking
+  assert data == objectives.Masking(**flags)
+  assert dynamic == objectives.Masking(dynamic=True, **flags)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (dict(dupe_factor=0), "--dupe_factor: expected an integer of at least 1, got 0"),
+    (dict(short_seq_prob=-0.1), "--short_seq_prob: expected a fraction between 0 and 1, got -0.1"),
+])
+def test_create_pretraining_data_rules(flags, message):
+  with pytest.raises(BertTfError, match=re.escape(message)):
+    bert_flags.pretraining_data_options(_data_values(**flags))

@@ -87,12 +87,9 @@ def runtime_options(values):
 
 
 def masking_options(values):
-  """The bert_tf.model.objectives.Masking of the masking flags (dynamic: --dynamic_masking)."""
-  return objectives.Masking(
-      max_predictions_per_seq=values.max_predictions_per_seq,
-      masked_lm_prob=values.masked_lm_prob, do_whole_word_mask=values.do_whole_word_mask,
-      mask_prob_mask=values.mask_prob_mask, mask_prob_keep=values.mask_prob_keep,
-      mask_prob_random=values.mask_prob_random, dynamic=values.dynamic_masking)
+  """The bert_tf.model.objectives.Masking of the masking flags (dynamic: --dynamic_masking, which
+  create_pretraining_data.py has not)."""
+  return options_of(objectives.Masking, values, dynamic=_given(values, "dynamic_masking", False))
 
 
 def pretraining_options(values):
@@ -112,8 +109,8 @@ def pretraining_data_options(values):
   """The bert_tf.data.pretraining_data.pipeline.DataOptions of create_pretraining_data.py's flags."""
   from bert_tf.data.pretraining_data import algorithm  # pylint: disable=g-import-not-at-top
   from bert_tf.data.pretraining_data import pipeline  # pylint: disable=g-import-not-at-top
-  return options_of(pipeline.DataOptions, values,
-                    instances=options_of(algorithm.Options, values))
+  return options_of(pipeline.DataOptions, values, instances=options_of(
+      algorithm.Options, values, masking=masking_options(values)))
 
 
 def _fields_given(cls, values):
