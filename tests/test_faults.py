@@ -118,7 +118,8 @@ CASES = {
                           r"error: .*/v", None),
     "cpd_max_seq_length_too_small": ("create_pretraining_data.py",
                                      lambda w, d: cpd_flags(w, d / "o") + ["--max_seq_length=2"],
-                                     r"--max_seq_length: must be in \[5, 65535\]", None),
+                                     r"--max_seq_length: expected an integer of at least 5 "
+                                     r"\(\[CLS\] A \[SEP\] B \[SEP\]\), got 2", None),
     "cpd_dupe_factor_zero": ("create_pretraining_data.py",
                              lambda w, d: cpd_flags(w, d / "o") + ["--dupe_factor=0"],
                              r"--dupe_factor: expected an integer of at least 1, got 0", None),

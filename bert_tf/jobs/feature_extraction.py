@@ -21,11 +21,11 @@ from bert_tf.io.fileio import atomic_output
 from bert_tf.io import progress
 from bert_tf.model import checkpoints
 from bert_tf.model.config import BertConfig
+from bert_tf.model.config import check_max_seq_length
 from bert_tf.model import heads
 from bert_tf.model import modeling
 from bert_tf.text import tokenization
 from bert_tf.training import loop
-from bert_tf.training import options as bert_options
 
 InputExample = collections.namedtuple("InputExample", ["unique_id", "text_a", "text_b"])
 InputFeatures = collections.namedtuple("InputFeatures", [
@@ -64,7 +64,6 @@ class ExtractOptions:
   use_one_hot_embeddings: bool = False
 
   def __post_init__(self):
-    bert_options.check_max_seq_length(self.max_seq_length)
     check_at_least(self.batch_size, "batch_size", 1)
 
 
@@ -196,7 +195,7 @@ def run(options, runtime):
   start = time.time()
   check_outputs(options)
   bert_config = BertConfig.from_json_file(options.bert_config_file)
-  bert_config.check_sequence_length(options.max_seq_length)
+  check_max_seq_length(options.max_seq_length, bert_config.max_position_embeddings)
   layer_indexes = parse_layers(options.layers, bert_config.num_hidden_layers)
   tokenization.validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
   tokenizer = tokenization.FullTokenizer(vocab_file=options.vocab_file,

@@ -29,6 +29,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.io import progress
 from bert_tf.model import checkpoints
 from bert_tf.model.config import BertConfig
+from bert_tf.model.config import check_max_seq_length
 from bert_tf.model import model_dir
 from bert_tf.serving import export
 from bert_tf.tasks import base
@@ -50,11 +51,12 @@ NOT_RESULTS = ("*.tf_record", "checkpoint", "*.index", "*.data-*-of-*", "train_r
 def config_and_tokenizer(options):
   """Checks the model flags as the original scripts do; returns (BertConfig, FullTokenizer).
 
-  Python only, so bad flags fail before training.setup_runtime() starts TensorFlow's runtime.
+  Python only, so bad flags fail before runtime.setup_runtime() starts TensorFlow's runtime: the
+  job's one check of --max_seq_length (against the model's position embeddings) is here.
   """
   tokenization.validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
   config = BertConfig.from_json_file(options.bert_config_file)
-  config.check_sequence_length(options.max_seq_length)
+  check_max_seq_length(options.max_seq_length, config.max_position_embeddings)
   if not tf.io.gfile.exists(options.vocab_file):
     raise BertTfError(f"--vocab_file: {options.vocab_file} not found")
   tokenizer = tokenization.FullTokenizer(options.vocab_file, do_lower_case=options.do_lower_case)
@@ -224,7 +226,7 @@ def _run(options, start, strategy, config, task, plan):
     scalars.write_eval_scalars(options.output_dir, results["dev"], loop.global_step(model))
   export_path = None
   if options.export_dir:
-    export_path = export.export_from_options(task.name, options, options.output_dir,
+    export_path = export.export_from_options(task.name, options, config, options.output_dir,
                                             weights=keeper.prefix if keeper else None)
   if chief:
     _summary(options, start, model, results.get("dev"), export_path, best)

@@ -23,6 +23,7 @@ from bert_tf.data import records
 from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
 from bert_tf.model.config import BertConfig
+from bert_tf.model.config import check_max_seq_length
 from bert_tf.model import heads
 from bert_tf.model import model_dir
 from bert_tf.model import modeling
@@ -197,9 +198,9 @@ def run(options, runtime, loop_options):
   options, the records and what --output_dir holds comes before anything is written there
   (run_dir.claim, which also keeps a second run out of it)."""
   start = time.time()
-  strategy = loop.setup_runtime(runtime)
   config = BertConfig.from_json_file(options.bert_config_file)
-  config.check_sequence_length(options.max_seq_length)
+  check_max_seq_length(options.max_seq_length, config.max_position_embeddings)
+  strategy = loop.setup_runtime(runtime)
   with run_dir.claim(options.output_dir, hold=strategy.extended.should_checkpoint):
     return _run(options, start, strategy, config, runtime, loop_options)
 

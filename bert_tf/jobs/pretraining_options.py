@@ -6,7 +6,9 @@ RuntimeOptions and TrainLoopOptions of bert_tf.training.options:
       next sentence, their ablations and the masking).
 
 TensorFlow-free, so that bad flags fail before TensorFlow's runtime starts; each rule on a value
-lives once, in __post_init__, and raises a one-line BertTfError naming the flag.
+lives once, in __post_init__, and raises a one-line BertTfError naming the flag. --max_seq_length
+is checked against the model's config as bert_tf.jobs.pretraining.run reads it, before TensorFlow
+starts (bert_tf.model.config.check_max_seq_length).
 """
 import dataclasses
 from typing import Optional
@@ -16,7 +18,6 @@ from bert_tf.errors import check_above_zero
 from bert_tf.errors import check_at_least
 from bert_tf.errors import check_not_negative
 from bert_tf.model import objectives
-from bert_tf.training.options import check_max_seq_length
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +47,6 @@ class PretrainingOptions:
   def __post_init__(self):
     if not self.do_train and not self.do_eval:
       raise BertTfError("--do_train/--do_eval: at least one of them must be True")
-    check_max_seq_length(self.max_seq_length)
     for flag in ("train_batch_size", "eval_batch_size", "num_train_steps", "max_eval_steps"):
       check_at_least(getattr(self, flag), flag, 1)
     check_above_zero(self.learning_rate, "learning_rate")

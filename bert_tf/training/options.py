@@ -17,15 +17,10 @@ them directly:
                    save_checkpoints_steps=1000, keep_checkpoint_max=5, iterations_per_loop=1000,
                    log_steps=100, clip_norm_rule="original")
       the loop's choices that the flags give as they are (bert_tf.training.loop.train_options).
-  check_max_seq_length(max_seq_length, minimum=MIN_SEQ_LENGTH, maximum=None, why=...)
-      the one --max_seq_length rule: an integer in [minimum, maximum]; each script states its own
-      bounds (pretraining data need 5 tokens, a model's position embeddings cap it).
 """
 import dataclasses
 from typing import Optional
 
-from bert_tf.errors import BertTfError
-from bert_tf.errors import check
 from bert_tf.errors import check_at_least
 from bert_tf.errors import check_choice
 from bert_tf.errors import check_not_negative
@@ -34,20 +29,6 @@ from bert_tf.training import precision
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 OPTIMIZERS = ("adamw", "lamb")
 CLIP_NORM_RULE_FLAGS = ("original", "per_position", "dense")
-# [CLS] x [SEP]: the shortest input any script builds.
-MIN_SEQ_LENGTH = 3
-
-
-def check_max_seq_length(max_seq_length, minimum=MIN_SEQ_LENGTH, maximum=None,
-                         why="[CLS] x [SEP]", flag="max_seq_length"):
-  """The one --max_seq_length rule: at least `minimum` tokens (`why`: what the shortest input
-  holds) and, where given, at most `maximum`."""
-  if maximum is None:
-    check(max_seq_length >= minimum, flag, f"an integer of at least {minimum} ({why})",
-          max_seq_length)
-  elif not minimum <= max_seq_length <= maximum:
-    raise BertTfError(f"--{flag}: must be in [{minimum}, {maximum}] ({why}), got "
-                      f"{max_seq_length}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -34,13 +34,15 @@ from bert_tf.errors import check_at_least
 from bert_tf.errors import check_fraction
 from bert_tf.io.progress import Progress
 from bert_tf.model import objectives
-from bert_tf.training.options import check_max_seq_length
+from bert_tf.model.config import check_max_seq_length
 
 
 # random.Random.shuffle/randint draw through _randbelow_with_getrandbits; _shuffle and _randint below
 # draw the same bits without the Python call overhead. On an interpreter where that is not the case,
 # fall back to the Random methods themselves.
 _FAST_RANDOM = random.Random._randbelow is random.Random._randbelow_with_getrandbits
+# Instances hold their masked positions in 16 bits (Instances.positions).
+MAX_SEQ_LENGTH = 65535
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,8 +61,8 @@ class Options:
   unmasked: bool = False
 
   def __post_init__(self):
-    check_max_seq_length(self.max_seq_length, 5, 65535,
-                         "[CLS] A [SEP] B [SEP] with one token each side")
+    check_max_seq_length(self.max_seq_length, MAX_SEQ_LENGTH, "instances hold their positions in "
+                         "16 bits (up to {})")
     check_at_least(self.dupe_factor, "dupe_factor", 1)
     check_fraction(self.short_seq_prob, "short_seq_prob")
 
