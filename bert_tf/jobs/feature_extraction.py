@@ -25,7 +25,7 @@ from bert_tf.model.config import check_max_seq_length
 from bert_tf.model import heads
 from bert_tf.model import modeling
 from bert_tf.text import tokenization
-from bert_tf.training import loop
+from bert_tf.training import runtime as runtime_lib
 
 InputExample = collections.namedtuple("InputExample", ["unique_id", "text_a", "text_b"])
 InputFeatures = collections.namedtuple("InputFeatures", [
@@ -203,7 +203,7 @@ def run(options, runtime):
   bert_config.check_vocab_size(len(tokenizer.vocab), options.vocab_file)
   examples = read_examples(options.input_file)
   features = convert_examples_to_features(examples, options.max_seq_length, tokenizer)
-  strategy = loop.setup_runtime(runtime)
+  strategy = runtime_lib.setup_runtime(runtime)
   with strategy.scope():
     extractor = FeatureExtractor(bert_config, layer_indexes, options.use_one_hot_embeddings)
     checkpoints.init_from_checkpoint(extractor, options.init_checkpoint)

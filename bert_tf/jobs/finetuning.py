@@ -37,7 +37,9 @@ from bert_tf.text import tokenization
 from bert_tf.training import keep_best
 from bert_tf.training import loop
 from bert_tf.training import run_dir
+from bert_tf.training import runtime
 from bert_tf.training import scalars
+from bert_tf.training.options import Schedule
 
 # Records held by the fine-tuning shuffle buffer at most (~1 KB each at seq 128).
 MAX_FINETUNE_SHUFFLE_BUFFER = 100_000
@@ -125,12 +127,12 @@ def finetune(options, strategy, config, task, model_fn, train_records, steps, ev
         seed=options.runtime.seed,
         gradient_accumulation_steps=options.loop.gradient_accumulation_steps,
         shuffle_buffer_size=shuffle_buffer_size)
-  model = loop.train(
-      strategy, model_fn, task.loss_fn, train_input_fn, num_train_steps, options.learning_rate,
-      num_warmup_steps, options.output_dir, init_checkpoint=options.init_checkpoint,
-      metric_fn=metric_fn, train_batch_size=options.train_batch_size,
-      evaluator=evaluator, run_shape=options.run_shape(),
-      **loop.train_options(options.loop, options.runtime))
+  schedule = Schedule(num_train_steps, options.learning_rate, num_warmup_steps,
+                      options.train_batch_size)
+  model = loop.train(strategy, model_fn, task.loss_fn, train_input_fn, schedule,
+                     options.output_dir, options.loop, options.runtime,
+                     init_checkpoint=options.init_checkpoint, metric_fn=metric_fn,
+                     evaluator=evaluator, run_shape=options.run_shape())
   if options.export_tf1_checkpoint and strategy.extended.should_checkpoint:
     run_dir.export_weights(model, options.output_dir)
   return model
@@ -149,10 +151,10 @@ def run(task_class, options):
   task = task_class(options, tokenizer)
   plan = keep_best.plan(options, task)
   # Python-only work above; the strategy must come before the first TensorFlow op.
-  strategy = loop.setup_runtime(options.runtime)
+  strategy = runtime.setup_runtime(options.runtime)
   # What --dtype=auto chose: an export after training serves in it.
   options = dataclasses.replace(options, runtime=dataclasses.replace(
-      options.runtime, dtype=loop.concrete_dtype()))
+      options.runtime, dtype=runtime.concrete_dtype()))
   chief = strategy.extended.should_checkpoint
   with run_dir.claim(options.output_dir, hold=chief):
     return _run(options, start, strategy, config, task, plan)
@@ -176,7 +178,7 @@ def _run(options, start, strategy, config, task, plan):
   layout = packing_finetune.task_layout(options, task, is_training=False)
   keeper = _keeper(options, plan)
   _check_output_dir(options, task, config)
-  model_fn = task.model_fn(config, loop.trim_padding(options.runtime))
+  model_fn = task.model_fn(config, runtime.trim_padding(options.runtime))
   # Every split's data are read (and a bad row reported) before anything else is written.
   train_records = steps = None
   if options.do_train:

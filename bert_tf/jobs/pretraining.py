@@ -30,6 +30,7 @@ from bert_tf.model import modeling
 from bert_tf.model import objectives
 from bert_tf.training import loop
 from bert_tf.training import run_dir
+from bert_tf.training import runtime as runtime_lib
 from bert_tf.training import scalars
 
 
@@ -200,7 +201,7 @@ def run(options, runtime, loop_options):
   start = time.time()
   config = BertConfig.from_json_file(options.bert_config_file)
   check_max_seq_length(options.max_seq_length, config.max_position_embeddings)
-  strategy = loop.setup_runtime(runtime)
+  strategy = runtime_lib.setup_runtime(runtime)
   with run_dir.claim(options.output_dir, hold=strategy.extended.should_checkpoint):
     return _run(options, start, strategy, config, runtime, loop_options)
 
@@ -261,8 +262,8 @@ def _run(options, start, strategy, config, runtime, loop_options):
   if options.do_train:
     model = _train(options, strategy, config, model_fn,
                    make_input_fn(options.train_batch_size, True),
-                   metric_fn(objective, row_statistics=bool(limits)), shape,
-                   loop.train_options(loop_options, runtime))
+                   metric_fn(objective, row_statistics=bool(limits)), shape, loop_options,
+                   runtime)
   result = _evaluate(options, strategy, model_fn, make_input_fn, model, bool(limits)) if (
       options.do_eval) else None
   if strategy.extended.should_checkpoint:
@@ -305,16 +306,15 @@ def _summary(options, start, model, result):
 
 
 def _train(options, strategy, config, model_fn, train_input_fn, train_metric_fn, shape,
-           train_options):
+           loop_options, runtime):
   if strategy.extended.should_checkpoint:
     model_dir.write_model_files(options.output_dir, config, options.vocab_file)
   logging.info("***** Running training *****")
   logging.info("  Batch size = %d", options.train_batch_size)
-  model = loop.train(
-      strategy, model_fn, loss_fn(options.objective), train_input_fn, options.num_train_steps,
-      options.learning_rate, options.num_warmup_steps, options.output_dir,
-      init_checkpoint=options.init_checkpoint, metric_fn=train_metric_fn,
-      train_batch_size=options.train_batch_size, run_shape=shape, **train_options)
+  model = loop.train(strategy, model_fn, loss_fn(options.objective), train_input_fn,
+                     options.schedule, options.output_dir, loop_options, runtime,
+                     init_checkpoint=options.init_checkpoint, metric_fn=train_metric_fn,
+                     run_shape=shape)
   if options.export_tf1_checkpoint and strategy.extended.should_checkpoint:
     run_dir.export_weights(model, options.output_dir)
   return model

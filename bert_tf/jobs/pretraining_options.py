@@ -18,6 +18,7 @@ from bert_tf.errors import check_above_zero
 from bert_tf.errors import check_at_least
 from bert_tf.errors import check_not_negative
 from bert_tf.model import objectives
+from bert_tf.training.options import Schedule
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +55,13 @@ class PretrainingOptions:
     if self.objective.masking.dynamic and not self.vocab_file:
       raise BertTfError("--dynamic_masking: needs --vocab_file (the records' vocabulary: [MASK], "
                         "random replacements and, for whole words, the \"##\" pieces)")
+
+  @property
+  def schedule(self):
+    """The bert_tf.training.options.Schedule of --num_train_steps, --learning_rate,
+    --num_warmup_steps and --train_batch_size."""
+    return Schedule(self.num_train_steps, self.learning_rate, self.num_warmup_steps,
+                    self.train_batch_size)
 
   @property
   def max_predictions_per_seq(self):

@@ -16,7 +16,9 @@ them directly:
   TrainLoopOptions(optimizer="adamw", adam_bias_correction=False, gradient_accumulation_steps=1,
                    save_checkpoints_steps=1000, keep_checkpoint_max=5, iterations_per_loop=1000,
                    log_steps=100, clip_norm_rule="original")
-      the loop's choices that the flags give as they are (bert_tf.training.loop.train_options).
+      the loop's choices that the flags give as they are (bert_tf.training.loop.train reads them).
+  Schedule(num_train_steps, learning_rate, num_warmup_steps=0, train_batch_size=None)
+      how long and how fast training goes, as a job works it out from its options.
 """
 import dataclasses
 from typing import Optional
@@ -85,3 +87,17 @@ class TrainLoopOptions:
                  "log_steps"):
       check_at_least(getattr(self, flag), flag, 1)
     check_not_negative(self.keep_checkpoint_max, "keep_checkpoint_max")
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+  """How long and how fast training goes, as a job works it out from its options (run_pretraining.py:
+  --num_train_steps, --num_warmup_steps; a fine-tuning script: its epochs over the training set
+  and --warmup_proportion): num_train_steps optimizer steps of train_batch_size examples (None:
+  not said, no examples/s), the learning rate warmed up linearly over num_warmup_steps, then
+  decayed linearly to 0 (bert_tf.training.optimization). The options it comes from checked the
+  values."""
+  num_train_steps: int
+  learning_rate: float
+  num_warmup_steps: int = 0
+  train_batch_size: Optional[int] = None
