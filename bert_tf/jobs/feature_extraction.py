@@ -68,8 +68,8 @@ class ExtractOptions:
 
 
 def check_outputs(options):
-  """--output_file must not be (or link to) one of the run's input files; options: a
-  bert_tf.training.options.ExtractOptions."""
+  """--output_file must not be (or link to) one of the run's input files; options: an
+  ExtractOptions."""
   inputs = [("--input_file", options.input_file), ("--vocab_file", options.vocab_file),
             ("--bert_config_file", options.bert_config_file)]
   if options.init_checkpoint and "," not in options.init_checkpoint:
@@ -190,8 +190,8 @@ def write_features(output_file, extractor, features, batch_size):
 
 
 def run(options, runtime):
-  """The whole of extract_features.py: options, a bert_tf.training.options.ExtractOptions; runtime, a
-  RuntimeOptions."""
+  """The whole of extract_features.py: options, an ExtractOptions; runtime, a RuntimeOptions.
+  --max_seq_length is checked against the model's config before TensorFlow starts."""
   start = time.time()
   check_outputs(options)
   bert_config = BertConfig.from_json_file(options.bert_config_file)
