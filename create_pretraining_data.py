@@ -56,8 +56,7 @@ flags.adopt_module_key_flags(bert_flags)  # --helpshort lists the masking flags 
 
 
 def main(_):
-  # The Options check these flags against create_pretraining_data's own ranges.
-  options = bert_flags.pretraining_data_options(bert_flags.values(check_ranges=False))
+  options = bert_flags.pretraining_data_options(bert_flags.values())
   if options.beam_runner:
     from bert_tf.data.pretraining_data import beam  # noqa: E402  (apache-beam is optional)
     beam.main(options)

@@ -26,6 +26,10 @@ from bert_tf.data import records
 from bert_tf.jobs import pretraining
 from bert_tf.model import modeling
 from bert_tf.training import loop
+from bert_tf.training import runtime
+from bert_tf.training.options import RuntimeOptions
+from bert_tf.training.options import Schedule
+from bert_tf.training.options import TrainLoopOptions
 import bench_configs
 import harness
 
@@ -81,19 +85,19 @@ def write_records(path, num_examples, seq, preds, seed=0):
 
 
 def time_ours(config, batch_size, dtype, use_xla, record_file, work_dir):
-  loop.set_precision(dtype)
-  loop.set_seed(1)
-  strategy = loop.get_strategy("one_device")
+  runtime.set_precision(dtype)
+  runtime.set_seed(1)
+  strategy = runtime.get_strategy("one_device")
   input_fn = pretraining.input_fn([record_file], FLAGS.seq_length, FLAGS.max_predictions_per_seq,
                                   batch_size, True, seed=1)
   steps = FLAGS.steps
   # The first `steps` steps (tracing included) are logged, then the timed `steps` are.
-  model = loop.train(strategy, lambda: modeling.BertPretrainer(config),
-                         pretraining.loss_fn(), input_fn, 2 * steps, 1e-4, 1,
-                         tempfile.mkdtemp(dir=work_dir), save_checkpoints_steps=2 * steps,
-                         steps_per_loop=steps, log_steps=steps, use_xla=use_xla,
-                         train_batch_size=batch_size)
-  loop.set_precision("float32")
+  model = loop.train(strategy, lambda: modeling.BertPretrainer(config), pretraining.loss_fn(),
+                     input_fn, Schedule(2 * steps, 1e-4, 1, batch_size),
+                     tempfile.mkdtemp(dir=work_dir),
+                     TrainLoopOptions(save_checkpoints_steps=2 * steps, iterations_per_loop=steps,
+                                      log_steps=steps), RuntimeOptions(use_xla=use_xla))
+  runtime.set_precision("float32")
   return model.train_summary["steps_per_second"] * batch_size
 
 

@@ -29,7 +29,7 @@ import tf_keras
 from bert_tf.serving import export
 from bert_tf.tasks import glue
 from bert_tf.text import tokenization
-from bert_tf.training import loop
+from bert_tf.training import runtime
 import bench_configs
 import harness
 
@@ -129,7 +129,7 @@ def main(_):
       peers_1[f"SavedModel {dtype}"] = served(signature)
       peers_32[f"SavedModel {dtype}"] = served(signature)
       previous = tf_keras.mixed_precision.global_policy()
-      loop.set_precision(dtype)
+      runtime.set_precision(dtype)
       python_model = export.build_model("classifier", config, num_labels=len(LABELS))
       tf_keras.mixed_precision.set_global_policy(previous)
       python_model.set_weights(model.get_weights())

@@ -31,6 +31,7 @@ from bert_tf.tasks import squad_answers
 from bert_tf.tasks import squad_metrics
 from bert_tf.text import tokenization
 from bert_tf.training import loop
+from bert_tf.training import runtime
 import bench_configs
 import harness
 
@@ -101,7 +102,7 @@ def baselines(dataset):
 
 def predict_speed(dev_file, out_dir, dtype):
   """(features/s, results, examples, features) of predicting dev_file at --speed_seq_length."""
-  loop.set_precision(dtype)
+  runtime.set_precision(dtype)
   config = BertConfig.from_json_file(os.path.join(FLAGS.model_dir, "config.json"))
   tokenizer = tokenization.FullTokenizer(os.path.join(FLAGS.model_dir, "vocab.txt"), True)
   examples = squad.read_squad_examples(dev_file, False, version_2_with_negative=True)
@@ -112,7 +113,7 @@ def predict_speed(dev_file, out_dir, dtype):
   input_fn = records.records_input_fn(
       [record_file], records.squad_features(FLAGS.speed_seq_length, False),
       FLAGS.speed_batch_size, is_training=False)
-  strategy = loop.get_strategy("one_device")
+  strategy = runtime.get_strategy("one_device")
   model, _ = loop.restore_model(strategy, lambda: heads.BertSpanLabeler(config), input_fn,
                                     out_dir)
   # Timed from the end of the first batch, so tracing and warm-up are not counted.
@@ -127,7 +128,7 @@ def predict_speed(dev_file, out_dir, dtype):
       timed += len(batch["unique_ids"])
   seconds = time.time() - start
   print(f"{dtype}: compute dtype {model.encoder.compute_dtype}, {timed} features timed")
-  loop.set_precision("float32")
+  runtime.set_precision("float32")
   return timed / seconds, results, examples, features
 
 

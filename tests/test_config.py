@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 import tensorflow as tf
@@ -6,6 +7,7 @@ import tf_keras
 
 from bert_tf.errors import BertTfError
 from bert_tf.model.config import BertConfig
+from bert_tf.model.config import check_max_seq_length
 
 
 def test_legacy_keras_is_active():
@@ -99,3 +101,15 @@ def test_unknown_hugging_face_activation_names_the_file(tmp_path):
   with pytest.raises(BertTfError, match="hidden_act 'quick_gelu'.*transformers") as info:
     BertConfig.from_json_file(path)
   assert path in str(info.value)
+
+
+@pytest.mark.parametrize("max_seq_length, message", [
+    (4, "--max_seq_length: expected an integer of at least 5 ([CLS] A [SEP] B [SEP]), got 4"),
+    (513, "--max_seq_length: cannot use sequence length 513 because the BERT model was only "
+     "trained up to sequence length 512"),
+])
+def test_the_one_max_seq_length_rule(max_seq_length, message):
+  with pytest.raises(BertTfError, match=re.escape(message)):
+    check_max_seq_length(max_seq_length, BertConfig(**BASE).max_position_embeddings)
+  check_max_seq_length(5, 512)
+  check_max_seq_length(512, 512)

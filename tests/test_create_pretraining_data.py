@@ -29,6 +29,7 @@ from bert_tf.data import records
 from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
 from bert_tf.io import workers
+from bert_tf.model import objectives
 from bert_tf.text import tokenization
 
 ORACLE_DRIVER = r'''
@@ -128,15 +129,17 @@ def oracle_cases(tmp_path_factory):
       "sample_two_files": ([sample], dict(dupe_factor=2), 2, False),
       "line_ends": ([str(line_ends)], dict(dupe_factor=1), 1, False),
       "alice": ([alice], dict(dupe_factor=1), 1, False),
-      "sample_alice_wwm": ([sample, alice], dict(dupe_factor=1, do_whole_word_mask=True), 1, False),
-      "alice_short_seq": ([alice], dict(dupe_factor=1, max_seq_length=48, max_predictions_per_seq=5,
-                                        random_seed=7), 1, False),
+      "sample_alice_wwm": ([sample, alice], dict(dupe_factor=1, masking=objectives.Masking(
+          do_whole_word_mask=True)), 1, False),
+      "alice_short_seq": ([alice], dict(dupe_factor=1, max_seq_length=48, random_seed=7,
+                                        masking=objectives.Masking(max_predictions_per_seq=5)),
+                          1, False),
   }
   specs, out = [], {}
   for name, (inputs, options, num_outputs, _) in cases.items():
     options = algorithm.Options(**options)
     outputs = [str(tmp / f"{name}.{i}.tfrecord") for i in range(num_outputs)]
-    specs.append(dict(inputs=inputs, outputs=outputs, vocab=_vocab_file(), wwm=options.do_whole_word_mask,
+    specs.append(dict(inputs=inputs, outputs=outputs, vocab=_vocab_file(), wwm=options.masking.do_whole_word_mask,
                       max_seq_length=options.max_seq_length, dupe_factor=options.dupe_factor,
                       max_predictions_per_seq=options.max_predictions_per_seq, seed=options.random_seed))
     out[name] = (inputs, outputs, options)
@@ -199,15 +202,15 @@ def test_masking_ablation_flags(tmp_path):
   for probs, check in [((1.0, 0.0, 0.0), lambda ids, labels: np.all(ids == mask_id)),
                        ((0.0, 1.0, 0.0), lambda ids, labels: np.all(ids == labels))]:
     out = str(tmp_path / "ablation.tfrecord")
-    _ours([toy], [out], dupe_factor=1, mask_prob_mask=probs[0], mask_prob_keep=probs[1],
-          mask_prob_random=probs[2])
+    _ours([toy], [out], dupe_factor=1, masking=objectives.Masking(
+        mask_prob_mask=probs[0], mask_prob_keep=probs[1], mask_prob_random=probs[2]))
     for record in _read_records(out):
       n = int(sum(record["masked_lm_weights"]))
       positions = np.array(record["masked_lm_positions"][:n])
       assert check(np.array(record["input_ids"])[positions], np.array(record["masked_lm_ids"][:n]))
   with pytest.raises(BertTfError, match="sum to 1"):
-    _ours([toy], [str(tmp_path / "bad.tfrecord")], mask_prob_mask=0.8, mask_prob_keep=0.1,
-          mask_prob_random=0.2)
+    _ours([toy], [str(tmp_path / "bad.tfrecord")], masking=objectives.Masking(
+        mask_prob_mask=0.8, mask_prob_keep=0.1, mask_prob_random=0.2))
   assert not os.path.exists(tmp_path / "bad.tfrecord")
 
 
@@ -268,7 +271,8 @@ def test_awkward_input_is_handled(tmp_path):
   path.write_bytes(b"First doc line.\nbad \xff\xfe utf-8 here.\n\n\n\n" + long_line.encode() + b"\n\n"
                    + b"\x0bjoined\x1ctext a\xc2\x85b.\nlast line without newline")
   out = str(tmp_path / "awkward.tfrecord")
-  stats = _ours([str(path)], [out], dupe_factor=2, max_seq_length=32, max_predictions_per_seq=5)
+  stats = _ours([str(path)], [out], dupe_factor=2, max_seq_length=32,
+                masking=objectives.Masking(max_predictions_per_seq=5))
   assert stats["corpus_invalid_utf8_lines"] == 1
   assert stats["corpus_documents"] == 3  # the blank lines between make no empty documents
   assert all(sum(r["input_mask"]) <= 32 for r in _read_records(out))
@@ -287,7 +291,7 @@ def test_bad_input_fails_cleanly(tmp_path, monkeypatch):
   with pytest.raises(BertTfError, match="no text"):
     _ours([str(blank)], [str(tmp_path / "o.tfrecord")])
   with pytest.raises(BertTfError, match="--max_predictions_per_seq"):
-    _ours([toy], [str(tmp_path / "o.tfrecord")], max_predictions_per_seq=0)
+    _ours([toy], [str(tmp_path / "o.tfrecord")], masking=objectives.Masking(max_predictions_per_seq=0))
   vocab = tmp_path / "vocab.txt"
   vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n")
   with pytest.raises(BertTfError, match=r"no \[MASK\]"):

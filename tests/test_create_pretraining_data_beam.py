@@ -14,10 +14,12 @@ from conftest import REPO, shared_data, run_script  # noqa: E402
 from bert_tf.data.pretraining_data import algorithm  # noqa: E402
 from bert_tf.data.pretraining_data import beam  # noqa: E402
 from bert_tf.data.pretraining_data import pipeline  # noqa: E402
+from bert_tf.model import objectives  # noqa: E402
 from bert_tf.text import tokenization  # noqa: E402
 
 # Tiny: 4 files of 8 documents, one copy each; the cost is Beam's start-up, not the data.
-OPTIONS = algorithm.Options(dupe_factor=1, max_seq_length=64, max_predictions_per_seq=10)
+OPTIONS = algorithm.Options(dupe_factor=1, max_seq_length=64,
+                            masking=objectives.Masking(max_predictions_per_seq=10))
 
 
 def _vocab_file():

@@ -17,7 +17,7 @@ from bert_tf.data import records
 from bert_tf.errors import BertTfError
 from bert_tf.jobs import pretraining
 from bert_tf.model import objectives
-from bert_tf.training import options
+from bert_tf.jobs import pretraining_options
 
 SEQ, PREDS = 32, 6
 # 50 entries at most (test_run_pretraining's tiny config); "unaffable" is un ##aff ##able.
@@ -190,8 +190,8 @@ def test_input_resumes_with_the_same_masks(record_file, vocab_file, tmp_path):
 def test_bad_flags_and_records_fail_in_one_line(record_file, vocab_file, tmp_path):
   dynamic = objectives.Masking(dynamic=True)
   with pytest.raises(BertTfError, match="--dynamic_masking: needs --vocab_file"):
-    options.PretrainingOptions("in", "c.json", "out", do_train=True,
-                               objective=objectives.Objective(masking=dynamic))
+    pretraining_options.PretrainingOptions("in", "c.json", "out", do_train=True,
+                                           objective=objectives.Objective(masking=dynamic))
   with pytest.raises(BertTfError, match="--left_to_right"):
     objectives.Objective.of_flags(left_to_right=True, masking=dynamic)
   assert _masking(vocab_file, dynamic=False) is None

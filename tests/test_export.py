@@ -4,6 +4,7 @@ examples (tiny randomly initialised models saved as fine-tuned checkpoints), and
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -14,6 +15,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf.errors import BertTfError
+from bert_tf.jobs import finetune_options
 from bert_tf.serving import export
 from bert_tf.tasks import conll
 from bert_tf.tasks import glue
@@ -377,6 +379,21 @@ def test_bad_input(exported, tmp_path):
   assert done.returncode == 1
   assert done.stderr.strip().splitlines()[-1].startswith("error: --vocab_file: ")
   assert not os.path.exists(tmp_path / "y")
+
+
+def test_export_checks_max_seq_length_against_the_model_first(tmp_path):
+  config = tiny_config(100)
+  config.to_json_file(str(tmp_path / "bert_config.json"))
+  too_long = config.max_position_embeddings + 1
+  for length, message in [(4, "expected an integer of at least 5"),
+                          (too_long, f"cannot use sequence length {too_long} because")]:
+    with pytest.raises(BertTfError, match=re.escape(f"--max_seq_length: {message}")):
+      export.run(finetune_options.ExportOptions(
+          task_kind="classifier", bert_config_file=str(tmp_path / "bert_config.json"),
+          vocab_file=str(tmp_path / "vocab.txt"), init_checkpoint=str(tmp_path / "model.ckpt-1"),
+          export_dir=str(tmp_path / "x"), max_seq_length=length,
+          task=glue.GlueOptions(task_name="mrpc")))
+  assert not os.path.exists(tmp_path / "x")
 
 
 def test_export_adds_a_version_and_never_touches_what_the_directory_holds(exported, tmp_path):

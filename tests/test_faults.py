@@ -118,16 +118,18 @@ CASES = {
                           r"error: .*/v", None),
     "cpd_max_seq_length_too_small": ("create_pretraining_data.py",
                                      lambda w, d: cpd_flags(w, d / "o") + ["--max_seq_length=2"],
-                                     r"--max_seq_length: must be in \[5, 65535\]", None),
+                                     r"--max_seq_length: expected an integer of at least 5 "
+                                     r"\(\[CLS\] A \[SEP\] B \[SEP\]\), got 2", None),
     "cpd_dupe_factor_zero": ("create_pretraining_data.py",
                              lambda w, d: cpd_flags(w, d / "o") + ["--dupe_factor=0"],
-                             r"--dupe_factor: must be at least 1", None),
+                             r"--dupe_factor: expected an integer of at least 1, got 0", None),
     "cpd_masked_lm_prob_above_one": ("create_pretraining_data.py",
                                      lambda w, d: cpd_flags(w, d / "o") + ["--masked_lm_prob=2"],
-                                     r"--masked_lm_prob: must be in \[0, 1\]", None),
+                                     r"--masked_lm_prob: expected a fraction between 0 and 1, got 2", None),
     "cpd_mask_probs_do_not_sum_to_one": (
         "create_pretraining_data.py", lambda w, d: cpd_flags(w, d / "o") + ["--mask_prob_mask=0.5"],
-        r"--mask_prob_mask/--mask_prob_keep/--mask_prob_random: must each be in \[0, 1\] and sum",
+        r"--mask_prob_mask/--mask_prob_keep/--mask_prob_random: expected fractions between 0 and "
+        r"1 that sum to 1, got 0.5 \+ 0.1 \+ 0.1 = 0.7",
         None),
     "cpd_blank_input": ("create_pretraining_data.py",
                         lambda w, d: (d.mkdir(), (d / "b.txt").write_text("\n \n\t\n"),

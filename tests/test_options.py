@@ -1,4 +1,5 @@
-"""bert_tf.training.options: the typed options, each rule once, beside its option; their builders."""
+"""The typed options (bert_tf.training.options, bert_tf.jobs' FinetuneOptions and PretrainingOptions):
+each rule once, beside its option; their builders (bert_tf.cli.flags)."""
 import dataclasses
 import os
 import re
@@ -10,6 +11,7 @@ import pytest
 
 from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
+from bert_tf.jobs import finetune_options
 from bert_tf.model import objectives
 from bert_tf.training import options
 
@@ -50,28 +52,47 @@ def test_tpu_and_xla():
     (lambda: options.TrainLoopOptions(keep_checkpoint_max=-1),
      "--keep_checkpoint_max: expected a number of at least 0, got -1"),
     (lambda: options.TrainLoopOptions(optimizer="sgd"), "--optimizer: expected one of adamw"),
-    (lambda: options.check_max_seq_length(2), r"--max_seq_length: expected an integer of at "
-     r"least 3 \(\[CLS\] x \[SEP\]\), got 2"),
-    (lambda: options.check_max_seq_length(70000, 5, 65535, "why"),
-     r"--max_seq_length: must be in \[5, 65535\] \(why\), got 70000"),
 ])
 def test_each_rule_names_its_flag(make, message):
   with pytest.raises(BertTfError, match=message):
     make()
 
 
-def test_values_checks_the_typed_options(monkeypatch):
+def test_values_leaves_the_rules_to_the_options(monkeypatch):
   bert_flags.define_runtime_flags()
-  bert_flags.define_max_seq_length_flag()
   bert_flags.FLAGS.mark_as_parsed()
   monkeypatch.setattr(bert_flags.FLAGS, "log_steps", 0)
+  values = bert_flags.values()
   with pytest.raises(BertTfError, match="--log_steps: expected an integer of at least 1, got 0"):
-    bert_flags.values()
-  bert_flags.FLAGS.log_steps = 100
-  monkeypatch.setattr(bert_flags.FLAGS, "max_seq_length", 2)
-  with pytest.raises(BertTfError, match="--max_seq_length: expected an integer of at least 3"):
-    bert_flags.values()
-  bert_flags.values(check_ranges=False)
+    bert_flags.train_loop_options(values)
+
+
+def _finetune_options(**overrides):
+  return finetune_options.FinetuneOptions(**dict(
+      dict(output_dir="out", bert_config_file="c.json", vocab_file="v.txt", do_train=True),
+      **overrides))
+
+
+@pytest.mark.parametrize("flag, value, expected", [
+    ("train_batch_size", 0, "an integer of at least 1"),
+    ("eval_batch_size", 0, "an integer of at least 1"),
+    ("predict_batch_size", 0, "an integer of at least 1"),
+    ("eval_every_n_steps", 0, "an integer of at least 1"),
+    ("early_stopping_patience", 0, "an integer of at least 1"),
+    ("bilstm_hidden_size", 0, "an integer of at least 1"),
+    ("learning_rate", -2e-05, "a number above 0"),
+    ("num_train_epochs", 0.0, "a number above 0"),
+    ("warmup_proportion", 1.5, "a fraction between 0 and 1"),
+])
+def test_finetune_ranges(flag, value, expected):
+  with pytest.raises(BertTfError, match=re.escape(f"--{flag}: expected {expected}, got {value}")):
+    _finetune_options(**{flag: value})
+  assert _finetune_options(**{flag: None if flag in _NONE_ALLOWED else 1}).do_train
+
+
+# The fine-tuning flags that are None where a script does not give them.
+_NONE_ALLOWED = ("eval_batch_size", "eval_every_n_steps", "early_stopping_patience",
+                 "bilstm_hidden_size")
 
 
 def _pretraining_values(**overrides):
@@ -104,8 +125,10 @@ def test_pretraining_options_carry_the_objective():
     (dict(do_train=False), "--do_train/--do_eval: at least one of them must be True"),
     (dict(num_train_steps=0), "--num_train_steps: expected an integer of at least 1, got 0"),
     (dict(num_warmup_steps=-1), "--num_warmup_steps: expected a number of at least 0, got -1"),
+    (dict(max_eval_steps=0), "--max_eval_steps: expected an integer of at least 1, got 0"),
+    (dict(eval_batch_size=0), "--eval_batch_size: expected an integer of at least 1, got 0"),
+    (dict(learning_rate=0.0), "--learning_rate: expected a number above 0, got 0.0"),
     (dict(max_predictions_per_seq=0), "--max_predictions_per_seq: expected an integer of at least"),
-    (dict(masked_lm_prob=0.0), "--masked_lm_prob: expected a fraction above 0 and at most 1"),
     (dict(dynamic_masking=True), "--dynamic_masking: needs --vocab_file"),
     (dict(dynamic_masking=True, vocab_file="v", left_to_right=True), "--left_to_right"),
 ])
@@ -114,15 +137,57 @@ def test_pretraining_rules(overrides, message):
     bert_flags.pretraining_options(_pretraining_values(**overrides))
 
 
-def test_create_pretraining_data_options():
-  values = types.SimpleNamespace(
+def _data_values(**overrides):
+  values = dict(
       input_file="a.txt", output_file="o.tfrecord", vocab_file="v.txt", do_lower_case=True,
       num_workers=2, num_shards=1, shard_index=None, beam_runner=None, beam_pipeline_options="",
       progress_seconds=30, max_seq_length=64, max_predictions_per_seq=10, random_seed=1,
       dupe_factor=1, masked_lm_prob=0.15, short_seq_prob=0.1, do_whole_word_mask=False,
       mask_prob_mask=0.8, mask_prob_keep=0.1, mask_prob_random=0.1, no_nsp=False, unmasked=False)
-  built = bert_flags.pretraining_data_options(values)
+  values.update(overrides)
+  return types.SimpleNamespace(**values)
+
+
+def test_create_pretraining_data_options():
+  built = bert_flags.pretraining_data_options(_data_values())
   assert built.num_workers == 2 and built.instances.max_seq_length == 64
-  values.max_seq_length = 4
-  with pytest.raises(BertTfError, match=re.escape("--max_seq_length: must be in [5, 65535]")):
-    bert_flags.pretraining_data_options(values)
+  assert built.instances.max_predictions_per_seq == 10
+  with pytest.raises(BertTfError, match=re.escape(
+      "--max_seq_length: cannot use sequence length 65536 because instances hold their positions "
+      "in 16 bits (up to 65535)")):
+    bert_flags.pretraining_data_options(_data_values(max_seq_length=65536))
+
+
+@pytest.mark.parametrize("flags, message", [
+    (dict(max_predictions_per_seq=0), "--max_predictions_per_seq: expected an integer of at least "
+     "1, got 0"),
+    (dict(masked_lm_prob=1.5), "--masked_lm_prob: expected a fraction between 0 and 1, got 1.5"),
+    (dict(mask_prob_mask=0.5), "--mask_prob_mask/--mask_prob_keep/--mask_prob_random: expected "
+     "fractions between 0 and 1 that sum to 1, got 0.5 + 0.1 + 0.1 = 0.7"),
+    (dict(mask_prob_mask=1.2, mask_prob_keep=-0.2, mask_prob_random=0.0), "--mask_prob_mask/"),
+])
+def test_masking_rules(flags, message):
+  with pytest.raises(BertTfError, match=re.escape(message)):
+    objectives.Masking(**flags)
+
+
+def test_one_masking_type_for_both_scripts():
+  # create_pretraining_data.py and run_pretraining.py --dynamic_masking read the same flags into
+  # the same Masking, checked by the same rules; masked_lm_prob 0 is the original's (each instance
+  # still predicts one token).
+  flags = dict(max_predictions_per_seq=7, masked_lm_prob=0.0, do_whole_word_mask=True,
+               mask_prob_mask=1.0, mask_prob_keep=0.0, mask_prob_random=0.0)
+  data = bert_flags.pretraining_data_options(_data_values(**flags)).instances.masking
+  dynamic = bert_flags.pretraining_options(_pretraining_values(
+      dynamic_masking=True, vocab_file="v.txt", **flags)).objective.masking
+  assert data == objectives.Masking(**flags)
+  assert dynamic == objectives.Masking(dynamic=True, **flags)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (dict(dupe_factor=0), "--dupe_factor: expected an integer of at least 1, got 0"),
+    (dict(short_seq_prob=-0.1), "--short_seq_prob: expected a fraction between 0 and 1, got -0.1"),
+])
+def test_create_pretraining_data_rules(flags, message):
+  with pytest.raises(BertTfError, match=re.escape(message)):
+    bert_flags.pretraining_data_options(_data_values(**flags))

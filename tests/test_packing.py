@@ -16,7 +16,6 @@ from bert_tf.errors import BertTfError
 from bert_tf.jobs import pretraining
 from bert_tf.model import modeling
 from bert_tf.model import objectives
-from bert_tf.training import loop
 from support.paths import REPO
 from support.pretraining_runs import PREDS, SEQ, command, read_eval_results, run
 from support.pretraining_runs import tiny_config, write_pretraining_records
@@ -154,6 +153,7 @@ from bert_tf.jobs import pretraining
 from bert_tf.model import modeling
 from bert_tf.training import loop
 from bert_tf.training import runtime
+from bert_tf.training.options import Schedule, TrainLoopOptions
 from support import pretraining_runs as t
 record_file, output_dir = sys.argv[1:3]
 strategy = runtime.get_strategy("mirrored", num_gpus=0)
@@ -162,9 +162,9 @@ limits = (4, 8)
 train_fn = pretraining.input_fn([record_file], t.SEQ, t.PREDS, 8, True, seed=3,
                                 gradient_accumulation_steps=2, row_limits=limits)
 model = loop.train(strategy, lambda: modeling.BertPretrainer(t.tiny_config(0.1)),
-                       pretraining.loss_fn(), train_fn, 2, 1e-3, 1, output_dir, log_steps=1,
-                       gradient_accumulation_steps=2, train_batch_size=8,
-                       metric_fn=pretraining.metric_fn(row_statistics=True))
+                   pretraining.loss_fn(), train_fn, Schedule(2, 1e-3, 1, 8), output_dir,
+                   TrainLoopOptions(log_steps=1, gradient_accumulation_steps=2),
+                   metric_fn=pretraining.metric_fn(row_statistics=True))
 print("TRAIN", json.dumps(dict(model.train_summary)))
 for packed in (False, True):
   eval_fn = pretraining.input_fn([record_file], t.SEQ, t.PREDS, 6, False,

@@ -233,6 +233,7 @@ from bert_tf.data import packing_finetune
 from bert_tf.data import records
 from bert_tf.training import loop
 from bert_tf.training import runtime
+from bert_tf.training.options import Schedule, TrainLoopOptions
 import test_packing_finetune as t
 path, output_dir = sys.argv[1:3]
 schema, _ = t.write_records(path, "classifier", 64, seed=4)
@@ -254,10 +255,11 @@ def weights(strategy_name, accumulation, name, evaluators):
   runtime.set_seed(7)
   for evaluator in evaluators:
     model = loop.train(strategy, t.MODELS["classifier"], loss_fn,
-                           layout.train_input_fn(path, 8, 3, accumulation, 64), 4, 1e-3, 1,
-                           os.path.join(output_dir, name), log_steps=1, metric_fn=metric_fn,
-                           gradient_accumulation_steps=accumulation, save_checkpoints_steps=2,
-                           train_batch_size=8, evaluator=evaluator)
+                       layout.train_input_fn(path, 8, 3, accumulation, 64),
+                       Schedule(4, 1e-3, 1, 8), os.path.join(output_dir, name),
+                       TrainLoopOptions(log_steps=1, gradient_accumulation_steps=accumulation,
+                                        save_checkpoints_steps=2),
+                       metric_fn=metric_fn, evaluator=evaluator)
     assert loop.global_step(model) == (2 if evaluator else 4)
   print(name, model.train_summary["examples_per_row"], flush=True)
   return [v.numpy() for v in model.trainable_variables]
@@ -273,7 +275,7 @@ strategy = runtime.get_strategy("mirrored", num_gpus=0)
 with strategy.scope():
   model = t.MODELS["classifier"]()
 unpacked = list(loop.predict(strategy, model, records.records_input_fn([path], schema, 8,
-                                                                           False)))
+                                                                       False)))
 packed = layout.unpack(loop.predict(strategy, model, layout.predict_input_fn(path, 4)),
                        path, 8)
 for a, b in zip(packed, unpacked):

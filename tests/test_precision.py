@@ -12,7 +12,7 @@ from bert_tf.jobs import pretraining
 from bert_tf.model.config import BertConfig
 from bert_tf.model import heads
 from bert_tf.model import modeling
-from bert_tf.training import loop
+from bert_tf.training import runtime
 from bert_tf.training import precision
 
 AVX2_ONLY = ("processor\t: 0\nvendor_id\t: AuthenticAMD\n"
@@ -71,31 +71,31 @@ def test_set_precision_resolves_auto_logs_why_and_warns_once():
   try:
     with mock.patch.object(precision.logging, "info") as info, \
         mock.patch.object(precision.logging, "warning") as warning:
-      assert loop.set_precision("auto", cpuinfo=SAPPHIRE_RAPIDS) == "bfloat16"
+      assert runtime.set_precision("auto", cpuinfo=SAPPHIRE_RAPIDS) == "bfloat16"
       assert tf_keras.mixed_precision.global_policy().name == "mixed_bfloat16"
       assert "--dtype=auto: %s (%s)" == info.call_args[0][0]
       assert info.call_args[0][1:] == ("bfloat16", precision.choose(
           "auto", "cpu", (), SAPPHIRE_RAPIDS)[1])
       warning.assert_not_called()
-      assert loop.set_precision("auto", cpuinfo=AVX2_ONLY) == "float32"
+      assert runtime.set_precision("auto", cpuinfo=AVX2_ONLY) == "float32"
       assert tf_keras.mixed_precision.global_policy().name == "float32"
       warning.assert_not_called()
-      assert loop.set_precision("bfloat16", cpuinfo=AVX2_ONLY) == "bfloat16"
+      assert runtime.set_precision("bfloat16", cpuinfo=AVX2_ONLY) == "bfloat16"
       warning.assert_called_once_with(precision.emulation_warning("bfloat16", "cpu", AVX2_ONLY))
-      assert loop.set_precision("float16", cpuinfo=AVX2_ONLY) == "float16"
+      assert runtime.set_precision("float16", cpuinfo=AVX2_ONLY) == "float16"
       assert tf_keras.mixed_precision.global_policy().name == "mixed_float16"
       assert warning.call_count == 1
     with pytest.raises(BertTfError, match="--dtype: 'bf16' is not one of .*auto"):
-      loop.set_precision("bf16")
+      runtime.set_precision("bf16")
   finally:
-    loop.set_precision("float32")
+    runtime.set_precision("float32")
 
 
 def test_the_precision_list_is_defined_once():
   from bert_tf.cli import flags as bert_flags  # pylint: disable=g-import-not-at-top
   bert_flags.define_dtype_flag()
   assert tuple(bert_flags.FLAGS["dtype"].parser.enum_values) == precision.CHOICES
-  assert not hasattr(loop, "PRECISIONS")  # bert_tf.training.runtime reads precision.PRECISIONS
+  assert not hasattr(runtime, "PRECISIONS")  # it reads precision.PRECISIONS
   assert bert_flags.FLAGS["dtype"].default == "float32"
   assert precision.AUTO_RULE in bert_flags.FLAGS["dtype"].help
 
@@ -137,7 +137,7 @@ def test_mixed_bfloat16_keeps_softmax_layernorm_loss_logits_and_gradients_in_flo
   ids = tf.constant([[2, 5, 6, 3, 0, 0]] * 2)
   features = {"input_ids": ids, "input_mask": tf.cast(ids > 0, tf.int32),
               "segment_ids": tf.zeros_like(ids), "label_ids": tf.constant([0, 1])}
-  loop.set_precision("bfloat16", cpuinfo=SAPPHIRE_RAPIDS)
+  runtime.set_precision("bfloat16", cpuinfo=SAPPHIRE_RAPIDS)
   try:
     if task == "classifier":
       model = heads.BertClassifier(TINY, num_labels=2)
@@ -154,7 +154,7 @@ def test_mixed_bfloat16_keeps_softmax_layernorm_loss_logits_and_gradients_in_flo
     outputs = model(features, training=True)
     dtypes, gradient_dtypes = _training_step_ops(model, loss_fn, features)
   finally:
-    loop.set_precision("float32")
+    runtime.set_precision("float32")
   assert {outputs[name].dtype for name in logits} == {tf.float32}
   assert dtypes["MatMul"] >= {"bfloat16"}  # the policy is on: the dense layers run in bf16
   assert dtypes["Softmax"] == {"float32"}  # attention probabilities

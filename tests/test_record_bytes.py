@@ -13,6 +13,7 @@ from bert_tf.data.pretraining_data import corpus as corpus_module  # noqa: E402
 from bert_tf.data.pretraining_data import record_bytes  # noqa: E402
 from bert_tf.data.pretraining_data import record_writer  # noqa: E402
 from bert_tf.data import records  # noqa: E402
+from bert_tf.model import objectives  # noqa: E402
 from bert_tf.text import tokenization  # noqa: E402
 
 
@@ -20,9 +21,9 @@ def test_encoder_gives_the_bytes_of_records_serialize(tmp_path):
   sample = os.path.join(shared_data("corpus", "bert-sample"), "sample_text.txt")
   tokenizer = tokenization.FullTokenizer(os.path.join(shared_data("vocab"), "bert-base-uncased-vocab.txt"))
   for options in [algorithm.Options(dupe_factor=2), algorithm.Options(dupe_factor=1, no_nsp=True),
-                  algorithm.Options(dupe_factor=1, max_seq_length=300, max_predictions_per_seq=80,
-                                      masked_lm_prob=0.3, do_whole_word_mask=True),
-                  algorithm.Options(dupe_factor=1, max_seq_length=16, max_predictions_per_seq=20),
+                  algorithm.Options(dupe_factor=1, max_seq_length=300, masking=objectives.Masking(
+                      max_predictions_per_seq=80, masked_lm_prob=0.3, do_whole_word_mask=True)),
+                  algorithm.Options(dupe_factor=1, max_seq_length=16),
                   algorithm.Options(dupe_factor=1, unmasked=True)]:
     corpus = corpus_module.read_corpus([sample], tokenizer)
     vocab = algorithm.Vocab(tokenizer.vocab)

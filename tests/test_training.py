@@ -19,6 +19,10 @@ from bert_tf.errors import BertTfError
 from bert_tf.jobs import pretraining
 from bert_tf.model import modeling
 from bert_tf.training import loop
+from bert_tf.training import runtime
+from bert_tf.training.options import RuntimeOptions
+from bert_tf.training.options import Schedule
+from bert_tf.training.options import TrainLoopOptions
 from support.paths import REPO
 from support.pretraining_runs import PREDS, SEQ, VOCAB, tiny_config, write_pretraining_records
 
@@ -31,18 +35,18 @@ def record_file(tmp_path_factory):
 
 
 def run_train(output_dir, record_file, num_train_steps=8, batch_size=8, accumulation=1,
-              dropout=0.1, loss_fn=None, **kwargs):
-  loop.set_seed(7)
-  strategy = loop.get_strategy("one_device")
+              dropout=0.1, loss_fn=None, **loop_options):
+  runtime.set_seed(7)
+  strategy = runtime.get_strategy("one_device")
   input_fn = pretraining.input_fn([record_file], SEQ, PREDS, batch_size, True, seed=3,
                                   gradient_accumulation_steps=accumulation)
   config = tiny_config(dropout)
-  kwargs.setdefault("save_checkpoints_steps", 4)
+  loop_options = TrainLoopOptions(save_checkpoints_steps=4, log_steps=4,
+                                  gradient_accumulation_steps=accumulation, **loop_options)
   return loop.train(strategy, lambda: modeling.BertPretrainer(config),
-                        loss_fn or pretraining.loss_fn(), input_fn, num_train_steps, 1e-3, 2,
-                        str(output_dir), gradient_accumulation_steps=accumulation,
-                        metric_fn=pretraining.metric_fn(), log_steps=4, seed=7,
-                        train_batch_size=batch_size, **kwargs)
+                    loss_fn or pretraining.loss_fn(), input_fn,
+                    Schedule(num_train_steps, 1e-3, 2, batch_size), str(output_dir), loop_options,
+                    RuntimeOptions(seed=7), metric_fn=pretraining.metric_fn())
 
 
 def weights(model):
@@ -116,7 +120,7 @@ def test_nan_loss_stops_without_overwriting_the_last_checkpoint(tmp_path, traine
 
 
 def test_evaluate_predict_and_restore(tmp_path, trained_dir, record_file):
-  strategy = loop.get_strategy("one_device")
+  strategy = runtime.get_strategy("one_device")
   eval_fn = pretraining.input_fn([record_file], SEQ, PREDS, 8, False)
   model, step = loop.restore_model(strategy, lambda: modeling.BertPretrainer(tiny_config()),
                                        eval_fn, output_dir=str(trained_dir))
@@ -140,19 +144,19 @@ def test_evaluate_predict_and_restore(tmp_path, trained_dir, record_file):
 
 
 def test_float16_loss_scaling_trains(tmp_path, record_file):
-  loop.set_precision("float16")
+  runtime.set_precision("float16")
   try:
     model = run_train(tmp_path, record_file, num_train_steps=2)
   finally:
-    loop.set_precision("float32")
+    runtime.set_precision("float32")
   assert all(np.isfinite(v).all() for v in weights(model).values())
 
 
 def test_bad_flags():
   with pytest.raises(BertTfError, match="--distribution_strategy"):
-    loop.get_strategy("horovod")
+    runtime.get_strategy("horovod")
   with pytest.raises(BertTfError, match="--dtype"):
-    loop.set_precision("int8")
+    runtime.set_precision("int8")
   with pytest.raises(BertTfError, match="--train_batch_size"):
     records.per_replica_batch_size(tf.distribute.InputContext(1, 0, 2), 7)
 
@@ -162,7 +166,7 @@ def test_tpu_strategy_is_built_from_tpu_name():
       mock.patch.object(tf.config, "experimental_connect_to_cluster") as connect, \
       mock.patch.object(tf.tpu.experimental, "initialize_tpu_system") as initialize, \
       mock.patch.object(tf.distribute, "TPUStrategy") as tpu_strategy:
-    strategy = loop.get_strategy("tpu", tpu_name="my-tpu", tpu_zone="us-central1-b",
+    strategy = runtime.get_strategy("tpu", tpu_name="my-tpu", tpu_zone="us-central1-b",
                                      gcp_project="proj")
   resolver.assert_called_once_with(tpu="my-tpu", zone="us-central1-b", project="proj")
   connect.assert_called_once_with(resolver.return_value)
@@ -186,6 +190,7 @@ from bert_tf.jobs import pretraining
 from bert_tf.model import modeling
 from bert_tf.training import loop
 from bert_tf.training import runtime
+from bert_tf.training.options import RuntimeOptions, Schedule, TrainLoopOptions
 from support import pretraining_runs as t
 strategy = runtime.get_strategy(strategy_name, num_gpus=0)
 runtime.set_seed(7)
@@ -194,9 +199,9 @@ real_loss = pretraining.loss_fn()
 def loss_fn(features, outputs):
   return real_loss(features, outputs)
 input_fn = pretraining.input_fn([record_file], t.SEQ, t.PREDS, 8, True, seed=3)
-model = loop.train(strategy, lambda: modeling.BertPretrainer(t.tiny_config(0.0)),
-                       loss_fn, input_fn, 6, 1e-3, 2, output_dir, log_steps=1,
-                       save_checkpoints_steps=3, seed=7)
+model = loop.train(strategy, lambda: modeling.BertPretrainer(t.tiny_config(0.0)), loss_fn,
+                   input_fn, Schedule(6, 1e-3, 2), output_dir,
+                   TrainLoopOptions(log_steps=1, save_checkpoints_steps=3), RuntimeOptions(seed=7))
 print("REPLICAS", strategy.num_replicas_in_sync)
 print("WEIGHTS", json.dumps(float(sum(abs(v.numpy()).sum() for v in model.trainable_variables))))
 """

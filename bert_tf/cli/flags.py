@@ -1,7 +1,8 @@
 """Every flag the scripts share, defined once; the only module of bert_tf that reads absl's FLAGS.
 
 A script defines the groups it uses at import time, marks its required flags, and turns the parsed
-values into the typed options of bert_tf.training.options, which are what the library receives:
+values into typed options (bert_tf.training.options, bert_tf.jobs), which are what the library
+receives:
 
   bert_flags.define_model_flags()
   bert_flags.define_runtime_flags()
@@ -12,10 +13,10 @@ values into the typed options of bert_tf.training.options, which are what the li
                     bert_flags.train_loop_options(values))
 
 Each range or combination rule lives once, beside the option it constrains (the __post_init__ of
-its dataclass). values() checks the rules of _RANGES (the flags of no typed option yet) and, by
-building them, those of RuntimeOptions, TrainLoopOptions and --max_seq_length; a script's own
-options (options.PretrainingOptions, pipeline.DataOptions, feature_extraction.ExtractOptions,
-vocab_learning.VocabOptions) check theirs as its main builds them, before any work.
+its dataclass): RuntimeOptions, TrainLoopOptions, FinetuneOptions, PretrainingOptions,
+pipeline.DataOptions, feature_extraction.ExtractOptions, vocab_learning.VocabOptions check theirs
+as a script's main builds them, before any work (SQuAD's last few still in _RANGES, which
+values() checks).
 
 The names, defaults and help texts of the original's flags are the original's. Defining a flag
 that is already defined is a no-op, so several scripts can be imported by one test process.
@@ -28,6 +29,7 @@ from absl import flags
 
 from bert_tf.errors import BertTfError
 from bert_tf.jobs import finetune_options as finetune_options_lib
+from bert_tf.jobs import pretraining_options as pretraining_options_lib
 from bert_tf.model import objectives
 from bert_tf.training import options
 from bert_tf.training.options import OPTIMIZERS, STRATEGIES
@@ -46,44 +48,28 @@ def _define_enum(name, default, enum_values, help_text):
     flags.DEFINE_enum(name, default, enum_values, help_text)
 
 
-# Flags whose values only make sense in a range, not yet in a typed option of bert_tf.training.options:
-# name -> (test, what is expected).
-_POSITIVE = (lambda v: v > 0, "a number above 0")
-_AT_LEAST_ONE = (lambda v: v >= 1, "an integer of at least 1")
-_NOT_NEGATIVE = (lambda v: v >= 0, "a number of at least 0")
+# SQuAD's flags whose values only make sense in a range, not yet in its typed option
+# (bert_tf.tasks.squad.SquadOptions): name -> (test, what is expected).
 _RANGES = {
-    "train_batch_size": _AT_LEAST_ONE, "eval_batch_size": _AT_LEAST_ONE,
-    "predict_batch_size": _AT_LEAST_ONE,
-    "learning_rate": _POSITIVE, "num_train_epochs": _POSITIVE,
-    "warmup_proportion": (lambda v: 0 <= v <= 1, "a fraction between 0 and 1"),
-    "doc_stride": _AT_LEAST_ONE, "max_query_length": _AT_LEAST_ONE,
-    "max_answer_length": _AT_LEAST_ONE, "n_best_size": _NOT_NEGATIVE,
-    "eval_every_n_steps": _AT_LEAST_ONE, "early_stopping_patience": _AT_LEAST_ONE,
-    "bilstm_hidden_size": _AT_LEAST_ONE,
+    "doc_stride": (lambda v: v >= 1, "an integer of at least 1"),
+    "max_query_length": (lambda v: v >= 1, "an integer of at least 1"),
+    "max_answer_length": (lambda v: v >= 1, "an integer of at least 1"),
+    "n_best_size": (lambda v: v >= 0, "a number of at least 0"),
 }
 
 
-def values(check_ranges=True):
+def values():
   """The parsed flags as a plain object (attribute per flag); the library reads nothing else.
 
-  A value outside its flag's range (a batch size of 0, a negative learning rate, ...) raises
-  BertTfError naming the flag, unless check_ranges is False (for a script whose library checks
-  its flags against ranges of its own).
+  The typed options that a script builds from it check their own rules (a batch size of 0, a
+  negative learning rate, ...: BertTfError naming the flag).
   """
   parsed = FLAGS.flag_values_dict()
-  for name, (test, expected) in _RANGES.items() if check_ranges else ():
+  for name, (test, expected) in _RANGES.items():
     value = parsed.get(name)
     if value is not None and not test(value):
       raise BertTfError(f"--{name}: expected {expected}, got {value}")
-  namespace = types.SimpleNamespace(**parsed)
-  if check_ranges:  # the typed options check their own rules as they are built
-    if "max_seq_length" in parsed:
-      options.check_max_seq_length(namespace.max_seq_length)
-    if "distribution_strategy" in parsed or "dtype" in parsed:
-      runtime_options(namespace)
-    if "optimizer" in parsed:
-      train_loop_options(namespace)
-  return namespace
+  return types.SimpleNamespace(**parsed)
 
 
 def _given(values, name, default=None):
@@ -101,19 +87,16 @@ def runtime_options(values):
 
 
 def masking_options(values):
-  """The bert_tf.model.objectives.Masking of the masking flags (dynamic: --dynamic_masking)."""
-  return objectives.Masking(
-      max_predictions_per_seq=values.max_predictions_per_seq,
-      masked_lm_prob=values.masked_lm_prob, do_whole_word_mask=values.do_whole_word_mask,
-      mask_prob_mask=values.mask_prob_mask, mask_prob_keep=values.mask_prob_keep,
-      mask_prob_random=values.mask_prob_random, dynamic=values.dynamic_masking)
+  """The bert_tf.model.objectives.Masking of the masking flags (dynamic: --dynamic_masking, which
+  create_pretraining_data.py has not)."""
+  return options_of(objectives.Masking, values, dynamic=_given(values, "dynamic_masking", False))
 
 
 def pretraining_options(values):
-  """The bert_tf.training.options.PretrainingOptions of run_pretraining.py's flags."""
+  """The bert_tf.jobs.pretraining_options.PretrainingOptions of run_pretraining.py's flags."""
   objective = objectives.Objective.of_flags(values.no_nsp, values.left_to_right,
                                             masking_options(values))
-  return options_of(options.PretrainingOptions, values, objective=objective)
+  return options_of(pretraining_options_lib.PretrainingOptions, values, objective=objective)
 
 
 def options_of(cls, values, **given):
@@ -126,8 +109,8 @@ def pretraining_data_options(values):
   """The bert_tf.data.pretraining_data.pipeline.DataOptions of create_pretraining_data.py's flags."""
   from bert_tf.data.pretraining_data import algorithm  # pylint: disable=g-import-not-at-top
   from bert_tf.data.pretraining_data import pipeline  # pylint: disable=g-import-not-at-top
-  return options_of(pipeline.DataOptions, values,
-                    instances=options_of(algorithm.Options, values))
+  return options_of(pipeline.DataOptions, values, instances=options_of(
+      algorithm.Options, values, masking=masking_options(values)))
 
 
 def _fields_given(cls, values):

@@ -27,7 +27,6 @@ records. The draws are made per record, the masking per batch (vectorized over i
 from google.protobuf import message as protobuf_message
 import tensorflow as tf
 
-from bert_tf.data.pretraining_data.algorithm import Options
 from bert_tf.data.pretraining_data.algorithm import Vocab
 from bert_tf.data import records
 from bert_tf.errors import BertTfError
@@ -40,38 +39,29 @@ _RANDOM_IDS = "dynamic_masking_random_ids"  # per token: an index into the vocab
 
 
 class DynamicMasking:
-  """The masking of one run: from_options(masking, ...) checks the options; numbered_map_fn(seed) and
-  batch_map_fn are records.records_input_fn's hooks."""
+  """The masking of one run: from_options(masking, ...) reads the vocabulary; numbered_map_fn(seed)
+  and batch_map_fn are records.records_input_fn's hooks."""
 
-  def __init__(self, vocab, options):
-    self.options = options
+  def __init__(self, vocab, masking, max_seq_length):
+    self.masking, self.max_seq_length = masking, max_seq_length
     self.cls_id, self.sep_id, self.mask_id = vocab.cls_id, vocab.sep_id, vocab.mask_id
     self.word_ids = tf.constant(vocab.word_ids, tf.int32)
     self.is_continuation = tf.constant(vocab.is_continuation)
-    keep_or_random = options.mask_prob_keep + options.mask_prob_random
-    self.keep_given_not_mask = (options.mask_prob_keep / keep_or_random if keep_or_random > 0
-                                else 1.0)
 
   @classmethod
   def from_options(cls, masking, max_seq_length, vocab_file, config_vocab_size=None):
-    """The masking a bert_tf.model.objectives.Masking asks for (checked), or None unless dynamic;
-    vocab_file: the records' vocabulary."""
+    """The masking a bert_tf.model.objectives.Masking asks for (its rules checked as it was made),
+    or None unless dynamic; vocab_file: the records' vocabulary."""
     if not masking.dynamic:
       return None
-    options = Options(max_seq_length=max_seq_length,
-                      max_predictions_per_seq=masking.max_predictions_per_seq,
-                      masked_lm_prob=masking.masked_lm_prob,
-                      do_whole_word_mask=masking.do_whole_word_mask,
-                      mask_prob_mask=masking.mask_prob_mask, mask_prob_keep=masking.mask_prob_keep,
-                      mask_prob_random=masking.mask_prob_random)  # checked as it is made
     vocab = Vocab(tokenization.load_vocab(vocab_file), "--vocab_file")
     if config_vocab_size is not None and vocab.size > config_vocab_size:
       raise BertTfError(f"--vocab_file: {vocab.size} ids but the model's vocab_size "
                         f"(--bert_config_file) is {config_vocab_size}")
-    return cls(vocab, options)
+    return cls(vocab, masking, max_seq_length)
 
   def schema(self):
-    return records.unmasked_pretraining_features(self.options.max_seq_length)
+    return records.unmasked_pretraining_features(self.max_seq_length)
 
   def numbered_map_fn(self, seed):
     """Adds the random numbers of a record, drawn from (seed, its number)."""
@@ -96,23 +86,23 @@ class DynamicMasking:
     real = features["input_mask"] > 0
     candidate = real & (ids != self.cls_id) & (ids != self.sep_id)
     chosen = self._choose(ids, candidate, self._num_to_predict(real), draws[..., 0])
-    replacement = tf.where(draws[..., 1] < self.options.mask_prob_mask, self.mask_id,
-                           tf.where(draws[..., 2] < self.keep_given_not_mask, ids,
+    replacement = tf.where(draws[..., 1] < self.masking.mask_prob_mask, self.mask_id,
+                           tf.where(draws[..., 2] < self.masking.keep_given_not_mask, ids,
                                     tf.gather(self.word_ids, random_ids)))
     features["input_ids"] = tf.where(chosen, replacement, ids)
-    features.update(_predictions(ids, chosen, self.options.max_predictions_per_seq))
+    features.update(_predictions(ids, chosen, self.masking.max_predictions_per_seq))
     return features
 
   def _num_to_predict(self, real):
     """The original's min(max_predictions_per_seq, max(1, round(len(tokens) * prob))) per row."""
     tokens = tf.reduce_sum(tf.cast(real, tf.float64), axis=1)
-    count = tf.cast(tf.round(tokens * self.options.masked_lm_prob), tf.int32)  # halves to even,
-    return tf.minimum(self.options.max_predictions_per_seq, tf.maximum(1, count))  # as Python 3
+    count = tf.cast(tf.round(tokens * self.masking.masked_lm_prob), tf.int32)  # halves to even,
+    return tf.minimum(self.masking.max_predictions_per_seq, tf.maximum(1, count))  # as Python 3
 
   def _choose(self, ids, candidate, num_to_predict, scores):
     """[B, S] bool: the tokens chosen, whole candidate words in the order of their first piece's
     score, each unless it would overflow num_to_predict."""
-    if self.options.do_whole_word_mask:
+    if self.masking.do_whole_word_mask:
       continues = tf.gather(self.is_continuation, ids) & candidate
       first = tf.cumsum(tf.cast(candidate, tf.int32), axis=1) == 1
       starts = candidate & (~continues | first)
@@ -127,7 +117,7 @@ class DynamicMasking:
     sizes = tf.gather(word_sizes, segment) * tf.cast(starts, tf.int32)  # at each word's start
     order = tf.argsort(tf.where(starts, scores, 2.0), axis=1, stable=True)
     sizes_in_order = tf.gather(sizes, order, batch_dims=1)
-    if self.options.do_whole_word_mask:
+    if self.masking.do_whole_word_mask:
       taken = _greedy(sizes_in_order, num_to_predict)
     else:  # words of one piece: the first num_to_predict
       taken = (sizes_in_order > 0) & (tf.range(seq_length)[tf.newaxis] < num_to_predict[:, None])

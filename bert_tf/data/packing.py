@@ -34,8 +34,16 @@ WINDOW = 1024  # instances packed together (and rows shuffled together)
 MASKED_LM_PROB = 0.15
 
 
-def default_max_instances(max_seq_length):
-  return max(2, max_seq_length // 16)
+# A row's instance slots by default, per job: one per this many of the row's tokens
+# (default_max_instances; run_pretraining.py's and the fine-tuning scripts' --help say so).
+PRETRAINING_TOKENS_PER_INSTANCE = 16
+FINETUNING_TOKENS_PER_INSTANCE = 8
+
+
+def default_max_instances(max_seq_length, tokens_per_instance):
+  """--max_instances_per_row's default: a slot per tokens_per_instance tokens of a row, 2 at
+  least."""
+  return max(2, max_seq_length // tokens_per_instance)
 
 
 def default_max_predictions(max_seq_length, max_predictions_per_seq, max_instances,
@@ -51,7 +59,8 @@ def row_limits(max_seq_length, objective, max_instances_per_row=None,
   """(max_instances, max_predictions) per row for --max_instances_per_row and
   --max_predictions_per_row (None: the defaults) under a bert_tf.model.objectives.Objective, checked."""
   seq, left_to_right, masking = max_seq_length, objective.left_to_right, objective.masking
-  max_instances = max_instances_per_row or default_max_instances(seq)
+  max_instances = max_instances_per_row or default_max_instances(
+      seq, PRETRAINING_TOKENS_PER_INSTANCE)
   if max_instances < 1:
     raise BertTfError(f"--max_instances_per_row: expected >= 1, got {max_instances}")
   max_predictions = max_predictions_per_row or default_max_predictions(

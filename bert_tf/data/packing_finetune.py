@@ -37,11 +37,8 @@ from bert_tf.errors import BertTfError
 WINDOW = packing.WINDOW
 # What a packed row adds to the encoder's inputs (bert_tf.model.heads reads them).
 PACKED_INPUTS = ("position_ids", "instance_ids")
+# 1.0 where a row's slot holds an example: what a packed loss is a mean over (tasks read it).
 EXAMPLE_WEIGHTS = "example_weights"
-
-
-def default_max_instances(max_seq_length):
-  return max(2, max_seq_length // 8)
 
 
 class Layout:
@@ -50,7 +47,8 @@ class Layout:
   def __init__(self, schema, max_seq_length, num_sequences=1, max_instances=None):
     self.schema, self.num_sequences = schema, num_sequences
     self.seq_length, self.width = max_seq_length, num_sequences * max_seq_length
-    self.max_instances = max_instances or default_max_instances(max_seq_length)
+    self.max_instances = max_instances or packing.default_max_instances(
+        max_seq_length, packing.FINETUNING_TOKENS_PER_INSTANCE)
     # An example holds at least [CLS] [SEP] per sequence; also K < width tells the per-example
     # outputs [B, K, ...] from the per-token ones [B, width, ...] (unpack).
     if not 1 <= self.max_instances <= max_seq_length // 2:

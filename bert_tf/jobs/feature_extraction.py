@@ -15,16 +15,17 @@ import tf_keras
 from absl import logging
 
 from bert_tf.errors import BertTfError
+from bert_tf.errors import check_at_least
 from bert_tf.io import fileio
 from bert_tf.io.fileio import atomic_output
 from bert_tf.io import progress
 from bert_tf.model import checkpoints
 from bert_tf.model.config import BertConfig
+from bert_tf.model.config import check_max_seq_length
 from bert_tf.model import heads
 from bert_tf.model import modeling
 from bert_tf.text import tokenization
-from bert_tf.training import loop
-from bert_tf.training import options as bert_options
+from bert_tf.training import runtime as runtime_lib
 
 InputExample = collections.namedtuple("InputExample", ["unique_id", "text_a", "text_b"])
 InputFeatures = collections.namedtuple("InputFeatures", [
@@ -63,13 +64,12 @@ class ExtractOptions:
   use_one_hot_embeddings: bool = False
 
   def __post_init__(self):
-    bert_options.check_max_seq_length(self.max_seq_length)
-    bert_options.check_at_least(self.batch_size, "batch_size", 1)
+    check_at_least(self.batch_size, "batch_size", 1)
 
 
 def check_outputs(options):
-  """--output_file must not be (or link to) one of the run's input files; options: a
-  bert_tf.training.options.ExtractOptions."""
+  """--output_file must not be (or link to) one of the run's input files; options: an
+  ExtractOptions."""
   inputs = [("--input_file", options.input_file), ("--vocab_file", options.vocab_file),
             ("--bert_config_file", options.bert_config_file)]
   if options.init_checkpoint and "," not in options.init_checkpoint:
@@ -190,12 +190,12 @@ def write_features(output_file, extractor, features, batch_size):
 
 
 def run(options, runtime):
-  """The whole of extract_features.py: options, a bert_tf.training.options.ExtractOptions; runtime, a
-  RuntimeOptions."""
+  """The whole of extract_features.py: options, an ExtractOptions; runtime, a RuntimeOptions.
+  --max_seq_length is checked against the model's config before TensorFlow starts."""
   start = time.time()
   check_outputs(options)
   bert_config = BertConfig.from_json_file(options.bert_config_file)
-  bert_config.check_sequence_length(options.max_seq_length)
+  check_max_seq_length(options.max_seq_length, bert_config.max_position_embeddings)
   layer_indexes = parse_layers(options.layers, bert_config.num_hidden_layers)
   tokenization.validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
   tokenizer = tokenization.FullTokenizer(vocab_file=options.vocab_file,
@@ -203,7 +203,7 @@ def run(options, runtime):
   bert_config.check_vocab_size(len(tokenizer.vocab), options.vocab_file)
   examples = read_examples(options.input_file)
   features = convert_examples_to_features(examples, options.max_seq_length, tokenizer)
-  strategy = loop.setup_runtime(runtime)
+  strategy = runtime_lib.setup_runtime(runtime)
   with strategy.scope():
     extractor = FeatureExtractor(bert_config, layer_indexes, options.use_one_hot_embeddings)
     checkpoints.init_from_checkpoint(extractor, options.init_checkpoint)

@@ -20,6 +20,9 @@ import dataclasses
 from typing import Any, Optional
 
 from bert_tf.errors import BertTfError
+from bert_tf.errors import check_above_zero
+from bert_tf.errors import check_at_least
+from bert_tf.errors import check_fraction
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +63,7 @@ class FinetuneOptions:
   loop: Any = None  # bert_tf.training.options.TrainLoopOptions
 
   def __post_init__(self):
+    self._check_ranges()
     phases = self.phases()
     if not any(getattr(self, phase) for phase in phases):
       raise BertTfError(f"{'/'.join('--' + phase for phase in phases)}: at least one must be True")
@@ -69,6 +73,14 @@ class FinetuneOptions:
       raise BertTfError("--tflite: only with --export_dir (it writes beside the export)")
     self._check_packing()
     self._check_evaluation()
+
+  def _check_ranges(self):
+    for flag in ("train_batch_size", "eval_batch_size", "predict_batch_size",
+                 "eval_every_n_steps", "early_stopping_patience", "bilstm_hidden_size"):
+      check_at_least(getattr(self, flag), flag, 1)  # None: the flag was not given
+    check_above_zero(self.learning_rate, "learning_rate")
+    check_above_zero(self.num_train_epochs, "num_train_epochs")
+    check_fraction(self.warmup_proportion, "warmup_proportion")
 
   def _check_packing(self):
     if not self.pack_sequences:

@@ -29,6 +29,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.io import progress
 from bert_tf.model import checkpoints
 from bert_tf.model.config import BertConfig
+from bert_tf.model.config import check_max_seq_length
 from bert_tf.model import model_dir
 from bert_tf.serving import export
 from bert_tf.tasks import base
@@ -36,7 +37,9 @@ from bert_tf.text import tokenization
 from bert_tf.training import keep_best
 from bert_tf.training import loop
 from bert_tf.training import run_dir
+from bert_tf.training import runtime
 from bert_tf.training import scalars
+from bert_tf.training.options import Schedule
 
 # Records held by the fine-tuning shuffle buffer at most (~1 KB each at seq 128).
 MAX_FINETUNE_SHUFFLE_BUFFER = 100_000
@@ -50,11 +53,12 @@ NOT_RESULTS = ("*.tf_record", "checkpoint", "*.index", "*.data-*-of-*", "train_r
 def config_and_tokenizer(options):
   """Checks the model flags as the original scripts do; returns (BertConfig, FullTokenizer).
 
-  Python only, so bad flags fail before training.setup_runtime() starts TensorFlow's runtime.
+  Python only, so bad flags fail before runtime.setup_runtime() starts TensorFlow's runtime: the
+  job's one check of --max_seq_length (against the model's position embeddings) is here.
   """
   tokenization.validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
   config = BertConfig.from_json_file(options.bert_config_file)
-  config.check_sequence_length(options.max_seq_length)
+  check_max_seq_length(options.max_seq_length, config.max_position_embeddings)
   if not tf.io.gfile.exists(options.vocab_file):
     raise BertTfError(f"--vocab_file: {options.vocab_file} not found")
   tokenizer = tokenization.FullTokenizer(options.vocab_file, do_lower_case=options.do_lower_case)
@@ -123,12 +127,12 @@ def finetune(options, strategy, config, task, model_fn, train_records, steps, ev
         seed=options.runtime.seed,
         gradient_accumulation_steps=options.loop.gradient_accumulation_steps,
         shuffle_buffer_size=shuffle_buffer_size)
-  model = loop.train(
-      strategy, model_fn, task.loss_fn, train_input_fn, num_train_steps, options.learning_rate,
-      num_warmup_steps, options.output_dir, init_checkpoint=options.init_checkpoint,
-      metric_fn=metric_fn, train_batch_size=options.train_batch_size,
-      evaluator=evaluator, run_shape=options.run_shape(),
-      **loop.train_options(options.loop, options.runtime))
+  schedule = Schedule(num_train_steps, options.learning_rate, num_warmup_steps,
+                      options.train_batch_size)
+  model = loop.train(strategy, model_fn, task.loss_fn, train_input_fn, schedule,
+                     options.output_dir, options.loop, options.runtime,
+                     init_checkpoint=options.init_checkpoint, metric_fn=metric_fn,
+                     evaluator=evaluator, run_shape=options.run_shape())
   if options.export_tf1_checkpoint and strategy.extended.should_checkpoint:
     run_dir.export_weights(model, options.output_dir)
   return model
@@ -147,10 +151,10 @@ def run(task_class, options):
   task = task_class(options, tokenizer)
   plan = keep_best.plan(options, task)
   # Python-only work above; the strategy must come before the first TensorFlow op.
-  strategy = loop.setup_runtime(options.runtime)
+  strategy = runtime.setup_runtime(options.runtime)
   # What --dtype=auto chose: an export after training serves in it.
   options = dataclasses.replace(options, runtime=dataclasses.replace(
-      options.runtime, dtype=loop.concrete_dtype()))
+      options.runtime, dtype=runtime.concrete_dtype()))
   chief = strategy.extended.should_checkpoint
   with run_dir.claim(options.output_dir, hold=chief):
     return _run(options, start, strategy, config, task, plan)
@@ -174,7 +178,7 @@ def _run(options, start, strategy, config, task, plan):
   layout = packing_finetune.task_layout(options, task, is_training=False)
   keeper = _keeper(options, plan)
   _check_output_dir(options, task, config)
-  model_fn = task.model_fn(config, loop.trim_padding(options.runtime))
+  model_fn = task.model_fn(config, runtime.trim_padding(options.runtime))
   # Every split's data are read (and a bad row reported) before anything else is written.
   train_records = steps = None
   if options.do_train:
@@ -224,7 +228,7 @@ def _run(options, start, strategy, config, task, plan):
     scalars.write_eval_scalars(options.output_dir, results["dev"], loop.global_step(model))
   export_path = None
   if options.export_dir:
-    export_path = export.export_from_options(task.name, options, options.output_dir,
+    export_path = export.export_from_options(task.name, options, config, options.output_dir,
                                             weights=keeper.prefix if keeper else None)
   if chief:
     _summary(options, start, model, results.get("dev"), export_path, best)

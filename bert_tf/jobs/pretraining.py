@@ -5,8 +5,8 @@ loss = masked-LM loss sum(w * ce) / (sum(w) + 1e-5) + mean next-sentence loss, a
 The objective is a bert_tf.model.objectives.Objective (with the feature names it reads). The ablations
 of the paper's Table 5: use_nsp=False drops the NSP term (--no_nsp); left_to_right rebuilds the
 unmasked text and predicts every next token (--left_to_right, with a causal BertPretrainer).
-run(options, runtime, loop_options) takes a bert_tf.training.options.PretrainingOptions, RuntimeOptions and
-TrainLoopOptions (bert_tf.cli.flags builds them from run_pretraining.py's flags).
+run(options, runtime, loop_options) takes a bert_tf.jobs.pretraining_options.PretrainingOptions,
+RuntimeOptions and TrainLoopOptions (bert_tf.cli.flags builds them from run_pretraining.py's flags).
 --pack_sequences packs several instances per row (bert_tf.data.packing); the losses and metrics are
 the same per instance: the next-sentence terms are then weighted by next_sentence_weights.
 --dynamic_masking masks unmasked records at input time (bert_tf.data.dynamic_masking).
@@ -23,12 +23,14 @@ from bert_tf.data import records
 from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
 from bert_tf.model.config import BertConfig
+from bert_tf.model.config import check_max_seq_length
 from bert_tf.model import heads
 from bert_tf.model import model_dir
 from bert_tf.model import modeling
 from bert_tf.model import objectives
 from bert_tf.training import loop
 from bert_tf.training import run_dir
+from bert_tf.training import runtime as runtime_lib
 from bert_tf.training import scalars
 
 
@@ -180,7 +182,7 @@ def input_fn(input_files, max_seq_length, max_predictions_per_seq, batch_size, i
 def run_shape(options, limits):
   """The options that change what a pretraining run's checkpoints hold or how its input is read:
   resuming the run needs the same (bert_tf.training.run_dir.check_run_shape). options: a
-  bert_tf.training.options.PretrainingOptions; limits: the packed row limits (None unpacked)."""
+  bert_tf.jobs.pretraining_options.PretrainingOptions; limits: the packed row limits (None unpacked)."""
   objective_shape = options.objective.run_shape()
   shape = {"left_to_right": objective_shape["left_to_right"],
            "pack_sequences": bool(options.pack_sequences),
@@ -192,14 +194,14 @@ def run_shape(options, limits):
 
 
 def run(options, runtime, loop_options):
-  """Trains (--do_train) and evaluates (--do_eval) as a bert_tf.training.options.PretrainingOptions says,
-  under a RuntimeOptions and a TrainLoopOptions; returns the eval results (or None). Every check
-  of the options, the records and what --output_dir holds comes before anything is written there
+  """Trains (--do_train) and evaluates (--do_eval) as a PretrainingOptions says, under a
+  RuntimeOptions and a TrainLoopOptions; returns the eval results (or None). Every check of the
+  options, the records and what --output_dir holds comes before anything is written there
   (run_dir.claim, which also keeps a second run out of it)."""
   start = time.time()
-  strategy = loop.setup_runtime(runtime)
   config = BertConfig.from_json_file(options.bert_config_file)
-  config.check_sequence_length(options.max_seq_length)
+  check_max_seq_length(options.max_seq_length, config.max_position_embeddings)
+  strategy = runtime_lib.setup_runtime(runtime)
   with run_dir.claim(options.output_dir, hold=strategy.extended.should_checkpoint):
     return _run(options, start, strategy, config, runtime, loop_options)
 
@@ -260,8 +262,8 @@ def _run(options, start, strategy, config, runtime, loop_options):
   if options.do_train:
     model = _train(options, strategy, config, model_fn,
                    make_input_fn(options.train_batch_size, True),
-                   metric_fn(objective, row_statistics=bool(limits)), shape,
-                   loop.train_options(loop_options, runtime))
+                   metric_fn(objective, row_statistics=bool(limits)), shape, loop_options,
+                   runtime)
   result = _evaluate(options, strategy, model_fn, make_input_fn, model, bool(limits)) if (
       options.do_eval) else None
   if strategy.extended.should_checkpoint:
@@ -304,16 +306,15 @@ def _summary(options, start, model, result):
 
 
 def _train(options, strategy, config, model_fn, train_input_fn, train_metric_fn, shape,
-           train_options):
+           loop_options, runtime):
   if strategy.extended.should_checkpoint:
     model_dir.write_model_files(options.output_dir, config, options.vocab_file)
   logging.info("***** Running training *****")
   logging.info("  Batch size = %d", options.train_batch_size)
-  model = loop.train(
-      strategy, model_fn, loss_fn(options.objective), train_input_fn, options.num_train_steps,
-      options.learning_rate, options.num_warmup_steps, options.output_dir,
-      init_checkpoint=options.init_checkpoint, metric_fn=train_metric_fn,
-      train_batch_size=options.train_batch_size, run_shape=shape, **train_options)
+  model = loop.train(strategy, model_fn, loss_fn(options.objective), train_input_fn,
+                     options.schedule, options.output_dir, loop_options, runtime,
+                     init_checkpoint=options.init_checkpoint, metric_fn=train_metric_fn,
+                     run_shape=shape)
   if options.export_tf1_checkpoint and strategy.extended.should_checkpoint:
     run_dir.export_weights(model, options.output_dir)
   return model

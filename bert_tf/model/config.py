@@ -1,11 +1,31 @@
-"""BertConfig <-> the original bert_config.json."""
+"""BertConfig <-> the original bert_config.json, and the one --max_seq_length rule
+(check_max_seq_length: a model's position embeddings cap it). TensorFlow-free: bad flags and
+config files fail before TensorFlow starts, and create_pretraining_data.py checks its
+--max_seq_length here too."""
 import copy
 import json
 
-import tensorflow as tf
-
 from bert_tf.errors import BertTfError
+from bert_tf.errors import check
+from bert_tf.io import fileio
 from bert_tf.io.fileio import write_text_atomically
+
+# The shortest input: [CLS] A [SEP] B [SEP] with a token each side, which create_pretraining_data's
+# instances need (a single sentence, [CLS] x [SEP], fits in it too).
+MIN_SEQ_LENGTH = 5
+# Why a model caps --max_seq_length, as the original says it.
+MODEL_LIMIT = "the BERT model was only trained up to sequence length {}"
+
+
+def check_max_seq_length(max_seq_length, maximum, because=MODEL_LIMIT):
+  """The one --max_seq_length rule, which each job checks once, before TensorFlow starts: an
+  integer of at least MIN_SEQ_LENGTH and at most `maximum`, the model's max_position_embeddings
+  (or, where a job has no model, the longest it can make; `because` says why)."""
+  check(max_seq_length >= MIN_SEQ_LENGTH, "max_seq_length",
+        f"an integer of at least {MIN_SEQ_LENGTH} ([CLS] A [SEP] B [SEP])", max_seq_length)
+  if max_seq_length > maximum:
+    raise BertTfError(f"--max_seq_length: cannot use sequence length {max_seq_length} because "
+                      f"{because.format(maximum)}")
 
 # Field name -> (type, default). The defaults are the original's BertConfig defaults.
 _FIELDS = {
@@ -70,13 +90,6 @@ class BertConfig:
   def head_size(self):
     return self.hidden_size // self.num_attention_heads
 
-  def check_sequence_length(self, max_seq_length, flag="--max_seq_length"):
-    """The one check of a sequence length against the model's position embeddings."""
-    if max_seq_length > self.max_position_embeddings:
-      raise BertTfError(f"{flag}: cannot use sequence length {max_seq_length} because the BERT "
-                        f"model was only trained up to sequence length "
-                        f"{self.max_position_embeddings}")
-
   def check_vocab_size(self, num_tokens, vocab_file, exact=False):
     """The one check of a vocabulary against the model's word embeddings: a token id past
     vocab_size has no embedding, and a vocabulary that leaves most rows unused is not the
@@ -111,10 +124,9 @@ class BertConfig:
 
   @classmethod
   def from_json_file(cls, json_file):
-    if not tf.io.gfile.exists(json_file):
+    if not fileio.exists(json_file):
       raise BertTfError(f"{json_file}: bert config file not found")
-    with tf.io.gfile.GFile(json_file, "r") as reader:
-      text = reader.read()
+    text = fileio.read_text(json_file)
     try:
       json_object = json.loads(text)
     except json.JSONDecodeError as e:

@@ -12,12 +12,15 @@ bert_tf/pretraining_data consult the names and the Objective here.
       .run_shape()              what the objective adds to a pretraining run's train_run.json
   Masking(max_predictions_per_seq=20, masked_lm_prob=0.15, do_whole_word_mask=False,
           mask_prob_mask=0.8, mask_prob_keep=0.1, mask_prob_random=0.1, dynamic=False)
-      the masked-LM draw of create_pretraining_data.py, or, dynamic, of run_pretraining.py at
-      input time (bert_tf.data.dynamic_masking)
+      the masked-LM draw, with its rules: of create_pretraining_data.py, or, dynamic, of
+      run_pretraining.py at input time (bert_tf.data.dynamic_masking)
 """
 import dataclasses
 
 from bert_tf.errors import BertTfError
+from bert_tf.errors import check
+from bert_tf.errors import check_at_least
+from bert_tf.errors import check_fraction
 
 # The masked LM's features, per prediction slot: where, the original token, 1.0 for a real one.
 MASKED_LM_POSITIONS = "masked_lm_positions"
@@ -56,22 +59,34 @@ def record_features(masked=True):
 
 @dataclasses.dataclass(frozen=True)
 class Masking:
-  """How the masked-LM predictions are drawn (the masking flags)."""
+  """How the masked-LM predictions are drawn (the masking flags): by create_pretraining_data.py
+  (bert_tf.data.pretraining_data.algorithm.Options.masking) or, dynamic, by run_pretraining.py at
+  input time (bert_tf.data.dynamic_masking). masked_lm_prob is the original's, in [0, 1]: every
+  instance still predicts at least one token (its max(1, round(tokens * masked_lm_prob)))."""
   max_predictions_per_seq: int = 20
   masked_lm_prob: float = 0.15
   do_whole_word_mask: bool = False
+  # The paper's Table 8 ablation: what a chosen token becomes ([MASK] / itself / a random token).
   mask_prob_mask: float = 0.8
   mask_prob_keep: float = 0.1
   mask_prob_random: float = 0.1
   dynamic: bool = False
 
   def __post_init__(self):
-    if self.max_predictions_per_seq < 1:
-      raise BertTfError(f"--max_predictions_per_seq: expected an integer of at least 1, got "
-                        f"{self.max_predictions_per_seq}")
-    if not 0 < self.masked_lm_prob <= 1:
-      raise BertTfError(f"--masked_lm_prob: expected a fraction above 0 and at most 1, got "
-                        f"{self.masked_lm_prob}")
+    check_at_least(self.max_predictions_per_seq, "max_predictions_per_seq", 1)
+    check_fraction(self.masked_lm_prob, "masked_lm_prob")
+    probs = (self.mask_prob_mask, self.mask_prob_keep, self.mask_prob_random)
+    check(all(0.0 <= p <= 1.0 for p in probs) and abs(sum(probs) - 1.0) < 1e-6,
+          "mask_prob_mask/--mask_prob_keep/--mask_prob_random",
+          "fractions between 0 and 1 that sum to 1",
+          f"{probs[0]:g} + {probs[1]:g} + {probs[2]:g} = {sum(probs):g}")
+
+  @property
+  def keep_given_not_mask(self):
+    """The original's second coin: keep vs random, given not [MASK] (0.1 / (0.1 + 0.1) is
+    exactly 0.5)."""
+    keep_or_random = self.mask_prob_keep + self.mask_prob_random
+    return self.mask_prob_keep / keep_or_random if keep_or_random > 0 else 1.0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,6 +26,7 @@ from bert_tf.io import fileio
 from bert_tf.model import activations
 from bert_tf.model import checkpoints
 from bert_tf.model.config import BertConfig
+from bert_tf.model.config import check_max_seq_length
 from bert_tf.model import model_dir
 from bert_tf.serving import tflite as tflite_lib
 from bert_tf.tasks import base
@@ -137,7 +138,6 @@ def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_s
   """
   from bert_tf.training import precision  # pylint: disable=g-import-not-at-top
   serving = base.for_export(task)
-  config.check_sequence_length(max_seq_length)
   if not tf.io.gfile.exists(vocab_file):
     raise BertTfError(f"--vocab_file: {vocab_file} not found")
   num_labels = serving.num_labels(options)
@@ -220,14 +220,12 @@ def load(export_dir):
   return tf.saved_model.load(resolve(export_dir))
 
 
-def export_from_options(task, options, init_checkpoint, weights=None):
+def export_from_options(task, options, config, init_checkpoint, weights=None):
   """Exports `task` (a serving name or a registered task) as the options say (an ExportOptions, or
-  a run_*.py's FinetuneOptions after training, with its output_dir as init_checkpoint); `weights`:
-  a checkpoint to load instead of init_checkpoint's (the best weights a run kept)."""
+  a run_*.py's FinetuneOptions after training, with its output_dir as init_checkpoint) for the
+  model of `config` (its BertConfig, which the job checked options.max_seq_length against);
+  `weights`: a checkpoint to load instead of init_checkpoint's (the best weights a run kept)."""
   serving = base.for_export(task, flag="--export_dir")
-  if not tf.io.gfile.exists(options.bert_config_file):
-    raise BertTfError(f"--bert_config_file: {options.bert_config_file} not found")
-  config = BertConfig.from_json_file(options.bert_config_file)
   server_options = serving.serving_options_from(options.task, init_checkpoint)
   return export(serving.export_task, config, options.vocab_file, options.do_lower_case,
                 weights or init_checkpoint, options.export_dir, options.max_seq_length,
@@ -266,4 +264,8 @@ def run(options):
   """The whole of export_savedmodel.py for its ExportOptions; returns the export directory."""
   tokenization.validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
   check_task_config(options.task_kind, options.task, options.init_checkpoint)
-  return export_from_options(options.task_kind, options, options.init_checkpoint)
+  if not tf.io.gfile.exists(options.bert_config_file):
+    raise BertTfError(f"--bert_config_file: {options.bert_config_file} not found")
+  config = BertConfig.from_json_file(options.bert_config_file)
+  check_max_seq_length(options.max_seq_length, config.max_position_embeddings)
+  return export_from_options(options.task_kind, options, config, options.init_checkpoint)

@@ -29,14 +29,13 @@ import json
 import os
 import pkgutil
 
+from bert_tf.data import packing_finetune
 from bert_tf.errors import BertTfError
 from bert_tf.io.fileio import write_text_atomically
 from bert_tf.model.model_dir import TASK_CONFIG_FILE
 
 # Record files in output_dir, per split, unless a task names others (Task.record_files).
 RECORD_FILES = {"train": "train.tf_record", "dev": "eval.tf_record", "test": "predict.tf_record"}
-# packing_finetune.EXAMPLE_WEIGHTS: the packed row feature a packed loss is a mean over.
-EXAMPLE_WEIGHTS = "example_weights"
 
 _REGISTRY = {}
 _discovered = False
@@ -132,7 +131,7 @@ class Task:
   record_files = RECORD_FILES  # {split: record file name in output_dir}
   eval_split = "dev"  # the split evaluations during training score
   num_sequences = 1  # sequences per example (--pack_sequences packs an example's together)
-  packed_loss_weights = EXAMPLE_WEIGHTS  # the packed row feature the loss is a mean over
+  packed_loss_weights = packing_finetune.EXAMPLE_WEIGHTS  # what a packed loss is a mean over
   primary_metric = None  # the metric early stopping watches by default
   train_metric_fn = None  # (features, outputs) -> {name: (values, weights)} logged in training
   serving_keys = ()  # the task_config.json fields the server takes as options

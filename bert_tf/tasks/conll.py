@@ -170,9 +170,6 @@ def convert_sentences_to_features(sentences, label_list, max_seq_length, tokeniz
                                   source="sentences"):
   """Sentences -> list of TaggingFeatures, one per window. Tags outside label_list are reported
   (they get weight 0, so they add no loss; scoring still counts them against the gold file)."""
-  if max_seq_length < 3:
-    raise BertTfError(f"--max_seq_length: must be at least 3 ([CLS] word [SEP]), got "
-                      f"{max_seq_length}")
   label_map = {label: i for i, label in enumerate(label_list)}
   max_tokens = max_seq_length - 2
   unknown = collections.Counter()

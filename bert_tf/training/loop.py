@@ -2,19 +2,15 @@
 
 API (stable; later changes only add keyword arguments):
 
-  The runtime set-up is bert_tf.training.runtime's, here too under its names: setup_runtime(options) (a
-  bert_tf.training.options.RuntimeOptions) creates the strategy before any other TensorFlow op, then sets
-  precision, seed and determinism; get_strategy, set_precision, set_seed, strategy_name(options),
-  trim_padding(options), concrete_dtype() and STRATEGIES as there.
-  train_options(loop, runtime)
-      the keyword arguments of train() that a TrainLoopOptions and a RuntimeOptions give.
+  The strategy comes from bert_tf.training.runtime (setup_runtime(options), get_strategy, ...).
 
-  model = train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning_rate,
-                num_warmup_steps, output_dir, init_checkpoint=None, optimizer_type="adamw",
-                weight_decay_rate=0.01, save_checkpoints_steps=1000, keep_checkpoint_max=5,
-                steps_per_loop=1000, log_steps=100, gradient_accumulation_steps=1, metric_fn=None,
-                seed=None, use_xla=False, train_batch_size=None, adam_bias_correction=False,
-                evaluator=None, clip_norm_rule=None, run_shape=None)
+  model = train(strategy, model_fn, loss_fn, train_input_fn, schedule, output_dir,
+                loop_options=TrainLoopOptions(), runtime=RuntimeOptions(), init_checkpoint=None,
+                metric_fn=None, evaluator=None, run_shape=None)
+      schedule: a bert_tf.training.options.Schedule (steps, learning rate, warmup, batch size);
+      loop_options: the TrainLoopOptions (optimizer, gradient accumulation, the checkpoint, loop
+      and logging cadence, the clip norm rule); runtime: the RuntimeOptions (its seed, when not
+      None, seeds the model's initialization; use_xla compiles the step).
       model_fn()                      -> a tf_keras.Model (called inside strategy.scope()); a task
                                          model holds its encoder as `.encoder`.
       loss_fn(features, outputs)      -> float32 scalar: the mean loss of this replica's
@@ -32,7 +28,8 @@ API (stable; later changes only add keyword arguments):
                                          function).
       Checkpoints (tf.train.Checkpoint(model=, optimizer=, train_iterators=, rngs=)) go to
       output_dir/model.ckpt-N every save_checkpoints_steps and at the end (keep_checkpoint_max
-      of them, 0 for all); an existing checkpoint there is
+      of them, 0 for all), the loop running iterations_per_loop steps at most between them and
+      host-side work; an existing checkpoint there is
       resumed (global step, optimizer slots, input position, dropout RNG), and init_checkpoint is
       then ignored. Otherwise init_checkpoint (an original TF1 checkpoint, one of ours, or a Hugging
       Face directory) is loaded with bert_tf.model.checkpoints.init_from_checkpoint. A NaN/Inf loss raises
@@ -45,10 +42,10 @@ API (stable; later changes only add keyword arguments):
       (steps/s, examples/s, ETA) is logged every log_steps, and a live bar drawn on a terminal
       (bert_tf.training.scalars.TrainLog). Returns the trained model; global_step(model) gives its step,
       model.train_summary the scalars of the last line. Gradients are clipped to global norm 1.0
-      after the cross-replica sum, the norm counted by clip_norm_rule (one of
-      bert_tf.training.optimization.CLIP_NORM_RULES; None: the original's on this device, "dense" on TPU,
-      else "per_position": the word-embedding gradient's rows, one per looked-up position of
-      every replica and micro-batch, each count on its own, as the original's CPU/GPU runs did).
+      after the cross-replica sum, the norm counted by clip_norm_rule (per_position, dense, or
+      original: the original's on this device, "dense" on TPU, else "per_position": the
+      word-embedding gradient's rows, one per looked-up position of every replica and
+      micro-batch, each count on its own, as the original's CPU/GPU runs did).
 
   results = evaluate(strategy, model, eval_input_fn, metric_fn, loss_fn=None, steps=None,
                      global_step=None)
@@ -77,26 +74,12 @@ from bert_tf.io import interrupts
 from bert_tf.io import progress
 from bert_tf.model import checkpoints
 from bert_tf.training import optimization
-from bert_tf.training import options
 from bert_tf.training import run_dir
 from bert_tf.training import scalars
-# The runtime set-up, here too for the callers of training.setup_runtime & co.
-from bert_tf.training.runtime import (STRATEGIES, concrete_dtype, get_strategy, set_precision, set_seed,  # pylint: disable=unused-import
-                             setup_runtime, strategy_name, trim_padding)
+from bert_tf.training.options import RuntimeOptions
+from bert_tf.training.options import TrainLoopOptions
 
 CLIP_NORM = 1.0  # the original's clip_by_global_norm(grads, clip_norm=1.0)
-
-
-def train_options(loop, runtime):
-  """The keyword arguments of train() that come straight from the options: loop, a
-  bert_tf.training.options.TrainLoopOptions; runtime, a RuntimeOptions (its seed and use_xla)."""
-  return dict(optimizer_type=loop.optimizer, adam_bias_correction=loop.adam_bias_correction,
-              gradient_accumulation_steps=loop.gradient_accumulation_steps,
-              save_checkpoints_steps=loop.save_checkpoints_steps,
-              keep_checkpoint_max=loop.keep_checkpoint_max,
-              steps_per_loop=loop.iterations_per_loop, log_steps=loop.log_steps,
-              use_xla=runtime.use_xla, seed=runtime.seed,
-              clip_norm_rule=optimization.clip_norm_rule_of_flag(loop.clip_norm_rule))
 
 
 # ---------------------------------------------------------------------------- model building
@@ -218,38 +201,35 @@ class _TrainIterators:
         lambda ctx: values[ctx.replica_id_in_sync_group - self.first_replica])
 
 
-def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning_rate,
-          num_warmup_steps, output_dir, init_checkpoint=None, optimizer_type="adamw",
-          weight_decay_rate=0.01, save_checkpoints_steps=1000, keep_checkpoint_max=5,
-          steps_per_loop=1000, log_steps=100, gradient_accumulation_steps=1, metric_fn=None,
-          seed=None, use_xla=False, train_batch_size=None, adam_bias_correction=False,
-          evaluator=None, clip_norm_rule=None, run_shape=None):
-  """Trains model_fn()'s model to num_train_steps optimizer steps; see the module docstring."""
-  # The options' own rules, for a caller that passes these values directly.
-  options.TrainLoopOptions(gradient_accumulation_steps=gradient_accumulation_steps,
-                           save_checkpoints_steps=save_checkpoints_steps)
+def train(strategy, model_fn, loss_fn, train_input_fn, schedule, output_dir,
+          loop_options=TrainLoopOptions(), runtime=RuntimeOptions(), init_checkpoint=None,
+          metric_fn=None, evaluator=None, run_shape=None):
+  """Trains model_fn()'s model for schedule.num_train_steps optimizer steps; see the module
+  docstring."""
+  num_train_steps, accumulation = schedule.num_train_steps, loop_options.gradient_accumulation_steps
+  save_checkpoints_steps = loop_options.save_checkpoints_steps
   tf.io.gfile.makedirs(output_dir)
-  if seed is not None:
-    tf_keras.utils.set_random_seed(seed)
+  if runtime.seed is not None:
+    tf_keras.utils.set_random_seed(runtime.seed)
   iterators = _TrainIterators(strategy, train_input_fn)
   state = _TrainState(strategy, model_fn, iterators.element_spec, metric_fn, dict(
-      init_lr=learning_rate, num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
-      optimizer_type=optimizer_type, weight_decay_rate=weight_decay_rate,
-      adam_bias_correction=adam_bias_correction, clip_norm=None))
+      init_lr=schedule.learning_rate, num_train_steps=num_train_steps,
+      num_warmup_steps=schedule.num_warmup_steps, optimizer_type=loop_options.optimizer,
+      adam_bias_correction=loop_options.adam_bias_correction, clip_norm=None))
   if _is_chief(strategy):
     run_dir.check_same_run(output_dir, state.model, dict(
-        learning_rate=learning_rate, num_warmup_steps=num_warmup_steps,
-        train_batch_size=train_batch_size, optimizer_type=optimizer_type,
-        gradient_accumulation_steps=gradient_accumulation_steps), run_shape)
+        learning_rate=schedule.learning_rate, num_warmup_steps=schedule.num_warmup_steps,
+        train_batch_size=schedule.train_batch_size, optimizer_type=loop_options.optimizer,
+        gradient_accumulation_steps=accumulation), run_shape)
   manager = _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoint,
-                                   keep_checkpoint_max)
-  train_loop = _train_loop_function(strategy, state, iterators, loss_fn, metric_fn,
-                                    gradient_accumulation_steps, use_xla,
-                                    optimization.resolve_clip_norm_rule(
-                                        clip_norm_rule, on_tpu=isinstance(
-                                            strategy, tf.distribute.TPUStrategy)))
-  log = scalars.TrainLog(state, output_dir, num_train_steps, train_batch_size, log_steps,
-                         chief=_is_chief(strategy), timed=not isinstance(
+                                   loop_options.keep_checkpoint_max)
+  train_loop = _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumulation,
+                                    runtime.use_xla, optimization.resolve_clip_norm_rule(
+                                        optimization.clip_norm_rule_of_flag(
+                                            loop_options.clip_norm_rule),
+                                        on_tpu=isinstance(strategy, tf.distribute.TPUStrategy)))
+  log = scalars.TrainLog(state, output_dir, num_train_steps, schedule.train_batch_size,
+                         loop_options.log_steps, chief=_is_chief(strategy), timed=not isinstance(
                              strategy, tf.distribute.MultiWorkerMirroredStrategy))
   step = int(state.optimizer.iterations.numpy())
   if step >= num_train_steps:
@@ -263,7 +243,8 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
       until_save = save_checkpoints_steps - step % save_checkpoints_steps
       if evaluator is not None:
         until_save = min(until_save, evaluator.every_n_steps - step % evaluator.every_n_steps)
-      n = log.chunk_size(step, min(steps_per_loop, until_save, num_train_steps - step))
+      n = log.chunk_size(step, min(loop_options.iterations_per_loop, until_save,
+                                   num_train_steps - step))
       with records.naming_bad_records():
         loss, all_finite = train_loop(tf.constant(n, tf.int32))
       step = int(state.optimizer.iterations.numpy())

@@ -40,8 +40,8 @@ def squared_norm(gradient):
 
 
 def clip_norm_rule_of_flag(flag_value):
-  """--clip_norm_rule's value as bert_tf.training.loop.train's clip_norm_rule: None (the original's
-  on the device) for "original"."""
+  """--clip_norm_rule's value as resolve_clip_norm_rule's rule: None (the original's on the
+  device) for "original"."""
   return None if flag_value == "original" else flag_value
 
 

@@ -1,5 +1,7 @@
-"""The typed options the scripts hand the library: small frozen dataclasses, each range or
-combination rule checked once, beside the option it constrains (BertTfError naming the flag).
+"""The typed options of the runtime and the training loop, which every training script hands the
+library beside its job's own (bert_tf.jobs: FinetuneOptions, PretrainingOptions): small frozen
+dataclasses, each range or combination rule checked once, beside the option it constrains
+(BertTfError naming the flag: bert_tf.errors.check).
 
 TensorFlow-free, so that bad flags fail before TensorFlow's runtime starts. bert_tf.cli.flags builds
 them from the parsed flags (runtime_options, train_loop_options, ...); a test or a notebook builds
@@ -14,53 +16,21 @@ them directly:
   TrainLoopOptions(optimizer="adamw", adam_bias_correction=False, gradient_accumulation_steps=1,
                    save_checkpoints_steps=1000, keep_checkpoint_max=5, iterations_per_loop=1000,
                    log_steps=100, clip_norm_rule="original")
-      the loop's choices that the flags give as they are (bert_tf.training.loop.train_options).
-  PretrainingOptions(input_file, bert_config_file, output_dir, ..., objective=Objective())
-      run_pretraining.py's own flags, the objective (bert_tf.model.objectives) among them.
-  check_max_seq_length(max_seq_length, minimum=MIN_SEQ_LENGTH, maximum=None, why=...)
-      the one --max_seq_length rule: an integer in [minimum, maximum]; each script states its own
-      bounds (pretraining data need 5 tokens, a model's position embeddings cap it).
+      the loop's choices that the flags give as they are (bert_tf.training.loop.train reads them).
+  Schedule(num_train_steps, learning_rate, num_warmup_steps=0, train_batch_size=None)
+      how long and how fast training goes, as a job works it out from its options.
 """
 import dataclasses
 from typing import Optional
 
-from bert_tf.errors import BertTfError
-from bert_tf.model import objectives
+from bert_tf.errors import check_at_least
+from bert_tf.errors import check_choice
+from bert_tf.errors import check_not_negative
 from bert_tf.training import precision
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 OPTIMIZERS = ("adamw", "lamb")
 CLIP_NORM_RULE_FLAGS = ("original", "per_position", "dense")
-# [CLS] x [SEP]: the shortest input any script builds.
-MIN_SEQ_LENGTH = 3
-
-
-def check(ok, flag, expected, value):
-  """Raises BertTfError "--flag: expected ..., got value" unless ok."""
-  if not ok:
-    raise BertTfError(f"--{flag}: expected {expected}, got {value}")
-
-
-def check_at_least(value, flag, minimum):
-  """An integer flag's lower bound (None is left alone: the flag was not given)."""
-  if value is not None:
-    check(value >= minimum, flag, f"an integer of at least {minimum}", value)
-
-
-def check_choice(value, flag, choices):
-  check(value in choices, flag, f"one of {', '.join(choices)}", value)
-
-
-def check_max_seq_length(max_seq_length, minimum=MIN_SEQ_LENGTH, maximum=None,
-                         why="[CLS] x [SEP]", flag="max_seq_length"):
-  """The one --max_seq_length rule: at least `minimum` tokens (`why`: what the shortest input
-  holds) and, where given, at most `maximum`."""
-  if maximum is None:
-    check(max_seq_length >= minimum, flag, f"an integer of at least {minimum} ({why})",
-          max_seq_length)
-  elif not minimum <= max_seq_length <= maximum:
-    raise BertTfError(f"--{flag}: must be in [{minimum}, {maximum}] ({why}), got "
-                      f"{max_seq_length}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,8 +52,8 @@ class RuntimeOptions:
   def __post_init__(self):
     check_choice(self.distribution_strategy, "distribution_strategy", STRATEGIES)
     check_choice(self.dtype, "dtype", precision.CHOICES)
-    check(self.num_gpus is None or self.num_gpus >= 0, "num_gpus", "a number of at least 0",
-          self.num_gpus)
+    if self.num_gpus is not None:
+      check_not_negative(self.num_gpus, "num_gpus")
     check_at_least(self.num_tpu_cores, "num_tpu_cores", 1)
 
   @property
@@ -116,46 +86,18 @@ class TrainLoopOptions:
     for flag in ("gradient_accumulation_steps", "save_checkpoints_steps", "iterations_per_loop",
                  "log_steps"):
       check_at_least(getattr(self, flag), flag, 1)
-    check(self.keep_checkpoint_max >= 0, "keep_checkpoint_max", "a number of at least 0",
-          self.keep_checkpoint_max)
+    check_not_negative(self.keep_checkpoint_max, "keep_checkpoint_max")
 
 
 @dataclasses.dataclass(frozen=True)
-class PretrainingOptions:
-  """run_pretraining.py's own flags: files, phases, sizes and the objective (bert_tf.model.objectives);
-  the runtime and the loop come as RuntimeOptions and TrainLoopOptions beside it."""
-  input_file: str
-  bert_config_file: str
-  output_dir: str
-  init_checkpoint: Optional[str] = None
-  vocab_file: Optional[str] = None
-  max_seq_length: int = 128
-  do_train: bool = False
-  do_eval: bool = False
-  train_batch_size: int = 32
-  eval_batch_size: int = 8
-  learning_rate: float = 5e-5
-  num_train_steps: int = 100000
-  num_warmup_steps: int = 10000
-  max_eval_steps: int = 100
-  export_tf1_checkpoint: bool = False
-  pack_sequences: bool = False
-  max_instances_per_row: Optional[int] = None
-  max_predictions_per_row: Optional[int] = None
-  objective: objectives.Objective = objectives.Objective()
-
-  def __post_init__(self):
-    if not self.do_train and not self.do_eval:
-      raise BertTfError("--do_train/--do_eval: at least one of them must be True")
-    check_max_seq_length(self.max_seq_length)
-    for flag in ("num_train_steps", "max_eval_steps"):
-      check_at_least(getattr(self, flag), flag, 1)
-    check(self.num_warmup_steps >= 0, "num_warmup_steps", "a number of at least 0",
-          self.num_warmup_steps)
-    if self.objective.masking.dynamic and not self.vocab_file:
-      raise BertTfError("--dynamic_masking: needs --vocab_file (the records' vocabulary: [MASK], "
-                        "random replacements and, for whole words, the \"##\" pieces)")
-
-  @property
-  def max_predictions_per_seq(self):
-    return self.objective.masking.max_predictions_per_seq
+class Schedule:
+  """How long and how fast training goes, as a job works it out from its options (run_pretraining.py:
+  --num_train_steps, --num_warmup_steps; a fine-tuning script: its epochs over the training set
+  and --warmup_proportion): num_train_steps optimizer steps of train_batch_size examples (None:
+  not said, no examples/s), the learning rate warmed up linearly over num_warmup_steps, then
+  decayed linearly to 0 (bert_tf.training.optimization). The options it comes from checked the
+  values."""
+  num_train_steps: int
+  learning_rate: float
+  num_warmup_steps: int = 0
+  train_batch_size: Optional[int] = None

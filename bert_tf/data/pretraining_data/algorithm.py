@@ -30,30 +30,30 @@ import numpy as np
 
 from bert_tf.data.pretraining_data import record_writer
 from bert_tf.errors import BertTfError
+from bert_tf.errors import check_at_least
+from bert_tf.errors import check_fraction
 from bert_tf.io.progress import Progress
-from bert_tf.training.options import check_max_seq_length
+from bert_tf.model import objectives
+from bert_tf.model.config import check_max_seq_length
 
 
 # random.Random.shuffle/randint draw through _randbelow_with_getrandbits; _shuffle and _randint below
 # draw the same bits without the Python call overhead. On an interpreter where that is not the case,
 # fall back to the Random methods themselves.
 _FAST_RANDOM = random.Random._randbelow is random.Random._randbelow_with_getrandbits
+# Instances hold their masked positions in 16 bits (Instances.positions).
+MAX_SEQ_LENGTH = 65535
 
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-  """How instances are made: the original's flags plus the masking and NSP ablations."""
+  """How instances are made: the original's flags, the masking (a bert_tf.model.objectives.Masking,
+  with its rules) and the NSP ablation."""
   max_seq_length: int = 128
-  max_predictions_per_seq: int = 20
   random_seed: int = 12345
   dupe_factor: int = 10
-  masked_lm_prob: float = 0.15
   short_seq_prob: float = 0.1
-  do_whole_word_mask: bool = False
-  # The paper's Table 8 ablation: what a chosen token becomes ([MASK] / itself / a random token).
-  mask_prob_mask: float = 0.8
-  mask_prob_keep: float = 0.1
-  mask_prob_random: float = 0.1
+  masking: objectives.Masking = objectives.Masking()
   # The "No NSP" ablation: one segment per instance, next_sentence_labels always 0.
   no_nsp: bool = False
   # Records without masks, for run_pretraining.py --dynamic_masking: no masking draws, no
@@ -61,25 +61,15 @@ class Options:
   unmasked: bool = False
 
   def __post_init__(self):
-    self.validate()
+    check_max_seq_length(self.max_seq_length, MAX_SEQ_LENGTH, "instances hold their positions in "
+                         "16 bits (up to {})")
+    check_at_least(self.dupe_factor, "dupe_factor", 1)
+    check_fraction(self.short_seq_prob, "short_seq_prob")
 
-  def validate(self):
-    """The flags' rules (run as the options are made)."""
-    def check(ok, flag, message):
-      if not ok:
-        raise BertTfError(f"--{flag}: {message}")
-    check_max_seq_length(self.max_seq_length, 5, 65535,
-                         "[CLS] A [SEP] B [SEP] with one token each side")
-    check(self.max_predictions_per_seq >= 1, "max_predictions_per_seq",
-          f"must be at least 1, got {self.max_predictions_per_seq}")
-    check(self.dupe_factor >= 1, "dupe_factor", f"must be at least 1, got {self.dupe_factor}")
-    check(0.0 <= self.masked_lm_prob <= 1.0, "masked_lm_prob", f"must be in [0, 1], got {self.masked_lm_prob}")
-    check(0.0 <= self.short_seq_prob <= 1.0, "short_seq_prob", f"must be in [0, 1], got {self.short_seq_prob}")
-    probs = (self.mask_prob_mask, self.mask_prob_keep, self.mask_prob_random)
-    check(all(0.0 <= p <= 1.0 for p in probs) and abs(sum(probs) - 1.0) < 1e-6,
-          "mask_prob_mask/--mask_prob_keep/--mask_prob_random",
-          f"must each be in [0, 1] and sum to 1, got "
-          f"{probs[0]:g} + {probs[1]:g} + {probs[2]:g} = {sum(probs):g}")
+  @property
+  def max_predictions_per_seq(self):
+    """The masked-LM slots of a record."""
+    return self.masking.max_predictions_per_seq
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -211,10 +201,9 @@ class InstanceMaker:
     self.document_starts = array("q", corpus.document_starts.astype(np.int64).tobytes())
     tokens = corpus.tokens
     self.has_specials = bool(np.any((tokens == vocab.cls_id) | (tokens == vocab.sep_id)))
-    self.continues_word = vocab.is_continuation[tokens] if options.do_whole_word_mask else None
-    # The original's second coin: keep vs random given not [MASK] (0.1 / (0.1 + 0.1) is exactly 0.5).
-    keep_or_random = options.mask_prob_keep + options.mask_prob_random
-    self.keep_given_not_mask = options.mask_prob_keep / keep_or_random if keep_or_random > 0 else 1.0
+    self.masking = masking = options.masking
+    self.continues_word = vocab.is_continuation[tokens] if masking.do_whole_word_mask else None
+    self.keep_given_not_mask = masking.keep_given_not_mask
 
   def create_training_instances(self, progress_seconds=30, on_block=None):
     """The original's create_training_instances, from its document shuffle on: dupe_factor passes
@@ -343,10 +332,10 @@ class InstanceMaker:
   def create_masked_lm_predictions(self, a0, a1, b0, b1, is_random_next):
     """The original's create_masked_lm_predictions, then the instance is kept: the masked positions,
     in the order chosen, and what each becomes ([MASK], itself or a random token)."""
-    options, rng, instances = self.options, self.rng, self.instances
+    options, masking, rng, instances = self.options, self.masking, self.rng, self.instances
     num_tokens = (a1 - a0) + (b1 - b0) + (3 if b1 > b0 else 2)
-    num_to_predict = min(options.max_predictions_per_seq,
-                         max(1, int(round(num_tokens * options.masked_lm_prob))))
+    num_to_predict = min(masking.max_predictions_per_seq,
+                         max(1, int(round(num_tokens * masking.masked_lm_prob))))
     candidates = [] if options.unmasked else self._candidates(a0, a1, b0, b1)
     _shuffle(candidates, rng)
     if self.continues_word is None:
@@ -364,7 +353,7 @@ class InstanceMaker:
     instances.pending_positions.extend(chosen)
     # What each chosen token becomes, drawn in the order chosen as the original does.
     random_, append = rng.random, instances.pending_replacements.append
-    mask_prob, keep_prob = options.mask_prob_mask, self.keep_given_not_mask
+    mask_prob, keep_prob = masking.mask_prob_mask, self.keep_given_not_mask
     mask_id, word_ids = self.vocab.mask_id, self.vocab.word_ids
     for _ in chosen:
       if random_() < mask_prob:
@@ -414,8 +403,8 @@ class InstanceMaker:
     a0, a1, b0, b1, _ = instances.spans.T
     num_tokens = (a1 - a0) + (b1 - b0) + np.where(b1 > b0, 3, 2)
     # np.round, like Python's round, rounds halves to even.
-    num_to_predict = np.minimum(self.options.max_predictions_per_seq,
-                                np.maximum(1, np.round(num_tokens * self.options.masked_lm_prob)))
+    num_to_predict = np.minimum(self.masking.max_predictions_per_seq,
+                                np.maximum(1, np.round(num_tokens * self.masking.masked_lm_prob)))
     self.stats["tokens"] = int(num_tokens.sum())
     self.stats["masked"] = len(instances.positions)
     self.stats["expected_masked"] = 0 if self.options.unmasked else int(num_to_predict.sum())
