@@ -15,7 +15,10 @@ Each range or combination rule lives once, beside the option it constrains (the 
 its dataclass). values() checks the rules of _RANGES (the flags of no typed option yet) and, by
 building them, those of RuntimeOptions, TrainLoopOptions and --max_seq_length; a script's own
 options (options.PretrainingOptions, pipeline.DataOptions, feature_extraction.ExtractOptions,
-vocab_learning.VocabOptions) check theirs as its main builds them, before any work.
+vocab_learning.VocabOptions) check theirs as its main builds them, before any work. A fine-tuning
+task's own flags are the fields of its options dataclass (define_options_flags defines them from
+the names, defaults and help texts the task module states; finetune_options builds the dataclass,
+whose rules check the values).
 
 The names, defaults and help texts of the original's flags are the original's. Defining a flag
 that is already defined is a no-op, so several scripts can be imported by one test process.
