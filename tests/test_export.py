@@ -354,7 +354,7 @@ def test_bad_input(exported, tmp_path):
     export.export("squad", uncased, vocab_path(), True, str(tmp / "mrpc"), str(tmp_path / "x"),
                   128)
   save_model(models["classifier"].encoder, str(tmp_path / "encoder"))
-  with pytest.raises(BertTfError, match="has no classifier head"):
+  with pytest.raises(BertTfError, match="has no glue head"):
     export.export("classifier", uncased, vocab_path(), True, str(tmp_path / "encoder"),
                   str(tmp_path / "x"), 128, label_list=["0", "1"])
   # Another label count than the checkpoint's head.
