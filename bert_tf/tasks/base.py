@@ -24,7 +24,8 @@ The options class owns the task's flags: each field made with flag() carries its
 where the flag is defined: the run script, export_savedmodel.py or both); bert_tf.cli.flags
 defines the absl flags from it, and the dataclass's __post_init__ holds the rules on their
 values. get(name) and names() find every module of this package: a new task type is one module
-here (and its run script), nothing else to list.
+here (and its run script), nothing else to list; a task registered elsewhere before it is used
+serves as well (tests/test_new_task.py defines one in a test file).
 """
 import dataclasses
 import importlib
