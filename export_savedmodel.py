@@ -1,8 +1,9 @@
-"""Exports a fine-tuned classifier, SQuAD or NER model as a SavedModel that takes raw text.
+"""Exports a fine-tuned model of a registered task (glue, squad, ner, ...) as a SavedModel that takes
+raw text.
 
 Tokenization (tensorflow-text, the same ids as FullTokenizer), truncation and post-processing run
-in the graph: see bert_tf/tasks/servers.py for the signatures. Clients `import tensorflow_text` before
-tf.saved_model.load.
+in the graph: see each task's server (bert_tf/tasks/text_server.py) for the signatures. Clients
+`import tensorflow_text` before tf.saved_model.load.
 """
 import os
 
@@ -18,21 +19,23 @@ from bert_tf.tasks import base  # noqa: E402
 
 
 def define_flags():
-  flags.DEFINE_enum("task", None, export.task_names(), "Which fine-tuned model to export.")
+  tasks = [base.get(name) for name in base.export_names()]
+  older = ", ".join(f"{alias} for {task.name}" for task in tasks for alias in task.aliases)
+  flags.DEFINE_enum("task", None, base.export_names(aliases=True), "Which fine-tuned model to "
+                    "export: the task of the run script that trained it"
+                    f"{f' (older names: {older})' if older else ''}.")
   bert_flags.define_model_flags()
-  flags.DEFINE_string("task_name", None, "--task=classifier: the GLUE task the model was "
-                      "fine-tuned on (its label names and whether it takes pairs).")
-  flags.DEFINE_string("label_file", None, "--task=ner: the label list, one a line (default: "
-                      "label_list.txt in --init_checkpoint, as run_ner.py writes it).")
   bert_flags.define_max_seq_length_flag(128, "Longer inputs are truncated as in training.")
   bert_flags.define_export_flags(with_dtype=True)
-  bert_flags.define_squad_flags()
+  for task in tasks:  # each task's own export flags (--task_name, --label_file, ...)
+    bert_flags.define_options_flags(task.options_class, export=True)
   flags.adopt_module_key_flags(bert_flags)  # --helpshort lists the shared flags too
 
 
 def main(_):
   values = bert_flags.values()
-  path = export.run(bert_flags.export_options(values, base.for_export(values.task)))
+  task = base.for_export(values.task)
+  path = export.run(task, bert_flags.export_options(values, task))
   progress.summary("Finished", [("SavedModel", path)])
 
 

@@ -12,10 +12,7 @@ from bert_tf.tasks import glue  # noqa: E402
 
 
 def define_flags():
-  flags.DEFINE_string("data_dir", None, "The input data dir. Should contain the .tsv files (or "
-                      "other data files) for the task.")
-  flags.DEFINE_string("task_name", None, "The name of the task to train: cola, sst-2, mrpc, qqp, "
-                      "sts-b, mnli, mnli-mm, qnli, rte, wnli or xnli.")
+  bert_flags.define_options_flags(glue.GlueOptions)
   bert_flags.define_model_flags()
   bert_flags.define_left_to_right_flag()
   bert_flags.define_bilstm_head_flags()

@@ -12,20 +12,11 @@ from bert_tf.tasks import squad  # noqa: E402
 
 
 def define_flags():
-  flags.DEFINE_string("train_file", None, "SQuAD json for training. E.g., train-v1.1.json")
-  flags.DEFINE_string("predict_file", None, "SQuAD json for predictions. E.g., dev-v1.1.json or "
-                      "test-v1.1.json")
+  bert_flags.define_options_flags(squad.SquadOptions)
   bert_flags.define_model_flags()
   bert_flags.define_left_to_right_flag()
   bert_flags.define_bilstm_head_flags()
   bert_flags.define_finetuning_flags(max_seq_length=384, with_eval=False)
-  bert_flags.define_squad_flags()
-  flags.DEFINE_bool("verbose_logging", False, "If true, all of the warnings related to data "
-                    "processing will be printed. A number of warnings are expected for a normal "
-                    "SQuAD evaluation.")
-  flags.DEFINE_bool("tune_null_threshold", False, "SQuAD 2.0 with a scored predict file: use the "
-                    "null_score_diff_threshold that maximizes F1 on it (reported in "
-                    "eval_results.json) instead of --null_score_diff_threshold.")
   bert_flags.define_export_flags()
   bert_flags.define_runtime_flags()
   flags.adopt_module_key_flags(bert_flags)  # --helpshort lists the shared flags too

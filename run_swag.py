@@ -12,8 +12,7 @@ from bert_tf.tasks import swag  # noqa: E402
 
 
 def define_flags():
-  flags.DEFINE_string("data_dir", None, "The input data dir. Should contain the SWAG csv files "
-                      "train.csv, val.csv and test.csv (regular or full format).")
+  bert_flags.define_options_flags(swag.SwagOptions)
   bert_flags.define_model_flags()
   bert_flags.define_left_to_right_flag()
   bert_flags.define_finetuning_flags()

@@ -111,7 +111,7 @@ def predict_speed(dev_file, out_dir, dtype):
   record_file = os.path.join(FLAGS.work_dir, f"speed_{FLAGS.speed_seq_length}.tf_record")
   records.write_records(record_file, (squad.feature_to_record(f, False) for f in features))
   input_fn = records.records_input_fn(
-      [record_file], records.squad_features(FLAGS.speed_seq_length, False),
+      [record_file], squad.squad_features(FLAGS.speed_seq_length, False),
       FLAGS.speed_batch_size, is_training=False)
   strategy = runtime.get_strategy("one_device")
   model, _ = loop.restore_model(strategy, lambda: heads.BertSpanLabeler(config), input_fn,

@@ -18,7 +18,7 @@ from absl import flags  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402,F401  (registers the tokenizer ops the SavedModel uses)
 
-flags.DEFINE_string("export_dir", None, "A SavedModel written by export_savedmodel.py --task=classifier.")
+flags.DEFINE_string("export_dir", None, "A SavedModel written by export_savedmodel.py --task=glue.")
 flags.DEFINE_list("label_names", None, "Names of the labels, in the task's label order "
                   "(e.g. negative,positive for SST-2's 0,1).")
 flags.DEFINE_string("vocab_file", None, "The export's vocab.txt: report the words it lacks.")

@@ -170,7 +170,7 @@ def test_records_round_trip(tmp_path):
                                                   PieceTokenizer())
   path = os.path.join(tmp_path, "train.tf_record")
   conll.write_records([feature], path)
-  schema = records.tagging_features(8)
+  schema = conll.tagging_features(8)
   records.check_record_shapes(path, schema)
   [parsed] = tf.data.TFRecordDataset(path).map(records.parse_fn(schema))
   assert parsed["label_ids"].dtype == tf.int32

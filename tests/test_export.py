@@ -19,9 +19,10 @@ from bert_tf.jobs import finetune_options
 from bert_tf.serving import export
 from bert_tf.tasks import conll
 from bert_tf.tasks import glue
-from bert_tf.tasks import servers
+from bert_tf.tasks import glue_server
 from bert_tf.tasks import squad
 from bert_tf.tasks import squad_answers
+from bert_tf.tasks import squad_server
 from bert_tf.text import fast_tokenization
 from bert_tf.text import tokenization
 from conftest import shared_data, run_script
@@ -271,16 +272,16 @@ def test_single_text_and_regression_servers():
   features = [glue.convert_single_example(9, glue.InputExample(str(i), t, None, "0"),
                                           ["0", "1"], CLASSIFIER_SEQ, tokenizer)
               for i, t in enumerate(texts)]
-  single = servers.ClassifierServer(fast, export.build_model("classifier", config, 2),
-                                    CLASSIFIER_SEQ, ["0", "1"], pair=False)
+  single = glue_server.ClassifierServer(fast, export.build_model("classifier", config, 2),
+                                        CLASSIFIER_SEQ, ["0", "1"], pair=False)
   ids = single.tokenize(tf.constant(texts))
   assert ids["input_ids"].numpy().tolist() == [f.input_ids for f in features]
   expected = tf.nn.softmax(single.model(model_inputs(features))["logits"]).numpy()
   np.testing.assert_allclose(single.serve(tf.constant(texts))["probabilities"].numpy(), expected,
                              atol=1e-5)
   regressor = export.build_model("classifier", config, 1)
-  server = servers.ClassifierServer(fast, regressor, CLASSIFIER_SEQ, None, pair=True,
-                                    regression=True)
+  server = glue_server.ClassifierServer(fast, regressor, CLASSIFIER_SEQ, None, pair=True,
+                                        regression=True)
   scores = server.serve(tf.constant(texts), tf.constant(texts[::-1]))["scores"].numpy()
   assert scores.shape == (3,) and np.all(np.isfinite(scores))
 
@@ -310,8 +311,8 @@ def test_squad_answer_text_from_raw_context_matches_get_final_text():
          "\x01 words with no piece \u200b between \x00 and after \x01"]
   contexts = sorted({c for _, _, c in questions})[:3] + odd
   stub = SpanStub(SQUAD_SEQ)
-  server = servers.SquadServer(fast_tokenization.FastTokenizer(vocab), stub, SQUAD_SEQ,
-                               n_best_size=0, max_answer_length=SQUAD_SEQ)
+  server = squad_server.SquadServer(fast_tokenization.FastTokenizer(vocab), stub, SQUAD_SEQ,
+                                    n_best_size=0, max_answer_length=SQUAD_SEQ)
   rng = random.Random(3)
   checked, unk_spans, first_occurrence = 0, 0, 0
   tok_text = lambda text: " ".join(tokenization.BasicTokenizer(True).tokenize(text))  # noqa: E731
@@ -355,7 +356,7 @@ def test_bad_input(exported, tmp_path):
     export.export("squad", uncased, vocab_path(), True, str(tmp / "mrpc"), str(tmp_path / "x"),
                   128)
   save_model(models["classifier"].encoder, str(tmp_path / "encoder"))
-  with pytest.raises(BertTfError, match="has no classifier head"):
+  with pytest.raises(BertTfError, match="has no glue head"):
     export.export("classifier", uncased, vocab_path(), True, str(tmp_path / "encoder"),
                   str(tmp_path / "x"), 128, label_list=["0", "1"])
   # Another label count than the checkpoint's head.
@@ -388,8 +389,8 @@ def test_export_checks_max_seq_length_against_the_model_first(tmp_path):
   for length, message in [(4, "expected an integer of at least 5"),
                           (too_long, f"cannot use sequence length {too_long} because")]:
     with pytest.raises(BertTfError, match=re.escape(f"--max_seq_length: {message}")):
-      export.run(finetune_options.ExportOptions(
-          task_kind="classifier", bert_config_file=str(tmp_path / "bert_config.json"),
+      export.run(glue.GlueTask, finetune_options.ExportOptions(
+          bert_config_file=str(tmp_path / "bert_config.json"),
           vocab_file=str(tmp_path / "vocab.txt"), init_checkpoint=str(tmp_path / "model.ckpt-1"),
           export_dir=str(tmp_path / "x"), max_seq_length=length,
           task=glue.GlueOptions(task_name="mrpc")))

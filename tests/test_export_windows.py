@@ -1,4 +1,4 @@
-"""Long inputs served whole (bert_tf/data/windows.py): exported SQuAD and NER SavedModels, called
+"""Long inputs served whole (the windows of bert_tf/tasks/squad_server.py and ner_server.py): exported SQuAD and NER SavedModels, called
 through bert_tf.serving.predictor, give run_squad's and run_ner's Python-path outputs on real inputs many
 windows long (a Gutenberg chapter as a SQuAD context, CoNLL-2003 documents joined into one text).
 Tiny randomly initialised models saved as fine-tuned checkpoints."""
@@ -10,12 +10,13 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from bert_tf.data import windows as window_ops
 from bert_tf.serving import export
 from bert_tf.serving import predictor
 from bert_tf.tasks import conll
+from bert_tf.tasks import ner_server
 from bert_tf.tasks import squad
 from bert_tf.tasks import squad_answers
+from bert_tf.tasks import squad_server
 from bert_tf.text import tokenization
 from conftest import shared_data
 from support.exports import model_inputs
@@ -144,7 +145,7 @@ def test_ner_windows_match_window_spans_on_awkward_piece_counts():
   counts = [c for s in sentences for c in s]
   word_ids = tf.RaggedTensor.from_row_lengths(tf.zeros([sum(counts)], tf.int32), counts)
   splits = np.cumsum([0] + [len(s) for s in sentences])
-  window_ids, sentence, word_window, word_position = window_ops.ner_windows(
+  window_ids, sentence, word_window, word_position = ner_server.ner_windows(
       word_ids, tf.constant(splits, tf.int64), max_tokens)
   expected_sentence, expected_lengths, expected_word = [], [], []
   for index, piece_counts in enumerate(sentences):
@@ -164,7 +165,7 @@ def test_ner_windows_match_window_spans_on_awkward_piece_counts():
 def test_squad_windows_match_doc_windows_and_max_context(stride):
   num_pieces = [0, 5, 10, 11, 40, 97]
   room = 10
-  windows, max_context = window_ops.squad_windows(
+  windows, max_context = squad_server.squad_windows(
       tf.constant(num_pieces, tf.int64), tf.constant([room] * len(num_pieces), tf.int64), stride)
   expected, expected_max = [], []
   for index, n in enumerate(num_pieces):

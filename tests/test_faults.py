@@ -295,7 +295,7 @@ CASES = {
         "--task=classifier", "--task_name=MRPC", f"--vocab_file={w['vocab']}",
         f"--bert_config_file={w['config']}", f"--init_checkpoint={w['pre']}",
         f"--export_dir={d}", "--max_seq_length=32"],
-        r"has no classifier head \(missing output_weights, output_bias\)",
+        r"has no glue head \(missing output_weights, output_bias\)",
         lambda w, d: not os.path.exists(d)),
 }
 

@@ -96,7 +96,7 @@ def test_records_round_trip(tokenizer, tmp_path):
               for i in range(5)]
   path = str(tmp_path / "train.tf_record")
   glue.file_based_convert_examples_to_features(examples, ["0", "1"], 8, tokenizer, path)
-  schema = records.classifier_features(8)
+  schema = glue.classifier_features(8)
   records.check_record_shapes(path, schema)
   parsed = list(tf.data.TFRecordDataset(path).map(records.parse_fn(schema)))
   assert [int(p["label_ids"]) for p in parsed] == [0, 1, 0, 1, 0]

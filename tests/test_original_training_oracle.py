@@ -30,6 +30,8 @@ import tensorflow as tf
 
 from bert_tf.data import records
 from bert_tf.jobs import pretraining
+from bert_tf.tasks import glue
+from bert_tf.tasks import squad
 from bert_tf.training import scalars
 from conftest import REPO, run_script
 from support import oracle
@@ -255,10 +257,11 @@ def runs(tmp_path_factory):
                 f"--max_seq_length={SEQ}", f"--train_batch_size={BATCH}", "--num_train_epochs=4",
                 "--warmup_proportion=0.25",
                 f"--init_checkpoint={root / 'run_classifier' / 'model.ckpt-7'}"]
-  squad = [*common, f"--train_file={squad_data(root / 'squad.json')}", "--max_seq_length=24",
-           "--doc_stride=8", "--max_query_length=8", f"--train_batch_size={BATCH // 2}",
-           "--num_train_epochs=4", "--warmup_proportion=0.25",
-           f"--init_checkpoint={root / 'run_squad' / 'model.ckpt-7'}"]
+  squad_flags = [*common, f"--train_file={squad_data(root / 'squad.json')}",
+                 "--max_seq_length=24", "--doc_stride=8", "--max_query_length=8",
+                 f"--train_batch_size={BATCH // 2}", "--num_train_epochs=4",
+                 "--warmup_proportion=0.25",
+                 f"--init_checkpoint={root / 'run_squad' / 'model.ckpt-7'}"]
   pretraining_args = [
       f"--bert_config_file={root / 'bert_config.json'}", f"--learning_rate={LEARNING_RATE}",
       f"--input_file={pretraining_records(root / 'pretraining.tf_record')}",
@@ -268,23 +271,23 @@ def runs(tmp_path_factory):
   wrapper = str(mirrored_wrapper(root / "mirrored.py"))
   ours = {
       "classifier": run_ours("run_classifier.py", root / "classifier", *classifier),
-      "squad": run_ours("run_squad.py", root / "squad", *squad),
-      "squad_dense": run_ours("run_squad.py", root / "squad_dense", *squad,
+      "squad": run_ours("run_squad.py", root / "squad", *squad_flags),
+      "squad_dense": run_ours("run_squad.py", root / "squad_dense", *squad_flags,
                               "--clip_norm_rule=dense"),
-      "squad_accumulated": run_ours("run_squad.py", root / "squad_accumulated", *squad,
+      "squad_accumulated": run_ours("run_squad.py", root / "squad_accumulated", *squad_flags,
                                     "--gradient_accumulation_steps=2"),
       "squad_mirrored": run_ours(wrapper, root / "squad_mirrored",
-                                 os.path.join(REPO, "run_squad.py"), *squad,
+                                 os.path.join(REPO, "run_squad.py"), *squad_flags,
                                  "--distribution_strategy=mirrored"),
       "pretraining": run_ours("run_pretraining.py", root / "pretraining", *pretraining_args),
   }
   # The batches our runs trained on (the same global batches mirrored and accumulated).
   classifier_input = records.records_input_fn(
-      [str(root / "classifier" / "train.tf_record")], records.classifier_features(SEQ), BATCH,
+      [str(root / "classifier" / "train.tf_record")], glue.classifier_features(SEQ), BATCH,
       is_training=True, seed=SEED, shuffle_buffer_size=CLASSIFIER_EXAMPLES)
   num_squad = sum(1 for _ in tf.data.TFRecordDataset(str(root / "squad" / "train.tf_record")))
   squad_input = records.records_input_fn(
-      [str(root / "squad" / "train.tf_record")], records.squad_features(24, True), BATCH // 2,
+      [str(root / "squad" / "train.tf_record")], squad.squad_features(24, True), BATCH // 2,
       is_training=True, seed=SEED, shuffle_buffer_size=num_squad)
   pretraining_input = pretraining.input_fn([str(root / "pretraining.tf_record")], SEQ,
                                            PREDICTIONS, BATCH, True, seed=SEED)
@@ -368,8 +371,8 @@ def test_the_rules_differ_where_the_original_counts_rows(runs):
   for case in ("classifier", "squad"):
     theirs = runs[case][1]
     assert np.all(np.abs(theirs["norm"] / theirs["dense_norm"] - 1) > 1e-5)
-  squad = runs["squad"][1]
-  assert np.max(np.abs(squad["norm"] / squad["dense_norm"] - 1)) > 1e-2
+  squad_run = runs["squad"][1]
+  assert np.max(np.abs(squad_run["norm"] / squad_run["dense_norm"] - 1)) > 1e-2
   for case in ("squad_dense", "pretraining"):
     theirs = runs[case][1]
     np.testing.assert_allclose(theirs["norm"], theirs["dense_norm"], rtol=1e-6)

@@ -16,7 +16,9 @@ from bert_tf.data import records
 from bert_tf.errors import BertTfError
 from bert_tf.jobs import finetune_options
 from bert_tf.model import heads
+from bert_tf.tasks import conll
 from bert_tf.tasks import glue
+from bert_tf.tasks import swag
 from bert_tf.training import loop
 from bert_tf.training import scalars
 from support.pretraining_runs import VOCAB, tiny_config
@@ -53,9 +55,9 @@ def write_records(path, kind, n, seed=0):
       d["is_real_example"] = [1]
     dicts.append({k: list(v) if not isinstance(v, list) else v for k, v in d.items()})
   records.write_records(path, dicts)
-  schema = {"classifier": records.classifier_features(SEQ),
-            "tagging": records.tagging_features(SEQ),
-            "multiple_choice": records.multiple_choice_features(SEQ, 4)}[kind]
+  schema = {"classifier": glue.classifier_features(SEQ),
+            "tagging": conll.tagging_features(SEQ),
+            "multiple_choice": swag.multiple_choice_features(SEQ, 4)}[kind]
   return schema, choices
 
 
@@ -77,7 +79,7 @@ def test_rows_hold_each_example_at_its_offset():
                                           [0, 0, 1, 1, 0, 0]]),
               "label_ids": tf.constant([1, 0, 1]), "is_real_example": tf.constant([1, 1, 1]),
               "example_index": tf.constant([0, 1, 2])}
-  layout = packing_finetune.Layout(records.classifier_features(6), 6, max_instances=3)
+  layout = packing_finetune.Layout(glue.classifier_features(6), 6, max_instances=3)
   rows = {k: v.numpy().tolist() for k, v in layout.pack(features).items()}
   assert rows["input_ids"] == [[9, 3, 3, 3, 8, 2], [7, 1, 1, 0, 0, 0]]
   assert rows["input_mask"] == [[1] * 6, [1, 1, 1, 0, 0, 0]]
@@ -89,7 +91,7 @@ def test_rows_hold_each_example_at_its_offset():
   assert rows["example_weights"] == [[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]]
   assert rows["example_index"] == [[2, 1, -1], [0, -1, -1]]
   # Two sequences per example (multiple choice): both in one row, each its own instance.
-  pairs = packing_finetune.Layout(records.multiple_choice_features(3, 2), 3, 2, max_instances=1)
+  pairs = packing_finetune.Layout(swag.multiple_choice_features(3, 2), 3, 2, max_instances=1)
   two = {"input_ids": tf.constant([[5, 6, 0, 7, 0, 0]]),
          "input_mask": tf.constant([[1, 1, 0, 1, 0, 0]]),
          "segment_ids": tf.constant([[0, 1, 0, 0, 0, 0]]), "label_ids": tf.constant([1]),
@@ -100,7 +102,7 @@ def test_rows_hold_each_example_at_its_offset():
   assert rows["instance_ids"] == [[1, 1, 2, 0, 0, 0]]
   assert rows["cls_positions"] == [[[0, 2]]]
   with pytest.raises(BertTfError, match="--max_instances_per_row: expected 1 to 3"):
-    packing_finetune.Layout(records.classifier_features(6), 6, max_instances=4)
+    packing_finetune.Layout(glue.classifier_features(6), 6, max_instances=4)
 
 
 def test_progress_lines_count_examples_not_rows():

@@ -72,7 +72,7 @@ def _fake_output_dir(directory, model, name, values, **fields):
                                   max_seq_length=SEQ, task=task_class.options_class(**values))
   task = task_class.__new__(task_class)
   vars(task).update(options=options, **fields)
-  task.write_task_config(options)
+  (directory / "task_config.json").write_text(json.dumps(task.task_config()))
   _files(directory)
   return str(directory)
 
@@ -125,14 +125,14 @@ def mrpc_run(tmp_path_factory):
 
 def test_classifier_pairs_from_run_and_export(mrpc_run):
   config = json.loads(open(os.path.join(mrpc_run.output_dir, "task_config.json")).read())
-  assert config == {"task": "glue", "export_kind": "classifier", "task_name": "MRPC",
+  assert config == {"task": "glue", "task_name": "MRPC",
                     "label_list": ["0", "1"], "pair": True, "regression": False,
                     "do_lower_case": True, "max_seq_length": SEQ}
   from_run = predictor.load(mrpc_run.output_dir, task="classifier",
                             bert_config_file=mrpc_run.config_file,
                             vocab_file=mrpc_run.vocab_file)
   from_export = predictor.load(mrpc_run.export_dir, batch_size=2)
-  assert (from_run.task, from_run.label_list, from_run.pair) == ("classifier", ["0", "1"], True)
+  assert (from_run.task, from_run.label_list, from_run.pair) == ("glue", ["0", "1"], True)
   pairs = mrpc_run.pairs
   results = from_run(pairs)
   # run_classifier's own predictions of test.tsv: each label's probability.
@@ -186,7 +186,7 @@ def test_export_without_info_is_read_from_its_signature(sst2, tmp_path):
                                SEQ, label_list=["neg", "pos"], pair=False)
   del server.info
   old = predictor.load(export.save(server, str(tmp_path / "old")))
-  assert (old.task, old.pair, old.regression, old.label_list) == ("classifier", False, False, None)
+  assert (old.task, old.pair, old.regression, old.label_list) == ("glue", False, False, None)
   new = predictor.load(sst2.output_dir)(SENTENCES)
   results = old(SENTENCES)
   assert [r["label"] for r in results] == [{"0": "neg", "1": "pos"}[r["label"]] for r in new]
@@ -276,7 +276,7 @@ def test_bad_calls():
          (classify, dict(texts=None), "texts: expected a string or a list of strings"),
          (classify, dict(texts=["a"], text_b=["b"]), "text_b: this classifier's task takes one"),
          (classify, dict(texts=[("a", "b")]), "text_b: this classifier.s task takes one"),
-         (classify, dict(question="who?", context="x"), "question=/context= are SQuAD's"),
+         (classify, dict(question="who?", context="x"), "question=/context= are not inputs"),
          (tag, dict(texts="a", text_b="b"), "text_b: an NER predictor"),
          (tag, dict(texts=[b"bytes"]), r"texts\[0\]: expected a string, got bytes"),
          (answer, dict(texts=["who?"]), r"call it as p\(question=..., context=...\)"),
@@ -301,7 +301,7 @@ def test_pair_inputs_must_match():
 def test_bad_paths(sst2, ner, tmp_path):
   with pytest.raises(BertTfError, match="neither an export .* nor a fine-tuning output_dir"):
     predictor.load(str(tmp_path))
-  with pytest.raises(BertTfError, match="task: .* holds a classifier model, not ner"):
+  with pytest.raises(BertTfError, match="task: .* holds a glue model, not ner"):
     predictor.load(sst2.export_dir, task="ner")
   with pytest.raises(BertTfError, match="task: .* holds a ner model, not squad"):
     predictor.load(ner.output_dir, task="squad")

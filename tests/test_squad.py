@@ -14,6 +14,7 @@ from bert_tf.data import records
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import squad
 from bert_tf.tasks import squad_answers
+from bert_tf.tasks import squad_server
 from bert_tf.text import tokenization
 
 CONTEXT = ("The leader was John Smith (1895-1943). Steve Smith's team won the "
@@ -118,7 +119,7 @@ def test_records_round_trip(tokenizer, tmp_path):
   features = squad.convert_examples_to_features(examples, tokenizer, 32, 8, 8, True)
   record_file = str(tmp_path / "train.tf_record")
   records.write_records(record_file, (squad.feature_to_record(f, True) for f in features))
-  schema = records.squad_features(32, is_training=True)
+  schema = squad.squad_features(32, is_training=True)
   records.check_record_shapes(record_file, schema)
   parsed = list(tf.data.TFRecordDataset(record_file).map(records.parse_fn(schema)))
   assert len(parsed) == len(features)
@@ -223,11 +224,11 @@ def test_bad_input(tokenizer, tmp_path, caplog):
   # The original accepts a stride that leaves windows without overlap: so do we, with a warning.
   caplog.clear()
   with caplog.at_level(std_logging.WARNING):
-    squad.check_lengths(max_seq_length=128, doc_stride=100, max_query_length=64)
+    squad_server.check_lengths(max_seq_length=128, doc_stride=100, max_query_length=64)
   assert "--doc_stride (100) is not less than" in caplog.text
   with pytest.raises(BertTfError, match="--max_query_length"):
-    squad.check_lengths(max_seq_length=64, doc_stride=10, max_query_length=64)
-  squad.check_lengths(384, 128, 64)
+    squad_server.check_lengths(max_seq_length=64, doc_stride=10, max_query_length=64)
+  squad_server.check_lengths(384, 128, 64)
 
 
 def test_nbest_probabilities_are_the_originals_bit_for_bit():

@@ -1,4 +1,4 @@
-"""bert_tf.tasks.base: the registry of fine-tuning tasks, their defaults, their serving names, and
+"""bert_tf.tasks.base: the registry of fine-tuning tasks, their defaults, their older names, and
 the task_config.json files of old runs (without "task": their "export_kind") still read."""
 import dataclasses
 import json
@@ -18,27 +18,29 @@ from bert_tf.tasks import squad
 from bert_tf.tasks import swag
 from bert_tf.training import options as options_lib
 
-TASKS = {"glue": (glue.GlueTask, "classifier", "run_classifier.py"),
-         "ner": (conll.NerTask, "ner", "run_ner.py"),
-         "squad": (squad.SquadTask, "squad", "run_squad.py"),
-         "swag": (swag.SwagTask, None, "run_swag.py")}
+TASKS = {"glue": (glue.GlueTask, True, "run_classifier.py"),
+         "ner": (conll.NerTask, True, "run_ner.py"),
+         "squad": (squad.SquadTask, True, "run_squad.py"),
+         "swag": (swag.SwagTask, False, "run_swag.py")}
 
 
 def test_names():
   assert base.names() == sorted(TASKS)
-  assert base.export_names() == ["classifier", "ner", "squad"]
+  assert base.export_names() == ["glue", "ner", "squad"]
+  assert base.export_names(aliases=True) == ["classifier", "glue", "ner", "squad"]
   assert export.task_names() == base.export_names()
 
 
 @pytest.mark.parametrize("name", sorted(TASKS))
 def test_registered_task(name):
-  cls, export_task, script = TASKS[name]
+  cls, exportable, script = TASKS[name]
   assert base.get(name) is cls and issubclass(cls, base.Task)
-  assert (cls.name, cls.export_task, cls.script) == (name, export_task, script)
+  assert (cls.name, bool(cls.server_class), cls.script) == (name, exportable, script)
   assert cls.eval_split in cls.record_files
   assert cls.num_sequences >= 1 and isinstance(cls.packed_loss_weights, str)
-  if export_task:
-    assert base.for_export(export_task) is cls and base.for_export(name) is cls
+  if exportable:
+    assert base.for_export(name) is cls and base.for_export(cls) is cls
+    assert all(base.for_export(alias) is cls for alias in cls.aliases)
   else:
     with pytest.raises(BertTfError, match=f"^--task: {script} has no export$"):
       base.for_export(name)
@@ -57,17 +59,17 @@ def test_task_defaults_and_overrides():
 def test_unknown_names():
   with pytest.raises(BertTfError, match="^task: 'nope' is not a registered task; known: glue, "):
     base.get("nope")
-  with pytest.raises(BertTfError, match="^--task: 'nope' is not one of classifier, ner, squad$"):
+  with pytest.raises(BertTfError, match="^--task: 'nope' is not one of glue, ner, squad$"):
     base.for_export("nope")
   with pytest.raises(ValueError, match="registered twice"):
     base.register("glue")(type("Other", (base.Task,), {}))
 
 
 @pytest.mark.parametrize("inputs,expected", [
-    ({"text_a"}, "classifier"), ({"text_a", "text_b"}, "classifier"), ({"text"}, "ner"),
+    ({"text_a"}, "glue"), ({"text_a", "text_b"}, "glue"), ({"text"}, "ner"),
     ({"question", "context"}, "squad")])
 def test_signature_inputs_name_the_task(inputs, expected):
-  assert base.for_signature(inputs).export_task == expected
+  assert base.for_signature(inputs).name == expected
 
 
 # ---------------------------------------------------------------------------- task_config.json
@@ -90,31 +92,53 @@ def test_old_task_config_files_still_load(tmp_path, kind, name):
   (tmp_path / "task_config.json").write_text(json.dumps(config))
   read, task = predictor._read_task_config(str(tmp_path))  # pylint: disable=protected-access
   assert read == config and task is base.get(name)
-  options = task.serving_options_from_config(read)
-  assert options == {key: config[key] for key in task.serving_keys if key in config}
-  assert "doc_stride" not in options  # an old SQuAD run's: the server's default
+  # What the server takes, as the run wrote it (doc_stride aside: an old SQuAD run's has none,
+  # the server's default serves it).
+  assert set(task.server_class.OPTIONS) - {"doc_stride"} <= set(config)
   own = task.options_class()  # export_savedmodel.py's task options, flags left out
-  export.check_task_config(kind, own, str(tmp_path))  # the run's own kind: no error
+  export.check_task_config(kind, own, str(tmp_path))  # the run's own kind (an alias): no error
+  export.check_task_config(name, own, str(tmp_path))  # and its registered name
   other = "ner" if kind != "ner" else "squad"
-  with pytest.raises(BertTfError, match=f"^--task: .* not {other}: pass --task={kind}$"):
+  with pytest.raises(BertTfError, match=f"^--task: .* not {other}: pass --task={name}$"):
     export.check_task_config(other, base.get(other).options_class(), str(tmp_path))
+
+
+@pytest.mark.parametrize("recorded,task,own,expected", [
+    (OLD_CONFIGS["classifier"], glue.GlueTask, glue.GlueOptions(task_name="mrpc"), None),
+    (OLD_CONFIGS["classifier"], glue.GlueTask, glue.GlueOptions(task_name="sst-2"),
+     "holds a MRPC fine-tuning run \\(task_config.json\\), not sst-2 fine-tuning"),
+    (dict(COMMON, export_kind=None, task_name=None), swag.SwagTask, swag.SwagOptions(), None),
+    (dict(COMMON, export_kind=None, task_name=None), glue.GlueTask,
+     glue.GlueOptions(task_name="mrpc"), "holds a swag fine-tuning run .*, not mrpc fine-tuning"),
+])
+def test_a_run_goes_on_in_an_output_dir_of_its_own_task(tmp_path, recorded, task, own, expected):
+  """Resuming in an output_dir a run of an earlier version wrote (its task_config.json has no
+  "task"): the same task goes on, another is refused."""
+  (tmp_path / "task_config.json").write_text(json.dumps(recorded))
+  run = task(_options(output_dir=str(tmp_path), max_seq_length=32, task=own), None)
+  if expected is None:
+    base.check_recorded_task(run, str(tmp_path))
+  else:
+    with pytest.raises(BertTfError, match=f"^--output_dir: {tmp_path} {expected}"):
+      base.check_recorded_task(run, str(tmp_path))
 
 
 def test_new_task_config_names_the_task(tmp_path):
   options = finetune_options.FinetuneOptions(
       output_dir=str(tmp_path), bert_config_file="c", vocab_file="v", do_train=True,
       max_seq_length=32, task=glue.GlueOptions(task_name="sst-2"))
-  config = glue.GlueTask(options, None).task_config(options)
-  assert config == dict(COMMON, task="glue", export_kind="classifier", task_name="sst-2",
-                        label_list=["0", "1"], pair=False, regression=False)
+  config = glue.GlueTask(options, None).task_config()
+  assert config == dict(COMMON, task="glue", task_name="sst-2", label_list=["0", "1"], pair=False,
+                        regression=False)
   (tmp_path / "task_config.json").write_text(json.dumps(config))
   assert predictor._read_task_config(str(tmp_path))[1] is glue.GlueTask  # pylint: disable=W0212
 
 
 @pytest.mark.parametrize("config,expected", [
-    (dict(COMMON, task="swag", export_kind=None), "a swag run; a predictor serves fine-tuned "
-     "classifier, ner, squad models only"),
-    (dict(COMMON, export_kind=None), "field 'export_kind' should be a str, is a NoneType"),
+    (dict(COMMON, task="swag"), "a swag run; a predictor serves fine-tuned glue, ner, squad "
+     "models only"),
+    (dict(COMMON, export_kind=None), "a swag run; a predictor serves"),  # an old run_swag.py's
+    (dict(COMMON, task_name="x"), "a x run; a predictor serves"),
     (dict(COMMON, export_kind="tagger"), "a tagger run; a predictor serves"),
     (dict(OLD_CONFIGS["ner"], feature_based=True), "a feature-based NER run; a predictor"),
 ])
@@ -151,6 +175,10 @@ def test_finetune_options_rules(overrides, expected):
 @pytest.mark.parametrize("cls,fields,expected", [
     (squad.SquadOptions, dict(tune_null_threshold=True),
      "^--tune_null_threshold: needs --version_2_with_negative$"),
+    (squad.SquadOptions, dict(doc_stride=0), "^--doc_stride: expected an integer of at least 1, "
+     "got 0$"),
+    (squad.SquadOptions, dict(n_best_size=-1), "^--n_best_size: expected an integer of at least "
+     "0, got -1$"),
     (conll.NerOptions, dict(feature_based=True, feature_layers="top"), "^--feature_layers: 'top'"),
     (glue.GlueOptions, dict(task_name="nope"), "^--task_name: unknown task 'nope'"),
 ])

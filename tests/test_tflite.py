@@ -113,7 +113,7 @@ def mrpc(tmp_path_factory):
                                   task=task_class.options_class(task_name="MRPC"))
   task = task_class.__new__(task_class)
   vars(task).update(options=options)
-  task.write_task_config(options)
+  (out / "task_config.json").write_text(json.dumps(task.task_config()))
   version = export.export("classifier", config, str(out / "vocab.txt"), True, str(out),
                           str(tmp / "export"), SEQ, tflite=True, label_list=["0", "1"], pair=True)
   return types.SimpleNamespace(tmp=tmp, output_dir=str(out), export_dir=str(tmp / "export"),

@@ -14,9 +14,11 @@ receives:
 
 Each range or combination rule lives once, beside the option it constrains (the __post_init__ of
 its dataclass): RuntimeOptions, TrainLoopOptions, FinetuneOptions, PretrainingOptions,
-pipeline.DataOptions, feature_extraction.ExtractOptions, vocab_learning.VocabOptions check theirs
-as a script's main builds them, before any work (SQuAD's last few still in _RANGES, which
-values() checks).
+pipeline.DataOptions, feature_extraction.ExtractOptions, vocab_learning.VocabOptions and each
+fine-tuning task's options check theirs as a script's main builds them, before any work. A
+fine-tuning task's own flags are the fields of its options dataclass (define_options_flags defines
+them from the names, defaults and help texts the task module states; finetune_options builds the
+dataclass, whose rules check the values).
 
 The names, defaults and help texts of the original's flags are the original's. Defining a flag
 that is already defined is a no-op, so several scripts can be imported by one test process.
@@ -24,10 +26,10 @@ that is already defined is a no-op, so several scripts can be imported by one te
 import dataclasses
 import sys
 import types
+import typing
 
 from absl import flags
 
-from bert_tf.errors import BertTfError
 from bert_tf.jobs import finetune_options as finetune_options_lib
 from bert_tf.jobs import pretraining_options as pretraining_options_lib
 from bert_tf.model import objectives
@@ -48,28 +50,13 @@ def _define_enum(name, default, enum_values, help_text):
     flags.DEFINE_enum(name, default, enum_values, help_text)
 
 
-# SQuAD's flags whose values only make sense in a range, not yet in its typed option
-# (bert_tf.tasks.squad.SquadOptions): name -> (test, what is expected).
-_RANGES = {
-    "doc_stride": (lambda v: v >= 1, "an integer of at least 1"),
-    "max_query_length": (lambda v: v >= 1, "an integer of at least 1"),
-    "max_answer_length": (lambda v: v >= 1, "an integer of at least 1"),
-    "n_best_size": (lambda v: v >= 0, "a number of at least 0"),
-}
-
-
 def values():
   """The parsed flags as a plain object (attribute per flag); the library reads nothing else.
 
   The typed options that a script builds from it check their own rules (a batch size of 0, a
   negative learning rate, ...: BertTfError naming the flag).
   """
-  parsed = FLAGS.flag_values_dict()
-  for name, (test, expected) in _RANGES.items():
-    value = parsed.get(name)
-    if value is not None and not test(value):
-      raise BertTfError(f"--{name}: expected {expected}, got {value}")
-  return types.SimpleNamespace(**parsed)
+  return types.SimpleNamespace(**FLAGS.flag_values_dict())
 
 
 def _given(values, name, default=None):
@@ -133,12 +120,11 @@ def finetune_options(task_class, values):
 
 def export_options(values, task_class):
   """The bert_tf.jobs.finetune_options.ExportOptions of export_savedmodel.py's flags; task_class (the
-  registered task that --task serves) gives the task's own options, in `task`."""
+  registered task that --task names) gives the task's own options, in `task`."""
   own = task_class.options_class
   shared = {name: value for name, value in _fields_given(finetune_options_lib.ExportOptions, values).items()
-            if name not in ("task_kind", "task")}
-  return finetune_options_lib.ExportOptions(task_kind=values.task, task=own(**_fields_given(own, values)),
-                                            **shared)
+            if name != "task"}
+  return finetune_options_lib.ExportOptions(task=own(**_fields_given(own, values)), **shared)
 
 
 def train_loop_options(values):
@@ -212,7 +198,7 @@ _REQUIRED_MARK = "[required] "
 _DATA = "data and task"
 _GROUPS = {
     "model": ("bert_config_file init_checkpoint vocab_file do_lower_case no_nsp left_to_right "
-              "feature_based feature_layers lstm_units layers bilstm_head bilstm_hidden_size"),
+              "layers bilstm_head bilstm_hidden_size"),
     "training": ("do_train do_eval do_predict train_batch_size eval_batch_size predict_batch_size "
                  "batch_size learning_rate num_train_epochs warmup_proportion num_train_steps "
                  "num_warmup_steps max_eval_steps optimizer adam_bias_correction "
@@ -220,11 +206,12 @@ _GROUPS = {
                  "keep_best_metric early_stopping_patience pack_sequences max_instances_per_row"),
     "output": ("output_dir output_file overwrite output output_format export_dir "
                "export_tf1_checkpoint save_checkpoints_steps keep_checkpoint_max log_steps "
-               "verbose_logging progress_seconds"),
+               "progress_seconds"),
     "runtime": ("distribution_strategy num_gpus dtype use_xla deterministic iterations_per_loop "
                 "num_workers beam_runner beam_pipeline_options use_one_hot_embeddings"),
     "TPU": "use_tpu tpu_name tpu_zone gcp_project master num_tpu_cores",
 }
+# A task's flags say their group themselves (define_options_flags adds them).
 _GROUP_OF = {name: group for group, names in _GROUPS.items() for name in names.split()}
 
 
@@ -408,21 +395,37 @@ def define_export_flags(with_dtype=False):
     define_dtype_flag()
 
 
-def define_squad_flags():
-  """The SQuAD flags that run_squad.py and export_savedmodel.py share."""
-  _define("integer", "doc_stride", 128, "When splitting up a long document into chunks, how "
-          "much stride to take between chunks.")
-  _define("integer", "max_query_length", 64, "The maximum number of tokens for the question. "
-          "Questions longer than this will be truncated to this length.")
-  _define("integer", "n_best_size", 20, "The total number of n-best predictions to generate in "
-          "the nbest_predictions.json output file.")
-  _define("integer", "max_answer_length", 30, "The maximum length of an answer that can be "
-          "generated. This is needed because the start and end predictions are not conditioned "
-          "on one another.")
-  _define("bool", "version_2_with_negative", False, "If true, the SQuAD examples contain some "
-          "that do not have an answer.")
-  _define("float", "null_score_diff_threshold", 0.0, "If null_score - best_non_null is greater "
-          "than the threshold predict null.")
+def define_options_flags(options_class, export=False, flag_values=FLAGS):
+  """Defines the flags of a task's options dataclass: each field made with
+  bert_tf.tasks.base.flag, under the field's name, with its default, help text and, for a
+  string, its enum values; those of the run script, or with export, those of
+  export_savedmodel.py (with their help text there). A flag already defined is left as it is."""
+  hints = typing.get_type_hints(options_class)
+  for field in dataclasses.fields(options_class):
+    meta = field.metadata
+    if "help" not in meta or not meta["export" if export else "run"]:
+      continue
+    if meta["group"]:
+      _GROUP_OF[field.name] = meta["group"]
+    if field.name in flag_values:
+      continue
+    help_text = meta["export"] if export and isinstance(meta["export"], str) else meta["help"]
+    if meta["enum"]:
+      flags.DEFINE_enum(field.name, field.default, list(meta["enum"]), help_text,
+                        flag_values=flag_values)
+    else:
+      kind = _FLAG_KINDS[_without_optional(hints[field.name])]
+      getattr(flags, f"DEFINE_{kind}")(field.name, field.default, help_text,
+                                       flag_values=flag_values)
+
+
+_FLAG_KINDS = {bool: "bool", int: "integer", float: "float", str: "string"}
+
+
+def _without_optional(hint):
+  """int of Optional[int]; the hint itself otherwise."""
+  args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+  return args[0] if typing.get_origin(hint) is typing.Union and len(args) == 1 else hint
 
 
 # ---------------------------------------------------------------------------------------- runtime

@@ -1,1 +1,1 @@
-"""Records and input pipelines: TFRecord schemas, packing, dynamic masking, windows, the pretraining data."""
+"""Records and input pipelines: TFRecord files and pretraining's schemas, packing, dynamic masking, the pretraining data."""

@@ -1,10 +1,12 @@
-"""TFRecord schemas (the original's name_to_features), one per record kind, with writer and reader.
+"""TFRecord files: their writer and reader, and pretraining's schemas (the original's
+name_to_features).
 
-Every script that writes or reads records goes through here, so a schema is stated once:
-write_records(path, feature_dicts) writes a record file atomically; records_input_fn(...) reads
-record files as the input_fn of bert_tf.training.loop (for training it shards by file across input
-pipelines, or by record when there are fewer files, repeats, shuffles the files and interleaves
-them, shuffles records (seeded), batches per replica and prefetches).
+Every script that writes or reads records goes through here (a fine-tuning task states its own
+schema in its module of bert_tf.tasks): write_records(path, feature_dicts) writes a record file
+atomically; records_input_fn(...) reads record files as the input_fn of bert_tf.training.loop (for
+training it shards by file across input pipelines, or by record when there are fewer files,
+repeats, shuffles the files and interleaves them, shuffles records (seeded), batches per replica
+and prefetches).
 """
 import collections
 import contextlib
@@ -30,55 +32,6 @@ def unmasked_pretraining_features(max_seq_length):
   """Records of create_pretraining_data.py --unmasked (the text itself, no masked_lm_*), read by
   run_pretraining.py --dynamic_masking (bert_tf.data.dynamic_masking)."""
   return pretraining_features(max_seq_length, 1, masked=False)
-
-
-def classifier_features(max_seq_length, regression=False):
-  """Records of run_classifier.py (one sequence per example, as the original's train.tf_record)."""
-  return {
-      "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "label_ids": tf.io.FixedLenFeature([], tf.float32 if regression else tf.int64),
-      "is_real_example": tf.io.FixedLenFeature([], tf.int64),
-  }
-
-
-def multiple_choice_features(max_seq_length, num_choices):
-  """Records of run_swag.py: every choice's sequence, flattened [num_choices * max_seq_length]."""
-  length = num_choices * max_seq_length
-  return {
-      "input_ids": tf.io.FixedLenFeature([length], tf.int64),
-      "input_mask": tf.io.FixedLenFeature([length], tf.int64),
-      "segment_ids": tf.io.FixedLenFeature([length], tf.int64),
-      "label_ids": tf.io.FixedLenFeature([], tf.int64),
-      "is_real_example": tf.io.FixedLenFeature([], tf.int64),
-  }
-
-
-def tagging_features(max_seq_length):
-  """Records of run_ner.py: a label per position, weight 1 only on each word's first sub-token."""
-  return {
-      "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "label_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "label_weights": tf.io.FixedLenFeature([max_seq_length], tf.float32),
-  }
-
-
-def squad_features(max_seq_length, is_training):
-  """Records of run_squad.py: one window of a context per record (training adds the answer)."""
-  name_to_features = {
-      "unique_ids": tf.io.FixedLenFeature([], tf.int64),
-      "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-  }
-  if is_training:
-    name_to_features["start_positions"] = tf.io.FixedLenFeature([], tf.int64)
-    name_to_features["end_positions"] = tf.io.FixedLenFeature([], tf.int64)
-    name_to_features["is_impossible"] = tf.io.FixedLenFeature([], tf.int64)
-  return name_to_features
 
 
 def to_example(features):

@@ -137,10 +137,10 @@ class FinetuneOptions:
 
 @dataclasses.dataclass(frozen=True)
 class ExportOptions:
-  """export_savedmodel.py's options (bert_flags.export_options builds them from its flags); `task` holds the
-  task's own options (its options_class: the classifier's --task_name, NER's --label_file,
-  SQuAD's flags)."""
-  task_kind: str
+  """export_savedmodel.py's options (bert_flags.export_options builds them from its flags), for
+  export.run(task_class, options); `task` holds the task's own options (its options_class, with
+  the flags it defines for export_savedmodel.py: the classifier's --task_name, NER's
+  --label_file, SQuAD's server flags)."""
   bert_config_file: str
   vocab_file: str
   init_checkpoint: str

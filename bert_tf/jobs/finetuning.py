@@ -17,6 +17,7 @@ Training with no --init_checkpoint is allowed (a tiny model on synthetic data ne
 but logs a warning: fine-tuning an untrained encoder is rarely what was meant.
 """
 import dataclasses
+import json
 import os
 import time
 
@@ -27,6 +28,7 @@ from bert_tf.data import packing_finetune
 from bert_tf.data import records
 from bert_tf.errors import BertTfError
 from bert_tf.io import progress
+from bert_tf.io.fileio import write_text_atomically
 from bert_tf.model import checkpoints
 from bert_tf.model.config import BertConfig
 from bert_tf.model.config import check_max_seq_length
@@ -164,7 +166,8 @@ def _check_output_dir(options, task, config):
   """What --output_dir holds is this run's to go on with (or nothing): the same task, model,
   vocabulary and run shape."""
   output_dir = options.output_dir
-  run_dir.check_run_kind(output_dir, task.task_config(options))
+  base.check_recorded_task(task, output_dir)
+  run_dir.check_run_kind(output_dir, task.task_config())
   _check_checkpoint_model(options, config)
   if options.do_train:
     run_dir.check_run_shape(output_dir, options.run_shape(), config)
@@ -192,8 +195,9 @@ def _run(options, start, strategy, config, task, plan):
   chief = strategy.extended.should_checkpoint
   model = None
   if options.do_train:
-    if chief:
-      task.write_task_config(options)  # what predictor.load(output_dir) builds
+    if chief:  # what predictor.load(output_dir) builds
+      write_text_atomically(os.path.join(options.output_dir, model_dir.TASK_CONFIG_FILE),
+                            json.dumps(task.task_config(), indent=2, sort_keys=True) + "\n")
     evaluator = _evaluator(plan, task, strategy, splits, options.output_dir, layout)
     try:
       model = finetune(options, strategy, config, task, model_fn, train_records, steps,

@@ -1,4 +1,6 @@
-"""Task models: a BertModel encoder plus the small head each fine-tuning task puts on top.
+"""Task models: a BertModel encoder plus a small head on top, one class per kind of output
+(a sequence's labels, a choice among sequences, a span, a label per token); the tasks
+(bert_tf.tasks) pick theirs.
 
 Every model here is a tf_keras.Model holding its encoder as `.encoder`, takes the input dict
 {input_ids, input_mask, segment_ids} (other keys, such as label_ids, are ignored) and returns a dict
@@ -29,6 +31,9 @@ INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 # dropout in front of the output layer stays the config's hidden_dropout_prob, where the original's
 # classifier hard-codes 0.1: README, "Different on purpose".)
 HEAD_INITIALIZER_RANGE = 0.02
+# The span head's variable scope: the original run_squad.py's, so that its checkpoints load as
+# they are.
+SPAN_HEAD_SCOPE = "cls/squad"
 # Packed rows (bert_tf.data.packing_finetune) add positions and the instances attention stays inside.
 PACKED_INPUT_NAMES = ("position_ids", "instance_ids")
 
@@ -199,7 +204,7 @@ class BertClassifier(_TaskModel):
   """Sequence classification over the pooled [CLS] output (run_classifier.py's create_model), or
   with bilstm_units over the BiLSTM's final states (bilstm_final_states).
 
-  num_labels=1 makes it a regressor (STS-B): `logits` [B, 1] is the predicted score.
+  num_labels=1 makes it a regressor (e.g. STS-B): `logits` [B, 1] is the predicted score.
   """
 
   def __init__(self, config, num_labels, dropout_rate=None, name="bert_classifier", **kwargs):
@@ -218,7 +223,7 @@ class BertClassifier(_TaskModel):
 
 
 class BertMultipleChoice(_TaskModel):
-  """SWAG-style multiple choice: one vector scores each choice's pooled [CLS] state.
+  """Multiple choice (e.g. SWAG): one vector scores each choice's pooled [CLS] state.
 
   Inputs are [B, num_choices * T] (as the records store them) or [B, num_choices, T];
   `logits` is [B, num_choices], to go through a softmax over the choices. Packed rows
@@ -248,8 +253,8 @@ class BertMultipleChoice(_TaskModel):
 
 
 class BertSpanLabeler(_TaskModel):
-  """SQuAD: start and end logits [B, T] from one linear layer over the sequence output (or the
-  BiLSTM's outputs).
+  """Spans (e.g. SQuAD's answers): start and end logits [B, T] from one linear layer over the
+  sequence output (or the BiLSTM's outputs), under SPAN_HEAD_SCOPE.
 
   The original run_squad.py applies no dropout before its output layer, so the default here is
   none; pass dropout_rate to add some. Its loss is a softmax over every position, the padding's
@@ -261,7 +266,7 @@ class BertSpanLabeler(_TaskModel):
   def __init__(self, config, dropout_rate=0.0, name="bert_span_labeler", **kwargs):
     super().__init__(config, dropout_rate, name=name, **kwargs)
     self.span_head = OutputProjection(2, self.head_input_size, HEAD_INITIALIZER_RANGE,
-                                      scope="cls/squad", name="span_head")
+                                      scope=SPAN_HEAD_SCOPE, name="span_head")
 
   def call(self, inputs, training=False):
     sequence, _ = self.sequence_features(inputs, training)
@@ -271,8 +276,8 @@ class BertSpanLabeler(_TaskModel):
 
 
 class BertTokenClassifier(_TaskModel):
-  """NER: per-token logits [B, T, num_labels] from one linear layer over the sequence output (or
-  the BiLSTM's outputs)."""
+  """A label per token (e.g. NER): logits [B, T, num_labels] from one linear layer over the
+  sequence output (or the BiLSTM's outputs)."""
 
   def __init__(self, config, num_labels, dropout_rate=None, name="bert_token_classifier",
                **kwargs):
@@ -287,7 +292,7 @@ class BertTokenClassifier(_TaskModel):
     return {"logits": self.full_length(logits, inputs)}
 
 
-# ---------------------------------------------------------------------------- feature-based NER
+# ---------------------------------------------------------------------------- feature-based tagging
 
 # The paper's Table 7 choices of what a frozen BERT hands to the BiLSTM.
 FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four", "concat_last_four",
@@ -295,7 +300,7 @@ FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four", "conc
 
 
 def select_layers(outputs, feature_layers):
-  """The BertModel outputs the paper's feature-based NER reads (Table 7), [B, T, H or 4H]."""
+  """The BertModel outputs a feature-based model reads (the paper's Table 7), [B, T, H or 4H]."""
   layers = outputs["encoder_outputs"]
   if feature_layers == "embeddings":
     return outputs["embedding_output"]
@@ -313,8 +318,9 @@ def select_layers(outputs, feature_layers):
 
 
 class BertFeatureTagger(tf_keras.Model):
-  """Feature-based NER: a frozen encoder's `feature_layers` into a two-layer BiLSTM
-  (`lstm_units` per direction) and a linear classifier; `logits` [B, T, num_labels] float32.
+  """Feature-based tagging (the paper's Table 7 NER): a frozen encoder's `feature_layers` into a
+  two-layer BiLSTM (`lstm_units` per direction) and a linear classifier; `logits`
+  [B, T, num_labels] float32.
 
   The encoder is not trained (no gradient, no dropout); padding is masked out of the LSTMs
   (bilstm_sequence, as the fine-tuning models' --bilstm_head).

@@ -1,9 +1,11 @@
 """SavedModels that take raw text: tokenization, the model and the post-processing in one graph.
 
 Users of the original asked for TF Serving export: its Estimator predict path rebuilt the graph on
-every call. An export here is one tf.Module (a task's server, bert_tf.tasks.servers: its signatures and
-what they give) whose signatures take tf.string tensors [B], so a client needs nothing of bert_tf.
-Which server, model and labels: the registered task (bert_tf.tasks.base) of the export's name.
+every call. An export here is one tf.Module (a task's server, bert_tf.tasks.text_server: its
+signatures and what they give; each task's in its own module) whose signatures take tf.string
+tensors [B], so a client needs nothing of bert_tf. Which server, model and labels: those of the
+registered task (bert_tf.tasks.base) the export names; `task` below is its registered name (or
+an older name, an alias), or the Task class.
 
 Export with export_savedmodel.py (or --export_dir on run_classifier.py / run_squad.py /
 run_ner.py), or export() here (build_server() makes the same server in memory); the checkpoint
@@ -42,7 +44,7 @@ TFLITE_VOCAB_FILE = os.path.join("assets.extra", "vocab.txt")
 
 
 def task_names():
-  """export_savedmodel.py's --task values: the serving names of the registered tasks."""
+  """The registered tasks that have an export (export_savedmodel.py's --task values)."""
   return base.export_names()
 
 
@@ -50,9 +52,8 @@ def task_names():
 
 
 def build_model(task, config, num_labels=None, bilstm_units=None, causal=False):
-  """The task model (task: a serving name, e.g. "classifier"), with variables, as the run script
-  builds it (with a --bilstm_head BiLSTM of bilstm_units per direction; causal: fine-tuned with
-  --left_to_right)."""
+  """The task model, with variables, as the run script builds it (with a --bilstm_head BiLSTM of
+  bilstm_units per direction; causal: fine-tuned with --left_to_right)."""
   model = base.for_export(task).build_head(config, num_labels, bilstm_units=bilstm_units,
                                            causal=causal)
   zeros = tf.zeros([1, 2], tf.int32)
@@ -61,9 +62,10 @@ def build_model(task, config, num_labels=None, bilstm_units=None, causal=False):
 
 
 def make_server(task, tokenizer, model, max_seq_length, **options):
-  """The task's server (its make_server) around a built model; options: the task's serving
-  options (a classifier's label_list, pair, regression; NER's label_list; SQuAD's lengths)."""
-  return base.for_export(task).make_server(tokenizer, model, max_seq_length, **options)
+  """The task's server (its server_class) around a built model; options: the server's (its
+  OPTIONS, e.g. a classifier's label_list, pair, regression)."""
+  serving = base.for_export(task)
+  return serving.server_class(tokenizer, model, max_seq_length, task=serving.name, **options)
 
 
 def save(server, export_dir, extra_files=None):
@@ -127,14 +129,11 @@ def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_s
   export() saves it, bert_tf.serving.predictor calls it). A checkpoint with a --bilstm_head BiLSTM gives a
   model with that BiLSTM.
 
-  task: a serving name ("classifier", "squad", "ner") or a registered task that has one.
   dtype float32, bfloat16 or float16: bfloat16 gives the outputs of a mixed_bfloat16 model;
   auto: bert_tf.training.precision's choice for this machine.
-  tflite: the model converted in memory and run by TensorFlow Lite (tflite_export.ServingModel;
+  tflite: the model converted in memory and run by TensorFlow Lite (tflite.ServingModel;
   float32 only), for serving in this process (bert_tf.serving.predictor); such a server is not saved.
-  options: the task's serving options (a classifier's label_list, pair, regression; NER's
-  label_list; SQuAD's max_query_length, doc_stride, max_answer_length, n_best_size,
-  null_score_diff_threshold).
+  options: the server's options (its OPTIONS; the task's serving_options give them).
   """
   from bert_tf.training import precision  # pylint: disable=g-import-not-at-top
   serving = base.for_export(task)
@@ -153,15 +152,15 @@ def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_s
   prefix = checkpoints.fine_tuned_prefix(init_checkpoint)
   tf_keras.mixed_precision.set_global_policy(dtype)
   try:
-    model = build_model(serving.export_task, config, num_labels=num_labels,
+    model = build_model(serving, config, num_labels=num_labels,
                         bilstm_units=checkpoints.bilstm_units(prefix),
                         causal=checkpoints.left_to_right(prefix))
   finally:
     tf_keras.mixed_precision.set_global_policy(previous)
-  checkpoints.load_task_model(model, init_checkpoint, serving.export_task)
+  checkpoints.load_task_model(model, init_checkpoint, serving.name)
   if tflite:
     model = tflite_lib.ServingModel(tflite_lib.Runner(tflite_lib.convert(model)))
-  return serving.make_server(tokenizer, model, max_seq_length, **options)
+  return make_server(serving, tokenizer, model, max_seq_length, **options)
 
 
 def export(task, config, vocab_file, do_lower_case, init_checkpoint, export_dir, max_seq_length,
@@ -181,7 +180,7 @@ def tflite_files(task, model, vocab_file, do_lower_case, max_seq_length, **optio
   """{path in the version: bytes} that --tflite adds to an export: the task model in TensorFlow
   Lite (TFLITE_FILE) and what rebuilds its server around it (tflite_server): the server's
   settings (options: make_server's) and the vocabulary."""
-  settings = {"task": base.for_export(task).export_task, "do_lower_case": do_lower_case,
+  settings = {"task": base.for_export(task).name, "do_lower_case": do_lower_case,
               "max_seq_length": max_seq_length, "options": options}
   with tf.io.gfile.GFile(vocab_file, "rb") as f:
     vocab = f.read()
@@ -198,7 +197,7 @@ def has_tflite(export_dir):
 
 def tflite_server(export_dir):
   """The server of an export made with --tflite, built in memory around its TensorFlow Lite model
-  (tflite_export.ServingModel): the SavedModel's tokenization and post-processing, from the
+  (tflite.ServingModel): the SavedModel's tokenization and post-processing, from the
   settings and vocabulary the export keeps beside the file."""
   version = resolve(export_dir)
   if not has_tflite(version):
@@ -221,20 +220,20 @@ def load(export_dir):
 
 
 def export_from_options(task, options, config, init_checkpoint, weights=None):
-  """Exports `task` (a serving name or a registered task) as the options say (an ExportOptions, or
-  a run_*.py's FinetuneOptions after training, with its output_dir as init_checkpoint) for the
-  model of `config` (its BertConfig, which the job checked options.max_seq_length against);
-  `weights`: a checkpoint to load instead of init_checkpoint's (the best weights a run kept)."""
+  """Exports `task` as the options say (an ExportOptions, or a run_*.py's FinetuneOptions after
+  training, with its output_dir as init_checkpoint) for the model of `config` (its BertConfig,
+  which the job checked options.max_seq_length against); `weights`: a checkpoint to load instead
+  of init_checkpoint's (the best weights a run kept)."""
   serving = base.for_export(task, flag="--export_dir")
-  server_options = serving.serving_options_from(options.task, init_checkpoint)
-  return export(serving.export_task, config, options.vocab_file, options.do_lower_case,
+  server_options = serving.serving_options(options.task, init_checkpoint)
+  return export(serving, config, options.vocab_file, options.do_lower_case,
                 weights or init_checkpoint, options.export_dir, options.max_seq_length,
                 tflite=options.tflite, dtype=options.dtype, **server_options)
 
 
 def check_task_config(task, task_options, init_checkpoint):
   """When init_checkpoint is a fine-tuning run's output_dir (or a checkpoint in one), its
-  task_config.json must name the task of --task (and the task's own checks, e.g. a classifier's
+  task_config.json must name `task` (and agree with the task's own checks, e.g. a classifier's
   --task_name): a sentence classifier's head reads as a token tagger's, so a mismatch would
   export a model that serves nonsense."""
   directory = (init_checkpoint if tf.io.gfile.isdir(init_checkpoint)
@@ -250,22 +249,23 @@ def check_task_config(task, task_options, init_checkpoint):
   if not isinstance(config, dict):
     raise BertTfError(f"--init_checkpoint: {path} is not a task_config.json of bert_tf (a JSON "
                       f"object)")
-  found = base.for_task_config(config)
-  kind, task_name = found and found.export_task, config.get("task_name")
-  if kind != task:
-    raise BertTfError(f"--task: {path} says {directory} holds a fine-tuned "
-                      f"{kind or 'multiple-choice'} model"
-                      f"{f' ({task_name})' if task_name else ''}, not {task}: "
-                      f"{f'pass --task={kind}' if kind else 'it cannot be exported'}")
+  found, wanted = base.for_task_config(config), base.for_export(task)
+  if found is not wanted:
+    name, task_name = found.name if found else "unknown", config.get("task_name")
+    given = task if isinstance(task, str) else wanted.name
+    remedy = f"pass --task={name}" if found and found.server_class else "it cannot be exported"
+    raise BertTfError(f"--task: {path} says {directory} holds a fine-tuned {name} model"
+                      f"{f' ({task_name})' if task_name else ''}, not {given}: {remedy}")
   found.check_task_config(config, task_options, path, directory)
 
 
-def run(options):
-  """The whole of export_savedmodel.py for its ExportOptions; returns the export directory."""
+def run(task, options):
+  """The whole of export_savedmodel.py for `task` (its --task) and its ExportOptions; returns the
+  export directory."""
   tokenization.validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
-  check_task_config(options.task_kind, options.task, options.init_checkpoint)
+  check_task_config(task, options.task, options.init_checkpoint)
   if not tf.io.gfile.exists(options.bert_config_file):
     raise BertTfError(f"--bert_config_file: {options.bert_config_file} not found")
   config = BertConfig.from_json_file(options.bert_config_file)
   check_max_seq_length(options.max_seq_length, config.max_position_embeddings)
-  return export_from_options(options.task_kind, options, config, options.init_checkpoint)
+  return export_from_options(task, options, config, options.init_checkpoint)

@@ -20,9 +20,9 @@ bert_config_file= / vocab_file= arguments of load()).
 
 Results, one per input: a classifier gives {"label", "score" (its probability), "scores" (every
 label's)}, a regression task (STS-B) {"score"}; SQuAD {"answer", "score", "has_answer",
-"null_score_diff"} (the answer is "" where the model predicts none, see servers.SquadServer); NER a
-list of (word, tag) pairs, the sentence split on whitespace. What a task's inputs and results are
-is the registered task's (bert_tf.tasks.base: predictor_inputs, predictor_result).
+"null_score_diff"} (the answer is "" where the model predicts none); NER a list of (word, tag)
+pairs, the sentence split on whitespace. What a task's inputs and results are is its server's
+(the registered task's server_class: predictor_inputs, predictor_result; bert_tf.tasks.text_server).
 """
 import json
 import os
@@ -50,7 +50,8 @@ def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None,
   """A Predictor for an export directory (a SavedModel, or numbered versions of one: the newest)
   or a fine-tuning output_dir (with task_config.json; its latest checkpoint).
 
-  task: "classifier", "squad" or "ner" to check that path holds that task (None: any).
+  task: a registered task with an export (e.g. "glue", "squad", "ner"; or an older name of one,
+  e.g. "classifier") to check that path holds that task (None: any).
   bert_config_file, vocab_file: for an output_dir without bert_config.json / vocab.txt copies.
   dtype: the output_dir's model's (float32, bfloat16 or float16; an export keeps its own).
   backend: "savedmodel" (the server's graph), or "tflite": the same server (tokenization, outputs
@@ -71,7 +72,7 @@ def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None,
   if backend not in BACKENDS:
     raise BertTfError(f"backend: expected one of {', '.join(BACKENDS)}, got {backend!r}")
   if task is not None:
-    task = base.for_export(task, flag="task").export_task
+    task = base.for_export(task, flag="task").name
   if tf.io.gfile.exists(os.path.join(path, TASK_CONFIG_FILE)):
     backend = "tflite" if backend == "tflite" else "savedmodel"  # auto: no conversion unasked
     module = _server_from_output_dir(path, bert_config_file, vocab_file, dtype,
@@ -99,8 +100,8 @@ def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None,
 BACKENDS = ("auto", "savedmodel", "tflite")
 
 
-# The fields load() needs in task_config.json, and their types ("task", or "export_kind" in the
-# files of runs before it: base.for_task_config).
+# The fields load() needs in task_config.json, and their types (and "task", or "export_kind" in
+# the files of runs before it: base.for_task_config).
 _TASK_CONFIG_FIELDS = {"do_lower_case": bool, "max_seq_length": int}
 
 
@@ -114,13 +115,12 @@ def _read_task_config(path):
   if not isinstance(config, dict):
     raise BertTfError(f"{config_path}: expected a JSON object (as finetuning writes it), got a "
                       f"{type(config).__name__}")
-  fields = dict(_TASK_CONFIG_FIELDS, **({} if "task" in config else {"export_kind": str}))
-  for field, kind in fields.items():
+  for field, kind in _TASK_CONFIG_FIELDS.items():
     if not isinstance(config.get(field), kind):
       found = "missing" if field not in config else f"a {type(config[field]).__name__}"
       raise BertTfError(f"{config_path}: field {field!r} should be a {kind.__name__}, is {found}")
   task = base.for_task_config(config)
-  what = task and (task.unservable(config) if task.export_task else task.name)
+  what = task and (task.unservable(config) if task.server_class else task.name)
   if task is None or what:
     what = what or config.get("task_name") or config.get("task") or config.get("export_kind")
     raise BertTfError(f"{config_path}: a {what} run; a predictor serves fine-tuned "
@@ -141,21 +141,22 @@ def _server_from_output_dir(path, bert_config_file, vocab_file, dtype, tflite):
   # Only the options the file has (doc_stride: absent from the task_config.json of runs before
   # exports took long contexts; the server's default then).
   return export.build_server(
-      task.export_task, BertConfig.from_json_file(files["bert_config_file"]), files["vocab_file"],
+      task, BertConfig.from_json_file(files["bert_config_file"]), files["vocab_file"],
       config["do_lower_case"], path, config["max_seq_length"], dtype=dtype, tflite=tflite,
-      **task.serving_options_from_config(config))
+      **{key: config[key] for key in task.server_class.OPTIONS if key in config})
 
 
 def _describe(module, serve):
-  """{task, label_list, pair, regression} from the server's info(), or for an export written
-  before info() existed, from its signature (the label names are then unknown)."""
+  """{task (the registered name), label_list, pair, regression} from the server's info(), or for
+  an export written before info() existed, from its signature (the label names are then
+  unknown)."""
   if hasattr(module, "info"):
     info = {key: value.numpy() for key, value in module.info().items()}
-    return dict(task=info["task"].decode(), pair=bool(info["pair"]),
-                regression=bool(info["regression"]),
+    return dict(task=base.for_export(info["task"].decode(), flag="task").name,
+                pair=bool(info["pair"]), regression=bool(info["regression"]),
                 label_list=[label.decode() for label in info["label_list"]] or None)
   inputs = set(serve.structured_input_signature[1])
-  return dict(task=base.for_signature(inputs).export_task, pair="text_b" in inputs,
+  return dict(task=base.for_signature(inputs).name, pair="text_b" in inputs,
               label_list=None,
               regression="scores" in serve.structured_outputs)
 
@@ -166,10 +167,10 @@ def _describe(module, serve):
 class Predictor:
   """Calls a task server on Python strings; see the module docstring for what each task gives.
 
-    classifier  p(texts) / p(texts, text_b=[...]) / p([(text_a, text_b), ...])
-    squad       p(question=..., context=...): a string each, or lists of the same length
-    ner         p(sentences)
-  A single string stands for a list of one; the result is always a list, one item per input.
+  How it is called is its server's (predictor_inputs), e.g. a classifier p(texts),
+  p(texts, text_b=[...]) or p([(text_a, text_b), ...]); SQuAD p(question=..., context=...), a
+  string each or lists of the same length; NER p(sentences). A single string stands for a list
+  of one; the result is always a list, one item per input.
   """
 
   def __init__(self, serve, task, label_list=None, pair=False, regression=False, batch_size=32,
@@ -188,14 +189,14 @@ class Predictor:
     return (f"<bert_tf Predictor: {self.task}{labels}, batch_size {self.batch_size}, "
             f"{self.backend}>")
 
-  def __call__(self, texts=None, text_b=None, *, question=None, context=None):
-    serving = base.for_export(self.task, flag="task")
-    inputs = serving.predictor_inputs(self, texts, text_b, question, context)
+  def __call__(self, *texts, **inputs):
+    server = base.for_export(self.task, flag="task").server_class
+    inputs = server.predictor_inputs(self, *texts, **inputs)
     lengths = {name: len(values) for name, values in inputs.items()}
     if len(set(lengths.values())) > 1:
       raise BertTfError(f"{self.task} predictor: as many of each input are needed, got "
                         f"{', '.join(f'{n} {name}' for name, n in lengths.items())}")
-    return [serving.predictor_result(self, row) for row in self._run(inputs)]
+    return [server.predictor_result(self, row) for row in self._run(inputs)]
 
   def _run(self, inputs):
     """The server's outputs per input ({name: numpy value}), batch_size inputs per call.

@@ -13,7 +13,7 @@ remains the serving format and this file sits beside it (export_savedmodel.py --
   runner(input_ids, input_mask, segment_ids)               # -> {"logits": np.ndarray [B, 2]}
   server = make_server(..., model=ServingModel(runner), ...)  # a task server on the file
 
-ServingModel puts the file in the place of a task server's Keras model (bert_tf.tasks.servers), so that
+ServingModel puts the file in the place of a task server's Keras model (bert_tf.tasks.text_server), so that
 the server's own tokenization and post-processing run around it: bert_tf.serving.predictor's tflite
 backend, for every task.
 

@@ -1,38 +1,40 @@
 """The fine-tuning task type: one object from records to serving, and the registry of tasks by name.
 
 A task (in the spirit of Model Garden's base_task.Task and task_factory.register_task_cls) is a
-Task subclass in a module of this package, registered under its name:
+Task subclass in a module of this package, registered under its name, which is also its name
+everywhere else: task_config.json's "task", export_savedmodel.py's --task, predictor.load's task=,
+an export's info():
 
   @base.register("glue")
   class GlueTask(base.Task):
-    export_task = "classifier"     # its serving half: export_savedmodel.py's --task value
+    options_class = GlueOptions        # a frozen dataclass of its flags (fields made with flag())
+    server_class = ClassifierServer    # its serving half (a text_server.TextServer), or None
 
 bert_tf.jobs.finetuning builds it as task_class(options, tokenizer) (options: a
-bert_tf.jobs.finetune_options.FinetuneOptions whose `task` is an instance of the task's own
-options_class, a frozen dataclass of its flags) and asks it, through the named
-members below, for everything about a run: its records (schema, write_train_records,
-write_split_records, record_files), its model (model_fn, build_head: its head on the shared
-encoder), its loss and metrics (loss_fn, train_metric_fn, eval_metric_names, primary_metric), its
-result files (finish_split) and what goes into task_config.json (task_config_fields).
-bert_tf.serving.export and bert_tf.serving.predictor ask the class for its serving half: the labels and options
-it needs at export time (serving_options_from its options, from task_config.json:
-serving_options_from_config), its model (build_head), its server (make_server: a tf.Module with
-serve and tokenize, the building blocks are in bert_tf.tasks.servers) and how a predictor calls it
-(predictor_inputs, predictor_result). A task with no serving half (export_task None, run_swag.py)
-says so in one line (check_exportable).
+bert_tf.jobs.finetune_options.FinetuneOptions whose `task` is an instance of options_class) and
+asks it for everything about a run: its records (schema, write_train_records,
+write_split_records), its model (model_fn: build_head on the shared encoder), its loss and
+metrics (loss_fn, train_metric_fn, eval_metric_names, primary_metric), its result files
+(finish_split) and its task_config.json (task_config). bert_tf.serving.export and
+bert_tf.serving.predictor ask the class for its serving half: the server's options at export
+(serving_options), its model (build_head, num_labels) and its server (server_class, which also
+says how a predictor calls it). The defaults below are the common case.
 
-get(name) and names() find every module of this package: a new task type is one module here (and
-its run script), nothing else to list.
+The options class owns the task's flags: each field made with flag() carries its help text (and
+where the flag is defined: the run script, export_savedmodel.py or both); bert_tf.cli.flags
+defines the absl flags from it, and the dataclass's __post_init__ holds the rules on their
+values. get(name) and names() find every module of this package: a new task type is one module
+here (and its run script), nothing else to list; a task registered elsewhere before it is used
+serves as well (tests/test_new_task.py defines one in a test file).
 """
+import dataclasses
 import importlib
-import json
-import os
 import pkgutil
 
 from bert_tf.data import packing_finetune
 from bert_tf.errors import BertTfError
-from bert_tf.io.fileio import write_text_atomically
 from bert_tf.model.model_dir import TASK_CONFIG_FILE
+from bert_tf.training import run_dir
 
 # Record files in output_dir, per split, unless a task names others (Task.record_files).
 RECORD_FILES = {"train": "train.tf_record", "dev": "eval.tf_record", "test": "predict.tf_record"}
@@ -41,8 +43,17 @@ _REGISTRY = {}
 _discovered = False
 
 
+def flag(default, help_text, *, run=True, export=False, enum=None, group=None):
+  """A field of a task's options dataclass that is a flag (bert_tf.cli.flags.define_options_flags
+  defines it from the field's name, type and default): of the run script unless run=False, and of
+  export_savedmodel.py with export=True (or export="its help text there"). enum: the values it
+  takes; group: its --help group (default "data and task")."""
+  return dataclasses.field(default=default, metadata={
+      "help": help_text, "run": run, "export": export, "enum": enum, "group": group})
+
+
 def register(name):
-  """Class decorator: registers a Task subclass under `name` (task_config.json's "task")."""
+  """Class decorator: registers a Task subclass under `name`."""
 
   def decorate(cls):
     if _REGISTRY.get(name, cls) is not cls:
@@ -79,46 +90,79 @@ def get(name):
   return _REGISTRY[name]
 
 
-def export_names():
-  """The tasks' serving names (export_savedmodel.py's --task values), sorted."""
-  _discover()
-  return sorted(cls.export_task for cls in _REGISTRY.values() if cls.export_task)
-
-
-def for_export(name, flag="--task"):
-  """The Task class that serves as `name`: a serving name ("classifier", "squad", "ner") or a
-  registered task name with a serving half."""
+def _named(name):
+  """The Task class registered as `name` or known by it as an alias, or None."""
   _discover()
   for cls in _REGISTRY.values():
-    if cls.export_task and name in (cls.export_task, cls.name):
-      return cls
-  if name in _REGISTRY:
-    _REGISTRY[name].check_exportable(flag)
-  raise BertTfError(f"{flag}: {name!r} is not one of {', '.join(export_names())}")
-
-
-def for_task_config(config):
-  """The Task class a task_config.json names: its "task", or (files written before it had one)
-  its "export_kind"; None when it names neither (a run_swag.py run)."""
-  _discover()
-  name = config.get("task")
-  if isinstance(name, str) and name in _REGISTRY:
-    return _REGISTRY[name]
-  kind = config.get("export_kind")
-  for cls in _REGISTRY.values():
-    if kind and cls.export_task == kind:
+    if name == cls.name or name in cls.aliases:
       return cls
   return None
 
 
+def export_names(aliases=False):
+  """The registered tasks that have an export (export_savedmodel.py's --task values), sorted;
+  with aliases, their older names too."""
+  _discover()
+  exportable = [cls for cls in _REGISTRY.values() if cls.server_class]
+  return sorted([cls.name for cls in exportable] +
+                [alias for cls in exportable if aliases for alias in cls.aliases if alias])
+
+
+def for_export(task, flag="--task"):
+  """The Task class of `task` (a registered name, an alias, or the class) with its serving half;
+  a BertTfError naming the flag otherwise."""
+  cls = task if isinstance(task, type) and issubclass(task, Task) else _named(task)
+  if cls is None:
+    raise BertTfError(f"{flag}: {task!r} is not one of {', '.join(export_names())}")
+  if cls.server_class is None:
+    raise BertTfError(f"{flag}: {cls.script or cls.name} has no export")
+  return cls
+
+
+def for_task_config(config):
+  """The Task class a task_config.json names: its "task", or (files written before it had one)
+  its "export_kind", an alias; None when it names no registered task."""
+  if "task" in config:
+    _discover()
+    return _REGISTRY.get(config["task"]) if isinstance(config["task"], str) else None
+  return _named(config["export_kind"]) if "export_kind" in config else None
+
+
 def for_signature(inputs):
-  """The Task class whose serving_default takes these input names (an export written before
-  servers had info())."""
+  """The Task class whose server's serving_default takes these input names (an export written
+  before servers had info())."""
   _discover()
   for cls in _REGISTRY.values():
-    if cls.export_task and cls.serves_inputs(set(inputs)):
+    if cls.server_class and cls.server_class.serves(set(inputs)):
       return cls
   raise BertTfError(f"an export whose inputs ({', '.join(sorted(inputs))}) no task serves")
+
+
+def check_recorded_task(task, output_dir):
+  """A BertTfError unless output_dir's task_config.json, when it has one, is of a run of the same
+  task as `task` (a Task), with the same values of its run_keys (names compare in any case): a
+  run goes on only in an output_dir of its own kind."""
+  recorded = run_dir.recorded_task_config(output_dir)
+  if recorded is None:
+    return
+  now = task.task_config()
+  found = for_task_config(recorded)
+  if found is not None and "task" not in recorded:  # written before "task" existed
+    recorded = dict(recorded, task=found.name)
+  differs = [key for key in task.run_keys if _comparable(recorded.get(key)) !=
+             _comparable(now.get(key))]
+  if found is type(task) and not differs:
+    return
+  was, this = f"{run_dir.describe_run(recorded)} run", run_dir.describe_run(now)
+  if was == f"{this} run":  # the same task with other labels (NER's come from its data)
+    was += f" with {', '.join(f'{key}={recorded.get(key)}' for key in differs)}"
+    this = f"this run's {', '.join(f'{key}={now.get(key)}' for key in differs)}"
+  raise BertTfError(f"--output_dir: {output_dir} holds a {was} ({TASK_CONFIG_FILE}), not "
+                    f"{this}: give another --output_dir")
+
+
+def _comparable(value):
+  return value.lower() if isinstance(value, str) else value
 
 
 class Task:
@@ -126,16 +170,17 @@ class Task:
   their run script, and their serving half; the defaults below are the common case."""
 
   name = None  # the registered name (register() sets it)
+  aliases = ()  # older names: of its exports, --task values and task_config.json "export_kind"s
   script = None  # the run script, for messages
-  export_task = None  # the serving name, or None: no serving half
+  options_class = None  # the frozen dataclass of the task's own flags (FinetuneOptions.task)
+  server_class = None  # its server (a text_server.TextServer), or None: no serving half
   record_files = RECORD_FILES  # {split: record file name in output_dir}
   eval_split = "dev"  # the split evaluations during training score
   num_sequences = 1  # sequences per example (--pack_sequences packs an example's together)
   packed_loss_weights = packing_finetune.EXAMPLE_WEIGHTS  # what a packed loss is a mean over
   primary_metric = None  # the metric early stopping watches by default
   train_metric_fn = None  # (features, outputs) -> {name: (values, weights)} logged in training
-  serving_keys = ()  # the task_config.json fields the server takes as options
-  options_class = None  # the frozen dataclass of the task's own flags (FinetuneOptions.task)
+  run_keys = ()  # the task_config.json fields a run goes on with only when they are the same
 
   def __init__(self, options, tokenizer):
     self.options = options  # a bert_tf.jobs.finetune_options.FinetuneOptions
@@ -143,7 +188,7 @@ class Task:
 
   # ------------------------------------------------------------------ records
   def schema(self, is_training):
-    """The record kind (a bert_tf.data.records name_to_features dict)."""
+    """The record kind (a name_to_features dict of bert_tf.data.records' readers)."""
     raise NotImplementedError
 
   def write_train_records(self, path):
@@ -158,7 +203,7 @@ class Task:
   # ------------------------------------------------------------------ model, loss, metrics
   def model_fn(self, config, trim_padding=False):
     """A callable building the task model (its head on the shared encoder)."""
-    num_labels = self.num_labels(self.serving_options())
+    num_labels = self.num_labels(self.task_config_fields())
     return lambda: self.build_head(config, num_labels, trim_padding=trim_padding,
                                    **self.options.head_options(config))
 
@@ -175,46 +220,40 @@ class Task:
     raise NotImplementedError
 
   # ------------------------------------------------------------------ task_config.json
-  def serving_options(self):
-    """The server's options of this run (the task_config.json fields of serving_keys)."""
-    return {}
-
-  def task_config_fields(self):
-    """What task_config.json holds for this task beyond its name and the common fields."""
-    return self.serving_options()
-
-  def task_config(self, options):
-    """What an output_dir's task_config.json says: the registered task by name, its serving name
-    ("export_kind", which files written before "task" existed name it by), what the server needs
-    of the run's FinetuneOptions and the task's own fields (its labels, its server's options)."""
-    config = {"task": self.name, "export_kind": self.export_task, "task_name": None,
-              "do_lower_case": bool(options.do_lower_case),
-              "max_seq_length": int(options.max_seq_length)}
+  def task_config(self):
+    """What the run's task_config.json says (which bert_tf.serving.predictor.load reads): the
+    registered task, what the server needs of the run's FinetuneOptions, and the task's own
+    fields (task_config_fields)."""
+    config = {"task": self.name, "task_name": None,
+              "do_lower_case": bool(self.options.do_lower_case),
+              "max_seq_length": int(self.options.max_seq_length)}
     config.update(self.task_config_fields())
     return config
 
-  def write_task_config(self, options):
-    """Writes output_dir/task_config.json (atomically), which bert_tf.serving.predictor.load reads."""
-    write_text_atomically(os.path.join(options.output_dir, TASK_CONFIG_FILE),
-                          json.dumps(self.task_config(options), indent=2, sort_keys=True) + "\n")
+  def task_config_fields(self):
+    """The task's own fields of task_config.json: by default its server's options."""
+    return self.serving_options(self.options.task) if self.server_class else {}
 
-  # ------------------------------------------------------------------ serving
+  # ------------------------------------------------------------------ model and serving
   @classmethod
-  def check_exportable(cls, flag="--export_dir"):
-    """A BertTfError naming the flag when the task has no serving half."""
-    if not cls.export_task:
-      raise BertTfError(f"{flag}: {cls.script or cls.name} has no export")
+  def build_head(cls, config, num_labels=None, trim_padding=False, bilstm_units=None, causal=False):
+    """The task model (its head on the shared encoder) with num_labels outputs."""
+    raise NotImplementedError
 
   @classmethod
-  def serving_options_from_config(cls, config):
-    """The server's options from a task_config.json (the fields it has of serving_keys)."""
-    return {key: config[key] for key in cls.serving_keys if key in config}
+  def num_labels(cls, options):
+    """The head's number of outputs for the server's options: one for a regression, one per
+    label of a label_list, else None (the head has no choice)."""
+    if options.get("regression"):
+      return 1
+    labels = options.get("label_list")
+    return None if labels is None else len(labels)
 
   @classmethod
-  def serving_options_from(cls, task_options, init_checkpoint):
-    """The server's options from the task's options (export_savedmodel.py's, or a run
-    script's after training, with its output_dir as init_checkpoint)."""
-    cls.check_exportable()
+  def serving_options(cls, task_options, init_checkpoint=None):
+    """The server's options (its server_class.OPTIONS) from the task's options:
+    export_savedmodel.py's, or a run script's after training, with its output_dir as
+    init_checkpoint."""
     return {}
 
   @classmethod
@@ -228,77 +267,3 @@ class Task:
     """What kind of run a task_config.json of this task is, where a predictor cannot serve it
     (e.g. "feature-based NER"), else None."""
     return None
-
-  @classmethod
-  def num_labels(cls, options):
-    """The head's number of outputs for the server's options (None: the head has no choice)."""
-    return None
-
-  @staticmethod
-  def label_count(options):
-    """How many labels the server's options list: a head with one output per label."""
-    if not options.get("label_list"):
-      raise BertTfError("--task_name/--label_file: the label list is needed")
-    return len(options["label_list"])
-
-  @classmethod
-  def build_head(cls, config, num_labels=None, trim_padding=False, bilstm_units=None, causal=False):
-    """The task model (its head on the shared encoder) with num_labels outputs."""
-    raise NotImplementedError
-
-  @classmethod
-  def make_server(cls, tokenizer, model, max_seq_length, **options):
-    """The tf.Module (serve, tokenize, info) bert_tf.serving.export saves."""
-    cls.check_exportable()
-    raise NotImplementedError
-
-  @classmethod
-  def serves_inputs(cls, inputs):
-    """Whether serving_default with these input names is this task's."""
-    return False
-
-  @classmethod
-  def predictor_inputs(cls, predictor, texts, text_b, question, context):
-    """{input name: list of str} of a bert_tf.serving.predictor call, checked."""
-    raise NotImplementedError
-
-  @classmethod
-  def predictor_result(cls, predictor, row):
-    """A predictor's Python result of one input's server outputs ({name: numpy value})."""
-    raise NotImplementedError
-
-
-# ---------------------------------------------------------------------------- predictor inputs
-
-
-def as_list(values, what):
-  """A string as a list of one; a list or tuple as a list; anything else an error."""
-  if isinstance(values, str):
-    return [values]
-  if not isinstance(values, (list, tuple)):
-    raise BertTfError(f"{what}: expected a string or a list of strings, got "
-                      f"{type(values).__name__}")
-  if not values:
-    raise BertTfError(f"{what}: an empty list; give at least one string")
-  return list(values)
-
-
-def strings(values, what):
-  """as_list, every item a str."""
-  values = as_list(values, what)
-  for i, value in enumerate(values):
-    if not isinstance(value, str):
-      raise BertTfError(f"{what}[{i}]: expected a string, got {type(value).__name__} "
-                        f"{str(value)[:40]!r}")
-  return values
-
-
-def text(value):
-  """A server's string output as str."""
-  return value.decode("utf-8", "replace")
-
-
-def no_question(predictor, question, context):
-  if question is not None or context is not None:
-    raise BertTfError(f"{predictor.task} predictor: question=/context= are SQuAD's; call it on "
-                      f"texts")

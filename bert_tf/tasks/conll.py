@@ -1,6 +1,7 @@
 """CoNLL-2003 NER for run_ner.py: read the column format, make windowed features labelled on first
-sub-tokens, score entities as conlleval does, write predictions back in the format conlleval reads,
-and NerTask (the task bert_tf.jobs.finetuning runs).
+sub-tokens (tagging_features), score entities as conlleval does, write predictions back in the
+format conlleval reads, and NerTask (the task bert_tf.jobs.finetuning runs; its server:
+ner_server.NerServer).
 
 The paper (section 5.3) feeds each WordPiece-tokenized word to BERT and labels only its first
 sub-token; the other sub-tokens are "X": no label, no loss, no prediction.
@@ -24,7 +25,7 @@ from bert_tf.io.fileio import write_text_atomically
 from bert_tf.model import heads
 from bert_tf.tasks import base
 from bert_tf.tasks import metrics
-from bert_tf.tasks import servers
+from bert_tf.tasks import ner_server
 from bert_tf.training import loop
 
 DOCSTART = "-DOCSTART-"
@@ -222,8 +223,20 @@ def convert_sentences_to_features(sentences, label_list, max_seq_length, tokeniz
   return features
 
 
+def tagging_features(max_seq_length):
+  """The records of run_ner.py (feature_values'): a label per position, weight 1 only on each
+  word's first sub-token."""
+  return {
+      "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "label_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "label_weights": tf.io.FixedLenFeature([max_seq_length], tf.float32),
+  }
+
+
 def feature_values(feature):
-  """The record of one TaggingFeatures, in records.tagging_features' order."""
+  """The record of one TaggingFeatures, in tagging_features' order."""
   return collections.OrderedDict([
       ("input_ids", feature.input_ids), ("input_mask", feature.input_mask),
       ("segment_ids", feature.segment_ids), ("label_ids", feature.label_ids),
@@ -411,12 +424,21 @@ def _predicted_ids(batches):
 
 @dataclasses.dataclass(frozen=True)
 class NerOptions:
-  """run_ner.py's own flags (export_savedmodel.py's --label_file for --task=ner)."""
-  data_dir: Optional[str] = None
-  feature_based: bool = False
-  feature_layers: str = "concat_last_four"
-  lstm_units: int = 768
-  label_file: Optional[str] = None  # export_savedmodel.py only
+  """run_ner.py's own flags (and export_savedmodel.py's --label_file for --task=ner)."""
+  data_dir: Optional[str] = base.flag(
+      None, "The input data dir, with train.txt, valid.txt and test.txt in CoNLL column format "
+      "(word first, NER tag last, IOB1 or IOB2).")
+  feature_based: bool = base.flag(
+      False, "Freeze BERT and train a two-layer BiLSTM over --feature_layers (the paper's "
+      "feature-based approach) instead of fine-tuning.", group="model")
+  feature_layers: str = base.flag("concat_last_four", "With --feature_based: which BERT "
+                                  "activations feed the BiLSTM.", enum=heads.FEATURE_LAYERS,
+                                  group="model")
+  lstm_units: int = base.flag(768, "With --feature_based: units per direction of each BiLSTM "
+                              "layer.", group="model")
+  label_file: Optional[str] = base.flag(
+      None, "--task=ner: the label list, one a line (default: label_list.txt in "
+      "--init_checkpoint, as run_ner.py writes it).", run=False, export=True)
 
   def __post_init__(self):
     if self.feature_based and self.feature_layers not in heads.FEATURE_LAYERS:
@@ -429,12 +451,12 @@ class NerTask(base.Task):
   """CoNLL-2003 NER: fine-tuning (one linear layer over the sequence output, the paper's Table 3)
   or, with --feature_based, a two-layer BiLSTM over frozen BERT layers (Table 7); scored with
   CoNLL entity-level F1. Only each word's first sub-token carries a label, a loss and a
-  prediction. Served as "ner" (servers.NerServer: text -> words and tags), fine-tuned only."""
+  prediction. Served by ner_server.NerServer (text -> words and tags), fine-tuned only."""
 
   script = "run_ner.py"
   options_class = NerOptions
-  export_task = "ner"
-  serving_keys = ("label_list",)
+  server_class = ner_server.NerServer
+  run_keys = ("label_list", "feature_based")
   primary_metric = "eval_f1"
 
   def __init__(self, options, tokenizer):
@@ -464,7 +486,7 @@ class NerTask(base.Task):
     return label_list, sentences
 
   def schema(self, is_training):
-    return records.tagging_features(self.options.max_seq_length)
+    return tagging_features(self.options.max_seq_length)
 
   def model_fn(self, config, trim_padding=False):
     ner, num_labels = self.options.task, len(self.label_list)
@@ -535,18 +557,16 @@ class NerTask(base.Task):
     return results
 
   # ------------------------------------------------------------------ task_config.json, serving
-  def serving_options(self):
-    return {"label_list": list(self.label_list)}
-
   def task_config_fields(self):
-    return dict(self.serving_options(), feature_based=bool(self.options.task.feature_based))
+    return {"label_list": list(self.label_list),
+            "feature_based": bool(self.options.task.feature_based)}
 
   @classmethod
   def unservable(cls, config):
     return "feature-based NER" if config.get("feature_based") else None
 
   @classmethod
-  def serving_options_from(cls, task_options, init_checkpoint):
+  def serving_options(cls, task_options, init_checkpoint=None):
     """--label_file, else label_list.txt in --init_checkpoint (run_ner's output_dir)."""
     label_file = task_options.label_file
     if not label_file and init_checkpoint and tf.io.gfile.isdir(init_checkpoint):
@@ -557,34 +577,7 @@ class NerTask(base.Task):
     return {"label_list": read_label_list(label_file)}
 
   @classmethod
-  def num_labels(cls, options):
-    return cls.label_count(options)
-
-  @classmethod
   def build_head(cls, config, num_labels=None, trim_padding=False, bilstm_units=None,
                  causal=False):
     return heads.BertTokenClassifier(config, num_labels, trim_padding=trim_padding,
                                      bilstm_units=bilstm_units, causal=causal)
-
-  @classmethod
-  def make_server(cls, tokenizer, model, max_seq_length, label_list=None):
-    return servers.NerServer(tokenizer, model, max_seq_length, label_list)
-
-  @classmethod
-  def serves_inputs(cls, inputs):
-    return inputs == {"text"}
-
-  @classmethod
-  def predictor_inputs(cls, predictor, texts, text_b, question, context):
-    """{text} of p(sentences)."""
-    base.no_question(predictor, question, context)
-    texts = base.strings(texts, "texts")
-    if text_b is not None:
-      raise BertTfError("text_b: an NER predictor takes one sentence per input")
-    return {"text": texts}
-
-  @classmethod
-  def predictor_result(cls, predictor, row):
-    count = int(row["num_words"])
-    return [(base.text(word), base.text(tag)) for word, tag in zip(row["words"][:count],
-                                                                   row["tags"][:count])]

@@ -1,5 +1,6 @@
-"""GLUE and XNLI for run_classifier.py: tsv processors, features, TFRecords, and GlueTask (the
-task bert_tf.jobs.finetuning runs: its head, loss, metrics and prediction files).
+"""GLUE and XNLI for run_classifier.py: tsv processors, features, TFRecords (classifier_features),
+and GlueTask (the task bert_tf.jobs.finetuning runs: its flags, head, loss, metrics and prediction
+files; its server: glue_server.ClassifierServer).
 
 The processors follow the original run_classifier.py (CoLA, MNLI, MRPC, XNLI) and GLUE's standard
 tsv layouts for the rest (SST-2, QQP, STS-B, QNLI, RTE, WNLI, MNLI mismatched). Test sets carry no
@@ -22,8 +23,8 @@ from bert_tf.io.fileio import read_lines
 from bert_tf.io.fileio import write_text_atomically
 from bert_tf.model import heads
 from bert_tf.tasks import base
+from bert_tf.tasks import glue_server
 from bert_tf.tasks import metrics
-from bert_tf.tasks import servers
 from bert_tf.training import loop
 
 
@@ -307,6 +308,18 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
   return InputFeatures(input_ids, input_mask, segment_ids, label_id)
 
 
+def classifier_features(max_seq_length, regression=False):
+  """The records of run_classifier.py (one sequence per example, as the original's
+  train.tf_record): feature_dict's, as name_to_features."""
+  return {
+      "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "label_ids": tf.io.FixedLenFeature([], tf.float32 if regression else tf.int64),
+      "is_real_example": tf.io.FixedLenFeature([], tf.int64),
+  }
+
+
 def feature_dict(feature):
   return collections.OrderedDict([
       ("input_ids", feature.input_ids),
@@ -319,7 +332,7 @@ def feature_dict(feature):
 
 def file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
                                             output_file):
-  """Writes the examples' features as TFRecords (records.classifier_features), atomically."""
+  """Writes the examples' features as TFRecords (classifier_features), atomically."""
 
   def feature_dicts():
     for ex_index, example in enumerate(examples):
@@ -333,9 +346,13 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
 
 @dataclasses.dataclass(frozen=True)
 class GlueOptions:
-  """run_classifier.py's own flags (export_savedmodel.py's --task_name for --task=classifier)."""
-  data_dir: Optional[str] = None
-  task_name: Optional[str] = None
+  """run_classifier.py's own flags (--task_name also export_savedmodel.py's, for --task=glue)."""
+  data_dir: Optional[str] = base.flag(None, "The input data dir. Should contain the .tsv files (or "
+                                      "other data files) for the task.")
+  task_name: Optional[str] = base.flag(
+      None, "The name of the task to train: cola, sst-2, mrpc, qqp, sts-b, mnli, mnli-mm, qnli, "
+      "rte, wnli or xnli.", export="--task=glue: the GLUE task the model was fine-tuned on (its "
+      "label names and whether it takes pairs).")
 
   def __post_init__(self):
     if self.task_name:
@@ -352,13 +369,14 @@ def classifier_labels(task_name):
 @base.register("glue")
 class GlueTask(base.Task):
   """run_classifier.py's task for bert_tf.jobs.finetuning: a GLUE or XNLI processor, BertClassifier
-  (a regressor for STS-B), the original's eval metrics and prediction files; served as
-  "classifier" (servers.ClassifierServer: text_a[, text_b] -> label probabilities)."""
+  (a regressor for STS-B), the original's eval metrics and prediction files; served by
+  glue_server.ClassifierServer (text_a[, text_b] -> label probabilities)."""
 
   script = "run_classifier.py"
-  export_task = "classifier"
-  serving_keys = ("label_list", "pair", "regression")
+  aliases = ("classifier",)  # its name in exports and task_config.json files of earlier versions
   options_class = GlueOptions
+  server_class = glue_server.ClassifierServer
+  run_keys = ("task_name",)
 
   def __init__(self, options, tokenizer):
     super().__init__(options, tokenizer)
@@ -368,7 +386,7 @@ class GlueTask(base.Task):
     self.regression = self.processor.regression
 
   def schema(self, is_training):
-    return records.classifier_features(self.options.max_seq_length, regression=self.regression)
+    return classifier_features(self.options.max_seq_length, regression=self.regression)
 
   def loss_fn(self, features, outputs):
     """The mean over the examples (packed rows: packing_finetune.mean_loss) of the squared
@@ -458,17 +476,14 @@ class GlueTask(base.Task):
           f"{i}\t{p}\n" for i, p in enumerate(predictions)))
 
   # ------------------------------------------------------------------ task_config.json, serving
-  def serving_options(self):
-    return self.serving_options_from(self.options.task, None)
-
   def task_config_fields(self):
-    return dict(self.serving_options(), task_name=self.options.task.task_name)
+    return dict(super().task_config_fields(), task_name=self.options.task.task_name)
 
   @classmethod
-  def serving_options_from(cls, task_options, init_checkpoint):
+  def serving_options(cls, task_options, init_checkpoint=None):
     if not task_options.task_name:
-      raise BertTfError("--task_name: required with --task=classifier (its labels are the GLUE "
-                        "processor's)")
+      raise BertTfError(f"--task_name: required with --task={cls.name} (its labels are the GLUE "
+                        f"processor's)")
     label_list, pair = classifier_labels(task_options.task_name)
     return {"label_list": label_list, "pair": pair, "regression": label_list is None}
 
@@ -481,50 +496,10 @@ class GlueTask(base.Task):
                         f"{task_name}, not {given}: pass --task_name={task_name}")
 
   @classmethod
-  def num_labels(cls, options):
-    return 1 if options.get("regression") else cls.label_count(options)
-
-  @classmethod
   def build_head(cls, config, num_labels=None, trim_padding=False, bilstm_units=None,
                  causal=False):
     return heads.BertClassifier(config, num_labels=num_labels, trim_padding=trim_padding,
                                 bilstm_units=bilstm_units, causal=causal)
-
-  @classmethod
-  def make_server(cls, tokenizer, model, max_seq_length, label_list=None, pair=True,
-                  regression=False):
-    return servers.ClassifierServer(tokenizer, model, max_seq_length, label_list, pair,
-                                    regression=regression)
-
-  @classmethod
-  def serves_inputs(cls, inputs):
-    return "text_a" in inputs and inputs <= {"text_a", "text_b"}
-
-  @classmethod
-  def predictor_inputs(cls, predictor, texts, text_b, question, context):
-    """{text_a[, text_b]} of p(texts), p(texts, text_b=[...]) or p([(text_a, text_b), ...])."""
-    base.no_question(predictor, question, context)
-    texts = base.as_list(texts, "texts")
-    if all(isinstance(t, (tuple, list)) for t in texts):
-      if text_b is not None or any(len(t) != 2 for t in texts):
-        raise BertTfError("texts: give (text_a, text_b) pairs, or texts and text_b=, not both")
-      texts, text_b = [t[0] for t in texts], [t[1] for t in texts]
-    texts = base.strings(texts, "texts")
-    if text_b is not None and not predictor.pair:
-      raise BertTfError("text_b: this classifier's task takes one text per input, not pairs")
-    inputs = {"text_a": texts}
-    if predictor.pair:  # an empty text_b is packed as one text, as run_classifier does
-      inputs["text_b"] = [""] * len(texts) if text_b is None else base.strings(text_b, "text_b")
-    return inputs
-
-  @classmethod
-  def predictor_result(cls, predictor, row):
-    if predictor.regression:
-      return {"score": float(row["scores"])}
-    probabilities = [float(p) for p in row["probabilities"]]
-    names = predictor.label_list or [str(i) for i in range(len(probabilities))]
-    return {"label": base.text(row["labels"]), "score": probabilities[int(row["label_ids"])],
-            "scores": dict(zip(names, probabilities))}
 
 
 def logits_and_labels(batches):

@@ -1,5 +1,6 @@
 """SQuAD 1.1 / 2.0 for run_squad.py: read the official JSON, make windowed features and their
-records, and SquadTask (the task bert_tf.jobs.finetuning runs; answers come from squad_answers.py).
+records (squad_features), and SquadTask (the task bert_tf.jobs.finetuning runs: its flags and
+their rules; answers come from squad_answers.py, its server is squad_server.SquadServer).
 
 The same data path as the original run_squad.py: the context is split on whitespace (keeping a
 character -> word map so character-based answers become word spans), each word is WordPiece
@@ -21,10 +22,11 @@ from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
 from bert_tf.model import heads
 from bert_tf.tasks import base
-from bert_tf.tasks import servers
 from bert_tf.tasks import squad_answers
 from bert_tf.tasks import squad_metrics
+from bert_tf.tasks import squad_server
 from bert_tf.text import tokenization
+from bert_tf.training import options as options_lib
 
 FIRST_UNIQUE_ID = 1000000000
 
@@ -211,21 +213,6 @@ def doc_windows(num_tokens, max_tokens_for_doc, doc_stride):
   return doc_spans
 
 
-def check_lengths(max_seq_length, doc_stride, max_query_length):
-  """Raises BertTfError for flag values that cannot make features (a question of
-  --max_query_length pieces would leave no room for the context: the original loops forever on
-  it); warns where the original's windows do not overlap."""
-  if max_seq_length <= max_query_length + 3:
-    raise BertTfError(f"--max_seq_length ({max_seq_length}) must be greater than "
-                      f"--max_query_length ({max_query_length}) + 3")
-  max_tokens_for_doc = max_seq_length - max_query_length - 3
-  if doc_stride >= max_tokens_for_doc:
-    logging.warning("--doc_stride (%d) is not less than max_seq_length - max_query_length - 3 = "
-                    "%d, the room left for the context: windows will not overlap (as in the "
-                    "original), so an answer across a window boundary cannot be found; a "
-                    "--doc_stride of about half of that is usual", doc_stride, max_tokens_for_doc)
-
-
 def _wordpieces(doc_tokens, tokenizer):
   tok_to_orig_index = []
   orig_to_tok_index = []
@@ -334,8 +321,24 @@ def _window_feature(unique_id, example_index, example, query_tokens, doc_spans, 
       is_impossible=example.is_impossible)
 
 
+def squad_features(max_seq_length, is_training):
+  """The records of run_squad.py (feature_to_record's): one window of a context per record
+  (training adds the answer)."""
+  name_to_features = {
+      "unique_ids": tf.io.FixedLenFeature([], tf.int64),
+      "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+  }
+  if is_training:
+    name_to_features["start_positions"] = tf.io.FixedLenFeature([], tf.int64)
+    name_to_features["end_positions"] = tf.io.FixedLenFeature([], tf.int64)
+    name_to_features["is_impossible"] = tf.io.FixedLenFeature([], tf.int64)
+  return name_to_features
+
+
 def feature_to_record(feature, is_training):
-  """The record of one feature, in the order of records.squad_features."""
+  """The record of one feature, in the order of squad_features."""
   values = collections.OrderedDict()
   values["unique_ids"] = [feature.unique_id]
   values["input_ids"] = feature.input_ids
@@ -366,19 +369,37 @@ def features_to_arrays(features):
 
 @dataclasses.dataclass(frozen=True)
 class SquadOptions:
-  """run_squad.py's own flags (export_savedmodel.py's SQuAD flags for --task=squad)."""
-  train_file: Optional[str] = None
-  predict_file: Optional[str] = None
-  doc_stride: int = 128
-  max_query_length: int = 64
-  n_best_size: int = 20
-  max_answer_length: int = 30
-  version_2_with_negative: bool = False
-  null_score_diff_threshold: float = 0.0
-  verbose_logging: bool = False
-  tune_null_threshold: bool = False
+  """run_squad.py's own flags (those of the server also export_savedmodel.py's, for
+  --task=squad), and the rules on their values."""
+  train_file: Optional[str] = base.flag(None, "SQuAD json for training. E.g., train-v1.1.json")
+  predict_file: Optional[str] = base.flag(None, "SQuAD json for predictions. E.g., dev-v1.1.json "
+                                          "or test-v1.1.json")
+  doc_stride: int = base.flag(128, "When splitting up a long document into chunks, how much "
+                              "stride to take between chunks.", export=True)
+  max_query_length: int = base.flag(64, "The maximum number of tokens for the question. Questions "
+                                    "longer than this will be truncated to this length.",
+                                    export=True)
+  n_best_size: int = base.flag(20, "The total number of n-best predictions to generate in the "
+                               "nbest_predictions.json output file.", export=True)
+  max_answer_length: int = base.flag(30, "The maximum length of an answer that can be generated. "
+                                     "This is needed because the start and end predictions are "
+                                     "not conditioned on one another.", export=True)
+  version_2_with_negative: bool = base.flag(False, "If true, the SQuAD examples contain some that "
+                                            "do not have an answer.", export=True)
+  null_score_diff_threshold: float = base.flag(0.0, "If null_score - best_non_null is greater "
+                                               "than the threshold predict null.", export=True)
+  verbose_logging: bool = base.flag(False, "If true, all of the warnings related to data "
+                                    "processing will be printed. A number of warnings are "
+                                    "expected for a normal SQuAD evaluation.", group="output")
+  tune_null_threshold: bool = base.flag(False, "SQuAD 2.0 with a scored predict file: use the "
+                                        "null_score_diff_threshold that maximizes F1 on it "
+                                        "(reported in eval_results.json) instead of "
+                                        "--null_score_diff_threshold.")
 
   def __post_init__(self):
+    for name, minimum in (("doc_stride", 1), ("max_query_length", 1), ("max_answer_length", 1),
+                          ("n_best_size", 0)):
+      options_lib.check_at_least(getattr(self, name), name, minimum)
     if self.tune_null_threshold and not self.version_2_with_negative:
       raise BertTfError("--tune_null_threshold: needs --version_2_with_negative")
 
@@ -394,14 +415,12 @@ def check_outputs(options):
 @base.register("squad")
 class SquadTask(base.Task):
   """SQuAD 1.1 / 2.0: windowed features, BertSpanLabeler, the original's answer files and the
-  official score (bert_tf.tasks.squad_answers); served as "squad" (servers.SquadServer: question,
+  official score (bert_tf.tasks.squad_answers); served by squad_server.SquadServer (question,
   context -> answer)."""
 
   script = "run_squad.py"
   options_class = SquadOptions
-  export_task = "squad"
-  serving_keys = ("max_query_length", "doc_stride", "max_answer_length", "n_best_size",
-                  "null_score_diff_threshold")
+  server_class = squad_server.SquadServer
   record_files = {"train": "train.tf_record", "test": "eval.tf_record"}
   eval_split = "test"  # evaluation during training scores --predict_file
   primary_metric = "f1"
@@ -418,7 +437,7 @@ class SquadTask(base.Task):
       raise BertTfError("--train_file: required with --do_train")
     if options.do_predict and not own.predict_file:
       raise BertTfError("--predict_file: required with --do_predict")
-    check_lengths(options.max_seq_length, own.doc_stride, own.max_query_length)
+    squad_server.check_lengths(options.max_seq_length, own.doc_stride, own.max_query_length)
     evaluates = options.eval_every_n_steps and options.do_train
     if evaluates and not own.predict_file:
       raise BertTfError("--predict_file: required with --eval_every_n_steps (the dev set, with "
@@ -431,7 +450,7 @@ class SquadTask(base.Task):
                         f"(--eval_every_n_steps)")
 
   def schema(self, is_training):
-    return records.squad_features(self.options.max_seq_length, is_training)
+    return squad_features(self.options.max_seq_length, is_training)
 
   @staticmethod
   def loss_fn(features, outputs):
@@ -507,12 +526,9 @@ class SquadTask(base.Task):
                                        features, results, self.dataset,
                                        output_dir or self.options.output_dir)
 
-  # ------------------------------------------------------------------ task_config.json, serving
-  def serving_options(self):
-    return self.serving_options_from(self.options.task, None)
-
+  # ------------------------------------------------------------------ serving
   @classmethod
-  def serving_options_from(cls, task_options, init_checkpoint):
+  def serving_options(cls, task_options, init_checkpoint=None):
     own = task_options
     return dict(max_query_length=own.max_query_length, doc_stride=own.doc_stride,
                 max_answer_length=own.max_answer_length, n_best_size=own.n_best_size,
@@ -524,28 +540,3 @@ class SquadTask(base.Task):
                  causal=False):
     return heads.BertSpanLabeler(config, trim_padding=trim_padding, bilstm_units=bilstm_units,
                                  causal=causal)
-
-  @classmethod
-  def make_server(cls, tokenizer, model, max_seq_length, **options):
-    """servers.SquadServer; its lengths checked as run_squad checks them (check_lengths)."""
-    server = servers.SquadServer(tokenizer, model, max_seq_length, **options)
-    check_lengths(max_seq_length, server.doc_stride, server.max_query_length)
-    return server
-
-  @classmethod
-  def serves_inputs(cls, inputs):
-    return inputs == {"question", "context"}
-
-  @classmethod
-  def predictor_inputs(cls, predictor, texts, text_b, question, context):
-    """{question, context} of p(question=..., context=...)."""
-    if texts is not None or text_b is not None:
-      raise BertTfError("squad predictor: call it as p(question=..., context=...)")
-    return {"question": base.strings(question, "question"),
-            "context": base.strings(context, "context")}
-
-  @classmethod
-  def predictor_result(cls, predictor, row):
-    return {"answer": base.text(row["answer"]), "score": float(row["score"]),
-            "has_answer": bool(row["has_answer"]),
-            "null_score_diff": float(row["null_score_diff"])}

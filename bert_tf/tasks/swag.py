@@ -38,7 +38,22 @@ FULL_COLUMNS = ("sent1", "sent2", "gold-ending", "distractor-0", "distractor-1",
 @dataclasses.dataclass(frozen=True)
 class SwagOptions:
   """run_swag.py's own flags."""
-  data_dir: Optional[str] = None
+  data_dir: Optional[str] = base.flag(None, "The input data dir. Should contain the SWAG csv "
+                                      "files train.csv, val.csv and test.csv (regular or full "
+                                      "format).")
+
+
+def multiple_choice_features(max_seq_length, num_choices=NUM_CHOICES):
+  """The records of run_swag.py (convert_example's): every choice's sequence, flattened
+  [num_choices * max_seq_length]."""
+  length = num_choices * max_seq_length
+  return {
+      "input_ids": tf.io.FixedLenFeature([length], tf.int64),
+      "input_mask": tf.io.FixedLenFeature([length], tf.int64),
+      "segment_ids": tf.io.FixedLenFeature([length], tf.int64),
+      "label_ids": tf.io.FixedLenFeature([], tf.int64),
+      "is_real_example": tf.io.FixedLenFeature([], tf.int64),
+  }
 
 
 class SwagExample:
@@ -108,7 +123,7 @@ def convert_example(ex_index, example, max_seq_length, tokenizer):
 
 
 def file_based_convert_examples_to_features(examples, max_seq_length, tokenizer, output_file):
-  """Writes records.multiple_choice_features records, atomically."""
+  """Writes multiple_choice_features records, atomically."""
 
   def feature_dicts():
     for ex_index, example in enumerate(examples):
@@ -122,15 +137,17 @@ def file_based_convert_examples_to_features(examples, max_seq_length, tokenizer,
 @base.register("swag")
 class SwagTask(base.Task):
   """run_swag.py's task for bert_tf.jobs.finetuning: four sequences per example, BertMultipleChoice,
-  a softmax over the choices. No serving half (export_task None): "run_swag.py has no export"."""
+  a softmax over the choices. No serving half (server_class None): "run_swag.py has no export"."""
 
   script = "run_swag.py"
+  # The "export_kind" of its runs' task_config.json before "task" named the task.
+  aliases = (None,)
   options_class = SwagOptions
   num_sequences = NUM_CHOICES  # --pack_sequences packs an example's choices into one row
   SPLIT_FILES = {"train": "train.csv", "dev": "val.csv", "test": "test.csv"}
 
   def schema(self, is_training):
-    return records.multiple_choice_features(self.options.max_seq_length, NUM_CHOICES)
+    return multiple_choice_features(self.options.max_seq_length)
 
   @classmethod
   def build_head(cls, config, num_labels=None, trim_padding=False, bilstm_units=None,

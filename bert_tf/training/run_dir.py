@@ -94,43 +94,39 @@ def check_run_shape(output_dir, run_shape, config=None):
                       f"it, or give a new --output_dir")
 
 
-def _describe_task(config):
-  name = config.get("task_name") or config.get("export_kind")
-  return f"{name} fine-tuning" if name else "multiple-choice (run_swag.py) fine-tuning"
+def describe_run(task_config):
+  """What a fine-tuning run is, from its task_config.json contents: e.g. "MRPC fine-tuning"."""
+  name = task_config.get("task_name") or task_config.get("task") or task_config.get("export_kind")
+  return f"{name} fine-tuning" if name else "fine-tuning"
 
 
-def _same_task(before, now):
-  keys = ("export_kind", "label_list", "feature_based")
-  return (str(before.get("task_name") or "").lower() == str(now.get("task_name") or "").lower()
-          and all(before.get(key) == now.get(key) for key in keys if key in before or key in now))
+def recorded_task_config(output_dir):
+  """The task_config.json of output_dir (a dict), or None when it has none."""
+  path = os.path.join(output_dir, TASK_CONFIG_FILE)
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path) as f:
+    try:
+      recorded = json.load(f)
+    except ValueError:
+      recorded = None
+  if not isinstance(recorded, dict):
+    raise BertTfError(f"--output_dir: {path} is not a task_config.json of bert_tf (a JSON "
+                      f"object): move it aside, or give another --output_dir")
+  return recorded
 
 
 def check_run_kind(output_dir, task_config=None):
   """Before a run uses output_dir: it holds no run of another kind. task_config: the fine-tuning
-  run's task_config.json contents (bert_tf.serving.predictor.task_config), None for pretraining. A
-  fine-tuning output_dir names its task in task_config.json; a pretraining run's checkpoints hold
-  the pretraining heads. A BertTfError says what the directory holds."""
-  path = os.path.join(output_dir, TASK_CONFIG_FILE)
-  if tf.io.gfile.exists(path):
-    with tf.io.gfile.GFile(path) as f:
-      try:
-        before = json.load(f)
-      except ValueError:
-        before = None
-    if not isinstance(before, dict):
-      raise BertTfError(f"--output_dir: {path} is not a task_config.json of bert_tf (a JSON "
-                        f"object): move it aside, or give another --output_dir")
+  run's task_config.json contents (whose task the tasks check against the one recorded:
+  bert_tf.tasks.base.check_recorded_task), None for pretraining. A fine-tuning output_dir names
+  its task in task_config.json; a pretraining run's checkpoints hold the pretraining heads. A
+  BertTfError says what the directory holds."""
+  recorded = recorded_task_config(output_dir)
+  if recorded is not None:
     if task_config is None:
-      raise BertTfError(f"--output_dir: {output_dir} holds a {_describe_task(before)} run "
+      raise BertTfError(f"--output_dir: {output_dir} holds a {describe_run(recorded)} run "
                         f"({TASK_CONFIG_FILE}), not a pretraining one: give another --output_dir")
-    if not _same_task(before, task_config):
-      was, now = f"{_describe_task(before)} run", _describe_task(task_config)
-      if was == f"{now} run":  # the same task with other labels (NER's come from its data)
-        differs = sorted(k for k in set(before) & set(task_config) if before[k] != task_config[k])
-        was += f" with {', '.join(f'{k}={before[k]}' for k in differs)}"
-        now = f"this run's {', '.join(f'{k}={task_config[k]}' for k in differs)}"
-      raise BertTfError(f"--output_dir: {output_dir} holds a {was} ({TASK_CONFIG_FILE}), not "
-                        f"{now}: give another --output_dir")
     return
   latest = tf.train.latest_checkpoint(output_dir)
   if task_config is None or not latest:
@@ -141,7 +137,7 @@ def check_run_kind(output_dir, task_config=None):
     return  # a damaged checkpoint: restoring it says so
   if any(name.startswith("cls/predictions/") for name in names):
     raise BertTfError(f"--output_dir: {output_dir} holds a pretraining run ({latest}), not "
-                      f"{_describe_task(task_config)}: fine-tune into another --output_dir, with "
+                      f"{describe_run(task_config)}: fine-tune into another --output_dir, with "
                       f"--init_checkpoint={output_dir}")
 
 
