@@ -21,6 +21,7 @@ def define_flags():
   bert_flags.define_bilstm_head_flags()
   bert_flags.define_finetuning_flags(max_seq_length_help="Longer sentences are split into "
                                      "windows, each word predicted in exactly one of them.")
+  bert_flags.define_distillation_flags()  # --teacher_dir
   flags.DEFINE_bool("feature_based", False, "Freeze BERT and train a two-layer BiLSTM over "
                     "--feature_layers (the paper's feature-based approach) instead of "
                     "fine-tuning.")
