@@ -16,6 +16,7 @@ from bert_tf.model import checkpoints
 from bert_tf.model import modeling
 from bert_tf.model import student
 from bert_tf.model.config import BertConfig
+from bert_tf.serving import predictor
 from bert_tf.tasks import glue
 from conftest import run_script
 from support.models import randomize
@@ -185,6 +186,11 @@ def test_classifier_distils_packed_evaluated_kept_and_exported(world, tmp_path):
   assert (output_dir / "best" / "best.json").exists()
   versions = os.listdir(tmp_path / "export")
   assert len(versions) == 1 and (tmp_path / "export" / versions[0] / "saved_model.pb").exists()
+  # The student serves as any model: its export, called on raw text.
+  classify = predictor.load(str(tmp_path / "export"))
+  served = classify(["the film was good", "the plot was awful"])
+  assert [sorted(r["scores"]) for r in served] == [["0", "1"]] * 2
+  assert all(r["score"] == max(r["scores"].values()) for r in served)
 
 
 def test_resume_is_exact_and_reads_the_teacher_back(world, tmp_path):
