@@ -42,6 +42,8 @@ FLAGS.number("temperature", 2.0, "--distill_temperature.")
 FLAGS.number("alpha", 0.7, "--distill_alpha.")
 FLAGS.integer("latency_seq", 128, "Tokens of each latency input.")
 FLAGS.integer("latency_rounds", 30, "Calls per model and batch size for the latency figures.")
+FLAGS.boolean("latency_only", False, "Only the latency table, of the pretrained MiniLM and its "
+              "students (no training).")
 FLAGS.integer("seed", 12345, "--seed of every run.")
 FLAGS.boolean("append", True, "Append the results to benchmarks/<date>.md.")
 
@@ -143,12 +145,25 @@ def bench_task(task, work, teacher_base):
   return rows, models, num_train, num_transfer
 
 
+def load_classifier(model_dir):
+  """A two-label classifier of the model in model_dir (bert_config.json; its latest checkpoint,
+  else bert_model.ckpt: a student convert_checkpoint.py wrote, its head as initialised)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf.model.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.serving import export  # pylint: disable=g-import-not-at-top
+  config = BertConfig.from_json_file(os.path.join(model_dir, "bert_config.json"))
+  model = export.build_model("classifier", config, num_labels=2)
+  checkpoints.init_from_checkpoint(model, tf.train.latest_checkpoint(model_dir) or os.path.join(
+      model_dir, "bert_model.ckpt"))
+  return model
+
+
 def latency(models):
   """{model: {batch: median ms}} of each model's classifier in TensorFlow Lite."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   from bert_tf.serving import tflite  # pylint: disable=g-import-not-at-top
-  import bench_int8  # pylint: disable=g-import-not-at-top
-  runners = {name: tflite.Runner(tflite.convert(bench_int8.load_classifier(path)[0], ["logits"]),
+  runners = {name: tflite.Runner(tflite.convert(load_classifier(path), ["logits"]),
                                  num_threads=2) for name, path in models.items()}
   rng = np.random.default_rng(0)
   figures = {name: {} for name in models}
@@ -189,14 +204,29 @@ def section(task, rows, num_train, num_transfer, speed, started):
     lines.append(f"| {model} | {how} | " + " | ".join(cells) +
                  f" | {gap:+.1f} | {'' if took is None else f'{took:.0f}'} |")
   if speed:
-    lines += ["", f"TensorFlow Lite float32, 2 threads, full-length inputs of {FLAGS.latency_seq} "
-              f"tokens, wall-time median of {FLAGS.latency_rounds} calls each, the models taking "
-              f"turns:", "", "| model | batch 1 ms | batch 8 ms | speed-up vs teacher (1 / 8) |",
-              "|---|---:|---:|---:|"]
-    base = speed["teacher"]
-    for name, figures in speed.items():
-      lines.append(f"| {name} | {figures[1]:.1f} | {figures[8]:.1f} | "
-                   f"{base[1] / figures[1]:.2f}x / {base[8] / figures[8]:.2f}x |")
+    lines += latency_table(speed)
+  return lines
+
+
+def latency_section(speed):
+  lines = [f"## Students of MiniLM-L6 in TensorFlow Lite (bench/bench_distillation.py "
+           f"--latency_only), {harness.utc_now()}", "",
+           f"Command: `.venv/bin/python bench/bench_distillation.py {' '.join(sys.argv[1:])}`  ",
+           f"Commit {harness.commit(note_dirty=True)}. {harness.machine_line()}  ",
+           "The pretrained MiniLM-L6 and its students (convert_checkpoint.py --student_layers=N: "
+           "the same shapes as the fine-tuned ones), each as a two-label classifier."]
+  return lines + latency_table(speed)
+
+
+def latency_table(speed):
+  lines = ["", f"TensorFlow Lite float32, 2 threads, full-length inputs of {FLAGS.latency_seq} "
+           f"tokens, wall-time median of {FLAGS.latency_rounds} calls each, the models taking "
+           f"turns:", "", "| model | batch 1 ms | batch 8 ms | speed-up vs teacher (1 / 8) |",
+           "|---|---:|---:|---:|"]
+  base = speed["teacher"]
+  for name, figures in speed.items():
+    lines.append(f"| {name} | {figures[1]:.1f} | {figures[8]:.1f} | "
+                 f"{base[1] / figures[1]:.2f}x / {base[8] / figures[8]:.2f}x |")
   return lines
 
 
@@ -205,6 +235,16 @@ def main(argv):
   work = FLAGS.work_dir
   os.makedirs(work, exist_ok=True)
   teacher_base = minilm(work)
+  if FLAGS.latency_only:
+    models = {"teacher": teacher_base}
+    for layers in map(int, FLAGS.student_layers):
+      out = os.path.join(work, f"pretrained_L{layers}", "bert_model.ckpt")
+      if not os.path.exists(out + ".index"):
+        run(["convert_checkpoint.py", f"--input={teacher_base}/bert_model.ckpt",
+             f"--output={out}", f"--student_layers={layers}"], os.path.dirname(out) + ".log")
+      models[f"{layers}-layer student"] = os.path.dirname(out)
+    harness.publish(latency_section(latency(models)), FLAGS.append)
+    return 0
   for i, task in enumerate(FLAGS.tasks):
     started = harness.utc_now()
     rows, models, num_train, num_transfer = bench_task(task, work, teacher_base)
