@@ -5,6 +5,11 @@
 
 The input format (tf1, tf2, hf) is detected unless given; the output format comes from
 --output_format, or is hf when --output ends in .safetensors or is a directory.
+
+A student from its teacher's own layers (bert_tf.model.student; docs/distillation.md):
+
+  python convert_checkpoint.py --input=teacher_output_dir --output=student/bert_model.ckpt \
+    --student_layers=3          # or --teacher_layers=0,2,4
 """
 import os
 
@@ -14,9 +19,11 @@ from absl import flags  # noqa: E402
 
 from bert_tf.cli import app  # noqa: E402
 from bert_tf.cli import flags as bert_flags  # noqa: E402
+from bert_tf.errors import BertTfError  # noqa: E402
 from bert_tf.io import fileio  # noqa: E402
 from bert_tf.io import progress  # noqa: E402
 from bert_tf.model import checkpoints  # noqa: E402
+from bert_tf.model import student  # noqa: E402
 
 
 def define_flags():
@@ -32,6 +39,14 @@ def define_flags():
   bert_flags.define_vocab_file_flag("The vocabulary to write beside --output as vocab.txt (a "
                                     "complete model directory); default: the vocab.txt beside "
                                     "--input, if there is one.")
+  flags.DEFINE_integer("student_layers", None, "Write a student of this many layers instead: "
+                       "every k-th layer of --input's encoder (k = its layers // this; 6 -> 3 "
+                       "takes 0, 2, 4), its embeddings, pooler and heads as they are, as a TF1 "
+                       "checkpoint with bert_config.json (num_hidden_layers set) and vocab.txt "
+                       "beside it. --bert_config_file defaults to the bert_config.json beside "
+                       "--input (a run's output_dir).")
+  flags.DEFINE_string("teacher_layers", None, "As --student_layers, naming the layers of --input "
+                      "to keep, in the student's order, e.g. 0,2,4.")
   flags.adopt_module_key_flags(bert_flags)
 
 
@@ -39,6 +54,16 @@ def main(_):
   values = bert_flags.values()
   fileio.check_checkpoint_not_input(values.output, [("--input", values.input), (
       "--bert_config_file", values.bert_config_file), ("--vocab_file", values.vocab_file)])
+  if values.student_layers is not None or values.teacher_layers is not None:
+    if values.output_format not in (None, "tf1"):
+      raise BertTfError("--output_format: a student is written as tf1 (leave it out)")
+    written, layers = student.write_student(
+        values.input, values.output, values.student_layers, values.teacher_layers,
+        values.bert_config_file, values.vocab_file, values.input_format)
+    progress.summary("Finished", [("student of layers " + ",".join(map(str, layers)),
+                                   values.input), ("checkpoint", written)])
+    print(f"wrote {written}")
+    return
   written = checkpoints.convert_checkpoint(values.input, values.output, values.bert_config_file,
                                            values.input_format, values.output_format,
                                            values.vocab_file)

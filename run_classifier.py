@@ -17,6 +17,7 @@ def define_flags():
   bert_flags.define_left_to_right_flag()
   bert_flags.define_bilstm_head_flags()
   bert_flags.define_finetuning_flags()
+  bert_flags.define_distillation_flags()  # --teacher_dir
   bert_flags.define_export_flags()
   bert_flags.define_runtime_flags()
   flags.adopt_module_key_flags(bert_flags)  # --helpshort lists the shared flags too

@@ -110,7 +110,6 @@ def prepare(model, model_dir):
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
   from bert_tf.model.config import BertConfig  # pylint: disable=g-import-not-at-top
   from bert_tf.serving import export  # pylint: disable=g-import-not-at-top
-  from bert_tf.serving import tflite  # pylint: disable=g-import-not-at-top
   from bert_tf.text import fast_tokenization  # pylint: disable=g-import-not-at-top
   os.makedirs(model_dir, exist_ok=True)
   config_file, vocab_file = (os.path.join(model_dir, name)

@@ -115,7 +115,16 @@ def finetune_options(task_class, values):
             if name not in ("task", "runtime", "loop")}
   return finetune_options_lib.FinetuneOptions(
       task=own(**_fields_given(own, values)) if own else None, runtime=runtime_options(values),
-      loop=train_loop_options(values), **shared)
+      loop=train_loop_options(values), distill=distill_options(values), **shared)
+
+
+def distill_options(values):
+  """The bert_tf.jobs.distillation.DistillOptions of the distillation flags (None for a script
+  without them)."""
+  from bert_tf.jobs import distillation  # pylint: disable=g-import-not-at-top
+  if not hasattr(values, "teacher_dir"):
+    return None
+  return distillation.DistillOptions(**_fields_given(distillation.DistillOptions, values))
 
 
 def export_options(values, task_class):
@@ -203,7 +212,8 @@ _GROUPS = {
                  "batch_size learning_rate num_train_epochs warmup_proportion num_train_steps "
                  "num_warmup_steps max_eval_steps optimizer adam_bias_correction "
                  "gradient_accumulation_steps clip_norm_rule seed eval_every_n_steps "
-                 "keep_best_metric early_stopping_patience pack_sequences max_instances_per_row"),
+                 "keep_best_metric early_stopping_patience pack_sequences max_instances_per_row "
+                 "teacher_dir distill_temperature distill_alpha teacher_batch_size"),
     "output": ("output_dir output_file overwrite output output_format export_dir "
                "export_tf1_checkpoint save_checkpoints_steps keep_checkpoint_max log_steps "
                "progress_seconds"),
@@ -355,6 +365,24 @@ def define_packing_flags():
           "--eval_batch_size and --predict_batch_size then count rows.")
   _define("integer", "max_instances_per_row", None, "With --pack_sequences: examples per row at "
           "most (default --max_seq_length / 8).")
+
+
+def define_distillation_flags():
+  """--teacher_dir and the distillation flags (bert_tf.jobs.distillation, docs/distillation.md)."""
+  _define("string", "teacher_dir", None, "With --do_train: distil from this teacher, the "
+          "output_dir of a fine-tuning run of the same task, labels and vocabulary (its best/ "
+          "weights, else its latest checkpoint). It predicts once over the training data (and "
+          "--transfer_file); its logits are kept in --output_dir and training reads them.")
+  _define("float", "distill_temperature", 2.0, "With --teacher_dir: the softmax temperature T "
+          "of the soft targets; their cross-entropy is scaled by T^2 (Hinton et al.).")
+  _define("float", "distill_alpha", 0.5, "With --teacher_dir: the weight of the soft targets' "
+          "term in the loss; the hard labels' term has 1 - this.")
+  _define("string", "transfer_file", None, "With --teacher_dir: unlabelled examples the student "
+          "also learns from the teacher's soft targets: run_classifier.py a text a line (a pair "
+          "tab-separated for pair tasks); run_ner.py a word a line, a blank line between "
+          "sentences.")
+  _define("integer", "teacher_batch_size", 32, "With --teacher_dir: the teacher's batch size "
+          "when it predicts.")
 
 
 def define_eval_during_training_flags():

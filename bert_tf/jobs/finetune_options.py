@@ -61,6 +61,7 @@ class FinetuneOptions:
   task: Any = None  # the task's own options (its Task.options_class)
   runtime: Any = None  # bert_tf.training.options.RuntimeOptions (finetuning.run resolves --dtype=auto)
   loop: Any = None  # bert_tf.training.options.TrainLoopOptions
+  distill: Any = None  # bert_tf.jobs.distillation.DistillOptions (--teacher_dir), or None
 
   def __post_init__(self):
     self._check_ranges()

@@ -29,6 +29,7 @@ from bert_tf.data import records
 from bert_tf.errors import BertTfError
 from bert_tf.io import progress
 from bert_tf.io.fileio import write_text_atomically
+from bert_tf.jobs import distillation
 from bert_tf.model import checkpoints
 from bert_tf.model.config import BertConfig
 from bert_tf.model.config import check_max_seq_length
@@ -150,7 +151,7 @@ def run(task_class, options):
   """
   start = time.time()
   config, tokenizer = config_and_tokenizer(options)
-  task = task_class(options, tokenizer)
+  task = distillation.wrap(task_class(options, tokenizer), options)  # --teacher_dir
   plan = keep_best.plan(options, task)
   # Python-only work above; the strategy must come before the first TensorFlow op.
   strategy = runtime.setup_runtime(options.runtime)

@@ -151,7 +151,7 @@ def check_recorded_task(task, output_dir):
     recorded = dict(recorded, task=found.name)
   differs = [key for key in task.run_keys if _comparable(recorded.get(key)) !=
              _comparable(now.get(key))]
-  if found is type(task) and not differs:
+  if found is not None and found.name == task.name and not differs:
     return
   was, this = f"{run_dir.describe_run(recorded)} run", run_dir.describe_run(now)
   if was == f"{this} run":  # the same task with other labels (NER's come from its data)

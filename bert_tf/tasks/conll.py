@@ -521,6 +521,26 @@ class NerTask(base.Task):
     logging.info("  Num sentences = %d (%d windows)", len(self.train_sentences), len(features))
     return len(features), len(features), "training windows"
 
+  def write_transfer_records(self, path, transfer_file):
+    """Distillation's unlabelled transfer set (bert_tf.jobs.distillation): CoNLL lines without
+    tags (the word first, other columns ignored, a blank line between sentences), written as
+    windows whose words carry the first label as a placeholder; returns how many."""
+    sentences, words = [], []
+    for line in list(read_lines(transfer_file)) + [""]:
+      columns = _COLUMNS.findall(line)
+      if columns and columns[0] != DOCSTART:
+        words.append(columns[0])
+      elif words:
+        sentences.append(Sentence(words, [self.label_list[0]] * len(words), [], [], []))
+        words = []
+    if not sentences:
+      raise BertTfError(f"--transfer_file: {transfer_file} holds no sentence (a word a line, "
+                        f"a blank line between sentences)")
+    features = convert_sentences_to_features(sentences, self.label_list,
+                                             self.options.max_seq_length, self.tokenizer,
+                                             source=transfer_file)
+    return write_records(features, path)
+
   def write_split_records(self, split, path):
     source, sentences = read_split(self.options.task.data_dir, split)
     features = convert_sentences_to_features(sentences, self.label_list,

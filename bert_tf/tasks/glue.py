@@ -416,6 +416,27 @@ class GlueTask(base.Task):
                                             self.tokenizer, path)
     return examples
 
+  def write_transfer_records(self, path, transfer_file):
+    """Distillation's unlabelled transfer set (bert_tf.jobs.distillation): a text a line, or a
+    pair tab-separated for a pair task, written as records with the first label as a
+    placeholder; returns how many."""
+    pair = classifier_labels(self.glue_name)[1]
+    examples = []
+    for i, line in enumerate(read_tsv(transfer_file)):
+      if not "".join(line).strip():
+        continue
+      if len(line) != 1 + pair:
+        raise BertTfError(f"--transfer_file: {transfer_file}: line {i + 1} has {len(line)} "
+                          f"tab-separated columns, expected {1 + pair} ({self.glue_name} "
+                          f"takes {'pairs' if pair else 'one text'}, no label)")
+      examples.append(InputExample(f"transfer-{i}", line[0], line[1] if pair else None,
+                                   self.label_list[0]))
+    if not examples:
+      raise BertTfError(f"--transfer_file: {transfer_file} holds no line")
+    file_based_convert_examples_to_features(examples, self.label_list, self.options.max_seq_length,
+                                            self.tokenizer, path)
+    return len(examples)
+
   def finish_split(self, split, examples, batches, global_step, output_dir=None):
     output_dir = output_dir or self.options.output_dir
     logits, labels = logits_and_labels(batches)
