@@ -315,6 +315,54 @@ def test_a_corpus_given_as_vocab_file_is_named(work):
   assert {k: v for k, v in snapshot(work).items() if not k.startswith("out")} == before
 
 
+def _vocab_file(work, name, lines):
+  (work / name).write_text("\n".join(lines) + "\n")
+  return str(work / name)
+
+
+def test_a_trailing_blank_line_is_no_token_for_any_script(work, plain_records):
+  """The one reading of a vocabulary (tokenization.load_vocab): create_pretraining_data.py and
+  run_classifier.py (its size against the model's) agree on a vocab.txt ending in a blank line:
+  the ids and the size of the same file without it."""
+  from bert_tf.model.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.text import tokenization  # pylint: disable=g-import-not-at-top
+  path = _vocab_file(work, "trailing.txt", VOCAB + ["", ""])
+  vocab = tokenization.load_vocab(path)
+  assert vocab == tokenization.load_vocab(str(work / "vocab.txt"))
+  assert tokenization.vocab_size(vocab) == len(VOCAB)
+  BertConfig.from_dict(CONFIG).check_vocab_size(tokenization.vocab_size(vocab), path, exact=True)
+  done = pretraining_data(work, f"--input_file={work / 'corpus.txt'}", f"--vocab_file={path}",
+                          f"--output_file={work / 't.tfrecord'}")
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert (work / "t.tfrecord").read_bytes() == plain_records
+
+
+def test_blank_and_repeated_lines_keep_the_originals_ids_and_are_named(work, caplog):
+  """As the original's load_vocab counts lines: a blank line keeps its id, a repeated token takes
+  its later line's id; each is named in one warning with its line number. The fast tokenizer
+  gives the same ids."""
+  import logging  # pylint: disable=g-import-not-at-top
+  from bert_tf.text import fast_tokenization  # pylint: disable=g-import-not-at-top
+  from bert_tf.text import tokenization  # pylint: disable=g-import-not-at-top
+  lines = VOCAB[:9] + [""] + VOCAB[9:] + ["dog"]
+  path = _vocab_file(work, "odd.txt", lines)
+  with caplog.at_level(logging.WARNING):
+    vocab = tokenization.load_vocab(path)
+    tokenization.load_vocab(path)  # read twice, warned once
+  assert vocab["dog"] == len(lines) - 1 and vocab["is"] == lines.index("is")
+  assert tokenization.vocab_size(vocab) == len(lines)
+  messages = [r.getMessage() for r in caplog.records]
+  assert [m for m in messages if m.startswith(f"{path}: line 10 is blank: it keeps its id (9)")]
+  assert [m for m in messages if m.startswith(f"{path}: line {len(lines)} repeats 'dog' of line "
+                                              f"{VOCAB.index('dog') + 1}:")]
+  assert len(messages) == 2, messages
+  text = "the dog is hairy and the cat sat"
+  full = tokenization.FullTokenizer(path)
+  assert full.tokenize_to_ids(text) == [vocab[t] for t in text.split()]
+  fast = fast_tokenization.FastTokenizer(path)
+  assert fast.tokenize_to_ids([text]) == [full.tokenize_to_ids(text)]
+
+
 def test_extract_features_with_a_far_smaller_vocabulary_than_the_model(work, checkpoint):
   (work / "small_config.json").write_text(json.dumps(dict(CONFIG, vocab_size=30522)))
   done = extract_features(work, checkpoint, f"--bert_config_file={work / 'small_config.json'}")

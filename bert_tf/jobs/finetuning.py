@@ -58,7 +58,7 @@ def config_and_tokenizer(options):
   if not tf.io.gfile.exists(options.vocab_file):
     raise BertTfError(f"--vocab_file: {options.vocab_file} not found")
   tokenizer = tokenization.FullTokenizer(options.vocab_file, do_lower_case=options.do_lower_case)
-  config.check_vocab_size(len(tokenizer.vocab), options.vocab_file)
+  config.check_vocab_size(tokenization.vocab_size(tokenizer.vocab), options.vocab_file)
   return config, tokenizer
 
 

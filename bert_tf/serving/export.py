@@ -142,7 +142,7 @@ def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_s
     raise BertTfError(f"--vocab_file: {vocab_file} not found")
   num_labels = serving.num_labels(options)
   tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case)
-  config.check_vocab_size(len(tokenizer.vocab), vocab_file, exact=True)
+  config.check_vocab_size(tokenization.vocab_size(tokenizer.vocab), vocab_file, exact=True)
   dtype = precision.resolve(dtype, warn=False)  # auto: what this machine would train in
   previous = tf_keras.mixed_precision.global_policy()
   # The plain policy, not the mixed one training uses: the matmul weights are then stored in

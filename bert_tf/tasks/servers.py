@@ -68,6 +68,7 @@ from bert_tf.data import windows as window_ops
 from bert_tf.errors import BertTfError
 from bert_tf.model import heads
 from bert_tf.text import fast_tokenization
+from bert_tf.text import tokenization
 
 # str.split()'s whitespace, for NER words (RE2 syntax).
 _STR_SPLIT_WHITESPACE = (r"[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}"
@@ -89,7 +90,7 @@ def _string_spec(name):
 def _piece_char_lengths(vocab):
   """Characters each vocab entry spells in a word (## stripped); -1 for [UNK]."""
   lengths = []
-  for token in vocab:
+  for token in tokenization.tokens_by_id(vocab):  # by id: a repeated token leaves an id unused
     lengths.append(-1 if token == "[UNK]" else len(token[2:] if token.startswith("##") else token))
   return tf.constant(lengths, tf.int32)
 
