@@ -165,7 +165,7 @@ def _check_output_dir(options, task, config):
   if options.do_train:
     run_dir.check_run_shape(output_dir, options.run_shape(), config)
     run_dir.check_init_checkpoint(output_dir, options.init_checkpoint)
-  if options.do_train or tf.train.latest_checkpoint(output_dir):
+  if options.do_train or model_dir.latest_checkpoint(output_dir):
     model_dir.check_vocab(output_dir, options.vocab_file)
 
 
@@ -236,7 +236,7 @@ def _check_checkpoint_model(options, config):
   --init_checkpoint) holds the model the flags ask for: --left_to_right or not, and the
   --bilstm_head BiLSTM of the same size or none (a model without it would otherwise read the
   BiLSTM's weights as nothing, or the other way round)."""
-  path = tf.train.latest_checkpoint(options.output_dir) or (
+  path = model_dir.latest_checkpoint(options.output_dir) or (
       None if options.do_train else options.init_checkpoint)
   if not path:
     return

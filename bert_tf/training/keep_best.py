@@ -36,6 +36,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.io.fileio import write_text_atomically
 from bert_tf.io import progress
 from bert_tf.model import checkpoints
+from bert_tf.model import model_dir
 from bert_tf.training import loop
 from bert_tf.training import run_dir
 from bert_tf.training import scalars
@@ -106,7 +107,9 @@ class BestKeeper:
         raise BertTfError(f"--keep_best_metric: {self.directory} keeps the best by "
                           f"{self.state.get('metric')}, not {metric}: give that metric, or a new "
                           f"--output_dir")
-      if self.prefix and (tf.train.latest_checkpoint(self.directory) != self.prefix
+      if self.prefix and (model_dir.state_file_checkpoint(self.directory) != self.prefix
+                          or [prefix for _, prefix in model_dir.scan_checkpoints(
+                              self.directory).whole] != [self.prefix]
                           or tf.io.gfile.glob(self.prefix + _STAGED + "*")):
         self._name_and_prune()  # a kill came between best.json and the end of _name_and_prune
 
@@ -183,9 +186,7 @@ class BestKeeper:
     staged = self.prefix + _STAGED
     for path in tf.io.gfile.glob(staged + "*"):  # the best evaluation's result files
       tf.io.gfile.rename(path, os.path.join(self.directory, path[len(staged):]), overwrite=True)
-    name = json.dumps(self.state["checkpoint"])  # a text proto, as tf.train.latest_checkpoint reads
-    write_text_atomically(os.path.join(self.directory, "checkpoint"),
-                          f"model_checkpoint_path: {name}\nall_model_checkpoint_paths: {name}\n")
+    model_dir.write_state_file(self.directory, [self.state["checkpoint"]])
     for path in tf.io.gfile.glob(os.path.join(self.directory, f"{WEIGHTS_NAME}-*")):
       if not path.startswith(self.prefix + "."):
         tf.io.gfile.remove(path)

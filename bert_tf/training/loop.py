@@ -76,6 +76,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.io import interrupts
 from bert_tf.io import progress
 from bert_tf.model import checkpoints
+from bert_tf.model import model_dir
 from bert_tf.training import optimization
 from bert_tf.training import options
 from bert_tf.training import run_dir
@@ -153,7 +154,7 @@ def restore_model(strategy, model_fn, input_fn, output_dir=None, init_checkpoint
   with strategy.scope():
     model = model_fn()
     _build(model, input_fn(tf.distribute.InputContext()).element_spec)
-  latest = tf.train.latest_checkpoint(output_dir) if output_dir else None
+  latest = model_dir.latest_checkpoint(output_dir) if output_dir else None
   step = 0
   if latest:
     logging.info("Restoring %s", latest)
@@ -270,7 +271,7 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
       if not bool(all_finite):
         raise BertTfError(
             f"loss became {float(loss)} (NaN or Inf) by step {step}: training stopped, last "
-            f"good checkpoint kept: {tf.train.latest_checkpoint(output_dir)} (try a lower "
+            f"good checkpoint kept: {model_dir.latest_checkpoint(output_dir)} (try a lower "
             "--learning_rate or --dtype=float32)")
       log.after_chunk(step)
       evaluate = evaluator is not None and evaluator.due(step, num_train_steps)
@@ -329,14 +330,17 @@ def _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoi
                                    rngs=_dropout_generators(state.model))
   checkpoint_dir = output_dir if _is_chief(strategy) else os.path.join(
       output_dir, f".worker_{_worker_index(strategy)}_tmp")
+  if _is_chief(strategy):
+    run_dir.remove_unfinished_saves(output_dir)
+    latest = run_dir.resume_point(output_dir)
+    run_dir.record_checkpoints(output_dir, latest)  # before the manager reads the state file
+  else:
+    latest = model_dir.latest_checkpoint(output_dir)
   # model.ckpt-N, as the original's Estimator names them (its users glob model.ckpt-*);
   # --keep_checkpoint_max=0 keeps all, as the Estimator's RunConfig.
   manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir,
                                        max_to_keep=keep_checkpoint_max or None,
                                        checkpoint_name=run_dir.CHECKPOINT_NAME)
-  if _is_chief(strategy):
-    run_dir.remove_unfinished_saves(output_dir)
-  latest = tf.train.latest_checkpoint(output_dir)
   if latest:
     logging.info("Resuming from %s%s", latest,
                  f" (--init_checkpoint {init_checkpoint} is ignored)" if init_checkpoint else "")
@@ -433,6 +437,12 @@ def _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumul
 
 
 def _save(strategy, manager, step):
+  prefix = os.path.join(manager.directory, f"{run_dir.CHECKPOINT_NAME}-{step}")
+  there = tf.io.gfile.glob(prefix + ".*")
+  if there:  # never written over (resume_point refuses such runs before they start)
+    raise BertTfError(f"--output_dir: {prefix} exists ({os.path.basename(there[0])}, ...): a save "
+                      f"at step {step} would write over it; training stopped, the checkpoint "
+                      f"left as it is: move its files aside, or give a new --output_dir")
   try:
     with interrupts.deferred():  # Ctrl-C or SIGTERM act once the save is whole
       path = manager.save(checkpoint_number=step)
