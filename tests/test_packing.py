@@ -159,7 +159,7 @@ strategy = training.get_strategy("mirrored", num_gpus=0)
 training.set_seed(7)
 limits = (4, 8)
 train_fn = pretraining.input_fn([record_file], t.SEQ, t.PREDS, 8, True, seed=3,
-                                gradient_accumulation_steps=2, row_limits=limits)
+                                row_limits=limits)
 model = training.train(strategy, lambda: modeling.BertPretrainer(t.tiny_config(0.1)),
                        pretraining.loss_fn(), train_fn, 2, 1e-3, 1, output_dir, log_steps=1,
                        gradient_accumulation_steps=2, train_batch_size=8,

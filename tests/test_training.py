@@ -34,8 +34,7 @@ def run_train(output_dir, record_file, num_train_steps=8, batch_size=8, accumula
               dropout=0.1, loss_fn=None, **kwargs):
   loop.set_seed(7)
   strategy = loop.get_strategy("one_device")
-  input_fn = pretraining.input_fn([record_file], SEQ, PREDS, batch_size, True, seed=3,
-                                  gradient_accumulation_steps=accumulation)
+  input_fn = pretraining.input_fn([record_file], SEQ, PREDS, batch_size, True, seed=3)
   config = tiny_config(dropout)
   kwargs.setdefault("save_checkpoints_steps", 4)
   return loop.train(strategy, lambda: modeling.BertPretrainer(config),

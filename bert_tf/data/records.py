@@ -212,7 +212,8 @@ def naming_bad_records():
 
 
 def per_replica_batch_size(input_context, global_batch_size, gradient_accumulation_steps=1):
-  """Examples per replica per micro-batch, for a global batch of `global_batch_size`."""
+  """Examples per replica (per micro-batch, with gradient_accumulation_steps), for a global batch
+  of `global_batch_size`."""
   parts = input_context.num_replicas_in_sync * gradient_accumulation_steps
   if global_batch_size % parts:
     raise BertTfError(f"--train_batch_size: {global_batch_size} is not divisible by "
@@ -222,10 +223,13 @@ def per_replica_batch_size(input_context, global_batch_size, gradient_accumulati
 
 
 def records_input_fn(input_files, name_to_features, batch_size, is_training, seed=0,
-                     gradient_accumulation_steps=1, map_fn=None, drop_remainder=None,
+                     map_fn=None, drop_remainder=None,
                      shuffle_buffer_size=100, cycle_length=4, repeat=None, numbered_map_fn=None,
                      batch_map_fn=None):
-  """An input_fn over TFRecord files; `batch_size` is the global batch per optimizer step.
+  """An input_fn over TFRecord files; `batch_size` is the global batch per optimizer step, and
+each input pipeline's batches are its replica's share of it (bert_tf.training.loop splits them
+into the micro-batches of --gradient_accumulation_steps, so that what a resumed run's checkpointed
+input position holds does not depend on it).
 
   map_fn(features) maps each record; numbered_map_fn(number, features) too (first), where number
   (int64) tells the records of the run apart: its position in the stream of records read (the
@@ -240,8 +244,7 @@ def records_input_fn(input_files, name_to_features, batch_size, is_training, see
 
   def input_fn(input_context=None):
     input_context = input_context or tf.distribute.InputContext()
-    micro_batch = per_replica_batch_size(
-        input_context, batch_size, gradient_accumulation_steps if is_training else 1)
+    replica_batch = per_replica_batch_size(input_context, batch_size)
     pipelines, pipeline_id = input_context.num_input_pipelines, input_context.input_pipeline_id
     # Number the records before a shard of one shared stream, after a shard by file.
     by_file = is_training and len(input_files) >= pipelines
@@ -281,7 +284,7 @@ def records_input_fn(input_files, name_to_features, batch_size, is_training, see
                 num_parallel_calls=tf.data.AUTOTUNE)
     if map_fn is not None:
       d = d.map(map_fn, num_parallel_calls=tf.data.AUTOTUNE)
-    d = d.batch(micro_batch, drop_remainder=drop_remainder)
+    d = d.batch(replica_batch, drop_remainder=drop_remainder)
     if batch_map_fn is not None:
       d = d.map(batch_map_fn, num_parallel_calls=tf.data.AUTOTUNE)
     return d.prefetch(tf.data.AUTOTUNE)

@@ -113,16 +113,13 @@ def finetune(options, strategy, config, task, model_fn, train_records, steps, ev
   metric_fn = task.train_metric_fn
   if layout:
     train_input_fn = layout.train_input_fn(
-        train_file, options.train_batch_size, options.runtime.seed,
-        options.loop.gradient_accumulation_steps,
-        shuffle_buffer_size, task.packed_loss_weights)
+        train_file, options.train_batch_size, options.runtime.seed, shuffle_buffer_size,
+        task.packed_loss_weights)
     metric_fn = packing_finetune.with_row_statistics(metric_fn)
   else:
     train_input_fn = records.records_input_fn(
         [train_file], task.schema(True), options.train_batch_size, is_training=True,
-        seed=options.runtime.seed,
-        gradient_accumulation_steps=options.loop.gradient_accumulation_steps,
-        shuffle_buffer_size=shuffle_buffer_size)
+        seed=options.runtime.seed, shuffle_buffer_size=shuffle_buffer_size)
   model = loop.train(
       strategy, model_fn, task.loss_fn, train_input_fn, num_train_steps, options.learning_rate,
       num_warmup_steps, options.output_dir, init_checkpoint=options.init_checkpoint,
@@ -146,6 +143,8 @@ def run(task_class, options):
   config, tokenizer = config_and_tokenizer(options)
   task = task_class(options, tokenizer)
   plan = keep_best.plan(options, task)
+  if options.do_train:
+    run_dir.check_batch_size(options.output_dir, options.train_batch_size)
   # Python-only work above; the strategy must come before the first TensorFlow op.
   strategy = loop.setup_runtime(options.runtime)
   # What --dtype=auto chose: an export after training serves in it.

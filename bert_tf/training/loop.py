@@ -19,12 +19,14 @@ API (stable; later changes only add keyword arguments):
                                          model holds its encoder as `.encoder`.
       loss_fn(features, outputs)      -> float32 scalar: the mean loss of this replica's
                                          micro-batch (the loop scales it for replicas/accumulation).
-      train_input_fn(input_context)   -> tf.data.Dataset of feature dicts, batched per replica and
-                                         repeated forever. With gradient accumulation the batches
-                                         are micro-batches: use bert_tf.data.records'
-                                         per_replica_batch_size(input_context, train_batch_size,
-                                         gradient_accumulation_steps), or records_input_fn(...)
-                                         which does all of it.
+      train_input_fn(input_context)   -> tf.data.Dataset of feature dicts, batched per replica
+                                         (each replica's share of an optimizer step: bert_tf.data.
+                                         records' per_replica_batch_size(input_context,
+                                         train_batch_size), or records_input_fn(...) which does
+                                         all of it) and repeated forever. With gradient
+                                         accumulation the loop splits each batch into its
+                                         micro-batches, so a run resumes with another
+                                         gradient_accumulation_steps from the same input position.
       metric_fn(features, outputs)    -> {name: (values, weights or None)}: the metric is
                                          sum(values * weights) / sum(weights) over what was seen
                                          (logged during training, over every micro-batch with
@@ -203,18 +205,33 @@ class _TrainIterators:
       self.iterators.append(iter(input_fn(context)))
     self.element_spec = self.iterators[0].element_spec
 
-  def next(self, accumulation=1):
-    """The next batch of every replica; with accumulation > 1, that many micro-batches stacked
-    on a new leading axis."""
+  def check_accumulation(self, accumulation):
+    """Each replica's batch splits into `accumulation` micro-batches (a BertTfError if not)."""
+    if accumulation == 1:
+      return
     if not self.checkpointable:
-      if accumulation > 1:
-        raise BertTfError("--gradient_accumulation_steps: not supported with the tpu strategy")
+      raise BertTfError("--gradient_accumulation_steps: not supported with the tpu strategy")
+    rows = tf.nest.flatten(self.element_spec)[0].shape[0]
+    if rows is not None and rows % accumulation:
+      raise BertTfError(f"--train_batch_size: {rows * self.strategy.num_replicas_in_sync} is not "
+                        f"divisible by {self.strategy.num_replicas_in_sync} replica(s) x "
+                        f"{accumulation} accumulation step(s)")
+
+  def next(self, accumulation=1):
+    """The next batch of every replica; with accumulation > 1, split into that many
+    micro-batches stacked on a new leading axis."""
+    if not self.checkpointable:
       return next(self.iterator)
+
+    def micro_batches(t):
+      shape = [tf.shape(t)[i] if d is None else d for i, d in enumerate(t.shape.as_list())]
+      return tf.reshape(t, tf.stack([accumulation, shape[0] // accumulation] + shape[1:]))
+
     values = []
     for it in self.iterators:
-      micro_batches = [next(it) for _ in range(accumulation)]
-      values.append(micro_batches[0] if accumulation == 1 else
-                    tf.nest.map_structure(lambda *t: tf.stack(t), *micro_batches))
+      batch = next(it)
+      values.append(batch if accumulation == 1 else
+                    tf.nest.map_structure(micro_batches, batch))
     return self.strategy.experimental_distribute_values_from_function(
         lambda ctx: values[ctx.replica_id_in_sync_group - self.first_replica])
 
@@ -233,6 +250,7 @@ def train(strategy, model_fn, loss_fn, train_input_fn, num_train_steps, learning
   if seed is not None:
     tf_keras.utils.set_random_seed(seed)
   iterators = _TrainIterators(strategy, train_input_fn)
+  iterators.check_accumulation(gradient_accumulation_steps)
   state = _TrainState(strategy, model_fn, iterators.element_spec, metric_fn, dict(
       init_lr=learning_rate, num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
       optimizer_type=optimizer_type, weight_decay_rate=weight_decay_rate,

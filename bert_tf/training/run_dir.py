@@ -38,7 +38,10 @@ def check_same_run(output_dir, model, settings, run_shape=None):
       before = json.load(f)
     _check_config(output_dir, before, config)
     for key, value in settings.items():
-      if key in before and before[key] != value:
+      if key == "gradient_accumulation_steps" and before.get(key, value) != value:
+        logging.info("Resuming %s with --%s=%s (the run started with %s): the same batches, in "
+                     "%s micro-batches each", output_dir, key, value, before[key], value)
+      elif key in before and before[key] != value:
         logging.warning("Resuming %s with %s=%s; the run started with %s", output_dir, key,
                         value, before[key])
     return
@@ -69,6 +72,23 @@ def _recorded_run(output_dir):
     except ValueError:
       raise BertTfError(f"--output_dir: {path} is not valid JSON: move it aside (it records how "
                         f"the run in {output_dir} was started)") from None
+
+
+def check_batch_size(output_dir, train_batch_size):
+  """Before a training run resumes output_dir (and before TensorFlow starts): the same
+  --train_batch_size as the run it holds (train_run.json). Its checkpoints count steps of that
+  many examples (the global step, the learning rate's warmup and decay, the optimizer's moments,
+  a fine-tuning run's number of steps) and their input position is a number of such batches: with
+  another size the run could not go on as it was. A BertTfError names both values; a batch that
+  does not fit in memory resumes with --gradient_accumulation_steps instead, exactly."""
+  was = (_recorded_run(output_dir) or {}).get("train_batch_size")
+  if was is None or was == train_batch_size:
+    return
+  raise BertTfError(f"--train_batch_size: {output_dir} holds checkpoints of a run with "
+                    f"--train_batch_size={was}, not {train_batch_size} (its steps, learning-rate "
+                    f"schedule and input position count batches of {was}): pass "
+                    f"--train_batch_size={was} to resume it (with --gradient_accumulation_steps "
+                    f"if a batch does not fit in memory), or give a new --output_dir")
 
 
 def check_run_shape(output_dir, run_shape, config=None):
