@@ -259,7 +259,79 @@ def test_zip_and_truncated_gzip_input_end_in_one_line(work, damage):
 
 
 # ------------------------------------------------------------------------------------------------
+# Pipes and process substitution (`--input_file=<(zcat corpus.gz)`): read as files, compression
+# told without seeking back.
+
+
+def _fifo_of(work, name, data):
+  """A named pipe in work that a thread fills with `data` once a reader opens it."""
+  import threading  # pylint: disable=g-import-not-at-top
+  path = work / name
+  os.mkfifo(path)
+
+  def feed():
+    with open(path, "wb") as f:
+      f.write(data)
+
+  threading.Thread(target=feed, daemon=True).start()
+  return path
+
+
+@pytest.mark.parametrize("how", ["plain", "gz", "bz2"])
+def test_a_corpus_through_a_pipe_gives_the_same_records(work, plain_records, how):
+  data = (work / "corpus.txt").read_bytes()
+  data = {"plain": data, "gz": gzip.compress(data), "bz2": bz2.compress(data)}[how]
+  fifo = _fifo_of(work, "corpus.pipe", data)
+  done = pretraining_data(work, f"--input_file={fifo}", f"--output_file={work / 'p.tfrecord'}")
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert (work / "p.tfrecord").read_bytes() == plain_records
+  os.unlink(fifo)
+
+
+def test_create_vocab_reads_a_pipe_as_its_file(work):
+  fifo = _fifo_of(work, "corpus.pipe", gzip.compress((work / "corpus.txt").read_bytes()))
+  for source, output in ((work / "corpus.txt", "plain_vocab.txt"), (fifo, "pipe_vocab.txt")):
+    done = run_script("create_vocab.py", f"--input_file={source}", f"--output_file={work / output}",
+                      "--vocab_size=150")
+    assert done.returncode == 0, done.stderr[-2000:]
+  assert (work / "pipe_vocab.txt").read_text() == (work / "plain_vocab.txt").read_text()
+  os.unlink(fifo)
+
+
+# ------------------------------------------------------------------------------------------------
 # Encodings.
+
+
+@pytest.mark.parametrize("script", ["create_vocab.py", "create_pretraining_data.py"])
+def test_random_bytes_are_named_by_file_line_and_byte_by_both_corpus_readers(work, script):
+  """One UTF-8 rule for the corpus readers: a file that is not text (here random bytes, the first
+  ones invalid UTF-8) is one error line naming where, before anything is learned or written."""
+  data = b"the dog .\n" * 3 + bytes(np.random.RandomState(5).randint(128, 256, 4000,
+                                                                      dtype=np.uint8))
+  (work / "random.bin").write_bytes(data)
+  with pytest.raises(UnicodeDecodeError) as raised:
+    data.decode("utf-8")
+  first = raised.value.start
+  before = snapshot(work)
+  args = [f"--input_file={work / 'random.bin'}", f"--output_file={work / 'out'}"]
+  done = (run_script(script, *args, "--vocab_size=150") if script == "create_vocab.py" else
+          pretraining_data(work, *args))
+  one_error_line(done, f"--input_file: {work / 'random.bin'}: not UTF-8 (line 4, byte {first} is "
+                 f"{data[first]:#04x}); expected UTF-8 text")
+  assert snapshot(work) == before
+
+
+def test_a_few_invalid_bytes_in_a_corpus_are_dropped_and_their_place_named(work):
+  """As the original's convert_to_unicode: a line's stray invalid bytes are dropped, the rest of
+  the corpus read; a warning names the first place."""
+  (work / "latin.txt").write_bytes((work / "corpus.txt").read_bytes() + b"the caf\xe9 dog .\n")
+  lines = (work / "corpus.txt").read_text().count("\n")
+  done = pretraining_data(work, f"--input_file={work / 'latin.txt'}",
+                          f"--output_file={work / 'l.tfrecord'}")
+  assert done.returncode == 0, done.stderr[-2000:]
+  byte = len((work / "corpus.txt").read_bytes()) + len(b"the caf")
+  assert f"{work / 'latin.txt'}: not UTF-8 at line {lines + 1}, byte {byte} is 0xe9: such bytes " \
+         f"are dropped from their lines" in done.stderr, done.stderr[-2000:]
 
 
 def test_latin1_input_to_extract_features_names_file_line_and_byte(work, checkpoint):
@@ -611,6 +683,22 @@ def test_predictor_load_of_a_path_that_is_not_one(path):
 
 TASK_CONFIG = {"export_kind": "classifier", "task_name": "MRPC", "do_lower_case": True,
                "max_seq_length": 16, "label_list": ["0", "1"], "pair": True, "regression": False}
+
+
+@pytest.mark.parametrize("texts,expected", [
+    ([("the dog", "the cat"), None], r"^texts\[1\]: expected a \(text_a, text_b\) pair, as the "
+                                     r"other items are, got NoneType 'None'"),
+    (["the dog", ("the dog", "the cat", "sat")], r"^texts\[0\]: expected a \(text_a, text_b\) "
+                                                 r"pair, as the other items are, got str"),
+    ([("the dog", 3)], r"^text_b\[0\]: expected a string, got int"),
+])
+def test_predictor_names_the_input_that_is_not_a_pair(texts, expected):
+  import types  # pylint: disable=g-import-not-at-top
+  from bert_tf.errors import BertTfError  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import glue  # pylint: disable=g-import-not-at-top
+  classifier = types.SimpleNamespace(task="classifier", pair=True)
+  with pytest.raises(BertTfError, match=expected):
+    glue.GlueTask.predictor_inputs(classifier, texts, None, None, None)
 
 
 @pytest.mark.parametrize("content,expected", ids=["list", "missing", "wrong_type", "utf16"],

@@ -8,7 +8,9 @@ them, shuffles records (seeded), batches per replica and prefetches).
 """
 import collections
 import contextlib
+import re
 
+from bert_tf import errors
 from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
 from bert_tf.model import objectives
@@ -165,7 +167,7 @@ def check_record_shapes(path, name_to_features):
     first = list(tf.data.TFRecordDataset(path).take(1))
   except tf.errors.DataLossError as e:
     raise BertTfError(f"{path}: not a TFRecord file, or truncated or corrupt "
-                      f"({e.message.strip().splitlines()[0]})") from None
+                      f"({errors.op_message(e.message)})") from None
   for raw in first:
     mismatch = _mismatch(tf.train.Example.FromString(raw.numpy()), name_to_features)
     if mismatch:
@@ -178,27 +180,48 @@ def check_record_shapes(path, name_to_features):
 _SOURCES = {}
 
 
-def find_bad_record(path, name_to_features):
-  """(1-based number, what disagrees) of the first record of `path` whose features disagree with
-  the schema, or None."""
-  for number, raw in enumerate(tf.data.TFRecordDataset(path), 1):
+def find_bad_record(path, name_to_features=None):
+  """(1-based number, what is wrong) of the first record of `path` that is corrupt or truncated
+  (the file's bytes), or whose features disagree with the schema (when given); None if none is."""
+  records = iter(tf.data.TFRecordDataset(path))
+  number = 0
+  while True:
+    number += 1
+    try:
+      raw = next(records)
+    except StopIteration:
+      return None
+    except tf.errors.DataLossError as e:
+      at = re.search(r"record at (\d+)", e.message or "")
+      return number, (f"corrupt or truncated at byte {at.group(1)}" if at else
+                      f"corrupt or truncated ({errors.op_message(e.message)})")
+    if name_to_features is None:
+      continue
     try:
       mismatch = _mismatch(tf.train.Example.FromString(raw.numpy()), name_to_features)
     except Exception:  # pylint: disable=broad-except  (protobuf's DecodeError)
       mismatch = "not a tf.train.Example"
     if mismatch:
       return number, mismatch
-  return None
 
 
 @contextlib.contextmanager
 def naming_bad_records():
-  """Around the steps that read records: an input pipeline that fails to parse a record (one of
-  other lengths than the first's, which check_record_shapes read) raises a BertTfError naming
-  the file and the record, found by reading the files it read, instead of TensorFlow's
-  InvalidArgumentError."""
+  """Around the steps that read records: an input pipeline that fails on a record (one of other
+  lengths than the first's, which check_record_shapes read, or the bytes of a corrupt or
+  truncated file) raises a BertTfError naming the file and the record, found by reading the files
+  it read, instead of TensorFlow's InvalidArgumentError or DataLossError."""
   try:
     yield
+  except tf.errors.DataLossError as e:
+    for path in list(_SOURCES):
+      found = find_bad_record(path)
+      if found:
+        raise BertTfError(f"{path}: record {found[0]} is {found[1]}: the file is damaged; "
+                          f"expected whole TFRecord files (make it again, or leave it out)") \
+            from None
+    raise BertTfError(f"a record file is corrupt or truncated ({errors.op_message(e.message)}); it is "
+                      f"one of {', '.join(_SOURCES) or 'the input files'}") from None
   except tf.errors.InvalidArgumentError as e:
     if "parse serialized Example" not in (e.message or "") and "ParseSingleExample" not in (
         e.message or ""):

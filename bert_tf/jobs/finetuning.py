@@ -140,6 +140,10 @@ def run(task_class, options):
   second run out of it meanwhile).
   """
   start = time.time()
+  data_dir = getattr(options.task, "data_dir", None)
+  if data_dir and tf.io.gfile.exists(data_dir) and not tf.io.gfile.isdir(data_dir):
+    raise BertTfError(f"--data_dir: {data_dir} is a file, not a directory (expected the "
+                      f"directory that holds the task's train, dev and test files)")
   config, tokenizer = config_and_tokenizer(options)
   task = task_class(options, tokenizer)
   plan = keep_best.plan(options, task)

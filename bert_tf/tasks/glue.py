@@ -75,10 +75,7 @@ class DataProcessor:
   guid_prefixes = {}
 
   def get_train_examples(self, data_dir):
-    examples = self._create_examples(os.path.join(data_dir, self.train_file), "train")
-    if not examples:
-      raise BertTfError(f"{os.path.join(data_dir, self.train_file)}: no training examples")
-    return examples
+    return self._create_examples(os.path.join(data_dir, self.train_file), "train")
 
   def get_dev_examples(self, data_dir):
     return self._create_examples(os.path.join(data_dir, self.dev_file), "dev")
@@ -112,6 +109,9 @@ class DataProcessor:
       if label is None:
         label = 0.0 if self.regression else self.labels[0]
       examples.append(InputExample(guid=guid, text_a=text_a, text_b=text_b, label=label))
+    if not examples:
+      raise BertTfError(f"{path}: no example in the {split} split (the file is "
+                        f"{'only its header' if lines else 'empty'}); expected a row per example")
     return examples
 
   def _label(self, value, path, i):
@@ -505,9 +505,13 @@ class GlueTask(base.Task):
     """{text_a[, text_b]} of p(texts), p(texts, text_b=[...]) or p([(text_a, text_b), ...])."""
     base.no_question(predictor, question, context)
     texts = base.as_list(texts, "texts")
-    if all(isinstance(t, (tuple, list)) for t in texts):
-      if text_b is not None or any(len(t) != 2 for t in texts):
+    if any(isinstance(t, (tuple, list)) for t in texts):
+      if text_b is not None:
         raise BertTfError("texts: give (text_a, text_b) pairs, or texts and text_b=, not both")
+      for i, t in enumerate(texts):
+        if not isinstance(t, (tuple, list)) or len(t) != 2:
+          raise BertTfError(f"texts[{i}]: expected a (text_a, text_b) pair, as the other items "
+                            f"are, got {type(t).__name__} {str(t)[:40]!r}")
       texts, text_b = [t[0] for t in texts], [t[1] for t in texts]
     texts = base.strings(texts, "texts")
     if text_b is not None and not predictor.pair:
