@@ -7,6 +7,7 @@ at a time. Kills (SIGTERM, SIGKILL) of create_pretraining_data's workers and of 
 are separate tests.
 """
 import functools
+import logging
 import os
 import re
 import shutil
@@ -507,3 +508,51 @@ def test_sigterm_during_training_keeps_checkpoints_and_resumes(world, tmp_path):
              "--do_train", f"--num_train_steps={steps[-1] + 2}", "--save_checkpoints_steps=5")
   assert done.returncode == 0, done.stderr[-3000:]
   assert f"Resuming from {output_dir}/model.ckpt-{steps[-1]}" in done.stderr
+
+
+# --- Exports: a damaged version, and what a killed export left -----------------------------------
+
+def _dead_pid():
+  """The pid of a process that has ended (and been reaped)."""
+  probe = subprocess.Popen(["true"])
+  probe.wait()
+  return probe.pid
+
+
+def test_a_damaged_export_version_is_skipped_or_named_and_killed_exports_are_cleared(world,
+                                                                                     tmp_path,
+                                                                                     caplog):
+  """A rerun of export_savedmodel.py removes the .tmp-<version>-<pid> folder an export killed
+  earlier left (its pid no longer runs), not one of a running export. The predictor serves the
+  newest whole version, naming a newer damaged one in a warning (as TF Serving skips a version
+  that fails to load); with no whole version, or given a damaged version itself, one BertTfError
+  names it."""
+  from bert_tf.errors import BertTfError  # pylint: disable=g-import-not-at-top
+  from bert_tf.serving import predictor  # pylint: disable=g-import-not-at-top
+  export_dir = tmp_path / "export"
+  stale, running = export_dir / f".tmp-17-{_dead_pid()}", export_dir / f".tmp-18-{os.getpid()}"
+  for folder in (stale, running):
+    folder.mkdir(parents=True)
+    (folder / "saved_model.pb").write_bytes(b"half")
+  flags = ["--task=classifier", "--task_name=MRPC", f"--vocab_file={world['vocab']}",
+           f"--bert_config_file={world['config']}", f"--init_checkpoint={world['cls']}",
+           f"--export_dir={export_dir}", "--max_seq_length=32"]
+  for _ in range(2):
+    done = run("export_savedmodel.py", *flags)
+    assert done.returncode == 0, done.stderr[-3000:]
+  assert not stale.exists() and running.exists()
+  versions = sorted(p for p in export_dir.iterdir() if p.name.isdigit())
+  assert len(versions) == 2
+  shutil.rmtree(versions[1] / "variables")
+  with caplog.at_level(logging.WARNING):
+    served = predictor.load(str(export_dir))
+  seen = [r.getMessage() for r in caplog.records]
+  assert served([("the dog is hairy .", "the cat sat .")])[0]["label"] in ("0", "1")
+  assert [m for m in seen if f"{versions[1]}: a damaged export version (no variables/ "
+          f"directory): skipped; serving {versions[0]}, the newest whole one" in m], seen
+  with pytest.raises(BertTfError, match=rf"^{versions[1]}: a damaged export \(no variables/"):
+    predictor.load(str(versions[1]))
+  (versions[0] / "variables" / "variables.index").unlink()
+  with pytest.raises(BertTfError, match=rf"^{versions[1]}: a damaged export version \(no "
+                                        rf"variables/ directory\), and no whole version before it"):
+    predictor.load(str(export_dir))

@@ -401,14 +401,21 @@ def remove_stale_temporaries(path):
   if is_url(path):
     return []
   directory, name = os.path.split(os.path.abspath(path))
-  if not os.path.isdir(directory):
+  return remove_dead_temporaries(directory, re.escape(name) + r"\.tmp-(\d+)|\." +
+                                 re.escape(name) + r"\.spool-(\d+)-\w+")
+
+
+def remove_dead_temporaries(directory, pattern):
+  """Removes the entries of `directory` whose names match `pattern` (a regular expression whose
+  first group that matches is the pid of the process that wrote the entry) when that process no
+  longer runs: what killed runs left. Returns the paths removed. Local directories only."""
+  if is_url(directory) or not os.path.isdir(directory):
     return []
-  pattern = re.compile(r"(?:" + re.escape(name) + r"\.tmp-(\d+)|\." + re.escape(name) +
-                       r"\.spool-(\d+)-\w+)$")
+  pattern = re.compile(f"(?:{pattern})$")
   removed = []
   for entry in os.listdir(directory):
     match = pattern.match(entry)
-    if not match or _pid_alive(int(match.group(1) or match.group(2))):
+    if not match or _pid_alive(int(next(pid for pid in match.groups() if pid))):
       continue
     stale = os.path.join(directory, entry)
     if os.path.isdir(stale) and not os.path.islink(stale):
