@@ -498,6 +498,11 @@ def test_sigterm_during_training_keeps_checkpoints_and_resumes(world, tmp_path):
   process.send_signal(signal.SIGTERM)
   process.wait(timeout=120)
   assert process.returncode == 128 + signal.SIGTERM
+  stopped = [line for line in process.stderr.read().splitlines()
+             if line.startswith("terminated")]
+  assert len(stopped) == 1 and re.fullmatch(
+      rf"terminated: the latest checkpoint, {output_dir}/model\.ckpt-\d+, is kept \(a rerun "
+      r"resumes from it\); nothing half-written is left", stopped[0]), stopped
   assert not [pid for pid in _children_of(process.pid) if _alive(pid)]
   names = os.listdir(output_dir)
   assert not [n for n in names if ".tmp-" in n or n.endswith("_temp")]
