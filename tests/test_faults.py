@@ -250,7 +250,8 @@ CASES = {
         d.mkdir(), (d / "train.txt").write_text("the O\ndog B-X\n\nit O\nsat O\n"),
         (d / "valid.txt").write_text("\n"),
         [f"--data_dir={d}", f"--vocab_file={w['vocab']}", f"--bert_config_file={w['config']}",
-         "--do_train", "--do_eval", f"--output_dir={d}/o", "--max_seq_length=32"])[-1],
+         "--do_train", "--do_eval", f"--output_dir={d}/o", "--max_seq_length=32",
+         "--train_batch_size=2"])[-1],
         r"valid\.txt: no sentences found", lambda w, d: not os.path.exists(d / "o")),
     "swag_dev_header_only": ("run_swag.py", lambda w, d: (
         d.mkdir(), (d / "train.csv").write_text(_swag_csv(4)), (d / "val.csv").write_text(
