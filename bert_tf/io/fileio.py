@@ -476,32 +476,34 @@ def line_chunks(path, flag="--input_file"):
       yield check_corpus_text(rest, path, flag, where)
 
 
-# Past this share of bytes that are not UTF-8 (or with a NUL byte), a corpus block is not text.
+# Past this share of bytes that are not UTF-8 or NUL, a corpus block is not text.
 _MAX_INVALID_SHARE = 0.1
 
 
 def check_corpus_text(block, path, flag, where):
-  """Returns a block of a corpus's lines, checked: one with a NUL byte, or where more than a tenth
-  of the bytes are not UTF-8 (a binary file, or text in another encoding), is a BertTfError naming
-  the file, line and byte; fewer invalid bytes are dropped by decode_lines (as the original's
-  convert_to_unicode), the first of a file named in a warning. where: [lines, bytes] of the file
-  before the block and whether that warning was given, updated."""
+  """Returns a block of a corpus's lines, checked: one where more than a tenth of the bytes are
+  not UTF-8 or NUL (a binary file, or text in another encoding) is a BertTfError naming the file,
+  line and byte; fewer invalid bytes are dropped by decode_lines (as the original's
+  convert_to_unicode; its tokenizer drops NUL), the first of a file named in a warning. where:
+  [lines, bytes] of the file before the block and whether that warning was given, updated."""
   lines_before, bytes_before, warned = where
   where[0] += block.count(b"\n")
   where[1] += len(block)
   if block.isascii() and b"\x00" not in block:
     return block
-  nul = block.find(b"\x00")
   try:
     block.decode("utf-8")
-    first = nul
+    first = None
   except UnicodeDecodeError as e:
-    first = e.start if nul < 0 else min(nul, e.start)
-  if first < 0:
-    return block
-  if nul >= 0 or len(block) - len(block.decode("utf-8", "ignore").encode("utf-8")) > (
-      _MAX_INVALID_SHARE * len(block)):
+    first = e.start
+  nuls = block.count(b"\x00")
+  invalid = 0 if first is None else len(block) - len(block.decode("utf-8", "ignore").encode())
+  if invalid + nuls > _MAX_INVALID_SHARE * len(block):
+    nul = block.find(b"\x00")
+    first = nul if first is None or 0 <= nul < first else first
     raise not_utf8(path, flag, block, first, lines_before, bytes_before)
+  if first is None:
+    return block
   if not warned:
     where[2] = True
     from absl import logging  # pylint: disable=g-import-not-at-top
