@@ -379,7 +379,8 @@ def _flip_middle_byte(path):
 
 
 def _swag_csv(rows):
-  header = "video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label\n"
+  header = ("video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,"
+            "ending3,label\n")
   return header + "".join(f"v{i},{i},the dog sat,the dog,sat,gold,on a mat,far away,it ran,home,"
                           f"{i % 4}\n" for i in range(rows))
 

@@ -299,6 +299,35 @@ def test_create_vocab_reads_a_pipe_as_its_file(work):
 
 
 # ------------------------------------------------------------------------------------------------
+# Corrupt records.
+
+
+def test_corrupt_cached_features_are_named_by_file_and_record(tmp_path):
+  """The records a fine-tuning run writes into its output_dir and reads back (the original's
+  cached features, train.tf_record and the like) go through records_input_fn: one flipped byte
+  names the file, the record and its byte, not TensorFlow's `Graph execution error:`."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf.data import records  # pylint: disable=g-import-not-at-top
+  from bert_tf.errors import BertTfError  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  path = str(tmp_path / "eval.tf_record")
+  records.write_records(path, [{"input_ids": [i] * 8, "input_mask": [1] * 8,
+                                "segment_ids": [0] * 8, "label_ids": [i % 2],
+                                "is_real_example": [1]} for i in range(20)])
+  data = bytearray(open(path, "rb").read())
+  size = len(data) // 20  # every record as long: 8 + 4 + its bytes + 4
+  middle = len(data) // 2 + 6  # inside a record's payload
+  data[middle] ^= 0x01
+  open(path, "wb").write(bytes(data))
+  model = lambda features, training: {"ids": features["input_ids"]}  # noqa: E731
+  input_fn = records.records_input_fn([path], records.classifier_features(8), 4, False)
+  with pytest.raises(BertTfError, match=rf"^{path}: record {middle // size + 1} is corrupt or "
+                                        rf"truncated at byte {middle // size * size}: the file is "
+                                        r"damaged; expected whole TFRecord files"):
+    list(loop.predict(tf.distribute.get_strategy(), model, input_fn))
+
+
+# ------------------------------------------------------------------------------------------------
 # Encodings.
 
 

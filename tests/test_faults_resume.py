@@ -26,18 +26,19 @@ WORDS, VOCAB = faults.RUN_WORDS, faults.RUN_VOCAB
 CONFIG = dict(faults.RUN_CONFIG, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
 
-def pretraining_flags(w, output_dir, *extra):
+def pretraining_flags(w, output_dir, *extra, batch=4):
   return [f"--input_file={w['records']}", f"--output_dir={output_dir}",
           f"--bert_config_file={w['config']}", "--max_seq_length=32",
-          "--max_predictions_per_seq=5", "--train_batch_size=4", "--num_warmup_steps=1",
+          "--max_predictions_per_seq=5", f"--train_batch_size={batch}", "--num_warmup_steps=1",
           f"--vocab_file={w['vocab']}", "--do_train", "--save_checkpoints_steps=2", *extra]
 
 
-def classifier_flags(w, output_dir, *extra):
+def classifier_flags(w, output_dir, *extra, batch=8):
   # 16 examples, batches of 8: 2 steps an epoch.
   return ["--task_name=MRPC", f"--data_dir={w['mrpc']}", f"--vocab_file={w['vocab']}",
-          f"--bert_config_file={w['config']}", "--max_seq_length=32", "--train_batch_size=8",
-          f"--output_dir={output_dir}", "--save_checkpoints_steps=2", *extra]
+          f"--bert_config_file={w['config']}", "--max_seq_length=32",
+          f"--train_batch_size={batch}", f"--output_dir={output_dir}",
+          "--save_checkpoints_steps=2", *extra]
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +122,8 @@ CASES = {
     "classifier_with_a_missing_data_shard": (
         "run_classifier.py", lambda w, d: (
             copy_of(w, "cls", d),
-            shutil.move(d / "model.ckpt-4.data-00000-of-00001", d / "model.ckpt-4.data-00000-of-00002"),
+            shutil.move(d / "model.ckpt-4.data-00000-of-00001",
+                        d / "model.ckpt-4.data-00000-of-00002"),
             classifier_flags(w, d, "--do_train", "--num_train_epochs=3"))[-1],
         ("refused", r"model\.ckpt-4 is incomplete \(1 of its 2 \.data shards missing "
                     r"\(\.data-00001-of-00002 \.\.\.\)\)")),
@@ -138,14 +140,13 @@ CASES = {
         ("resumes", 4, 6, None)),
     "classifier_resumed_with_another_batch_size": (
         "run_classifier.py", lambda w, d: classifier_flags(
-            w, copy_of(w, "cls", d), "--do_train", "--num_train_epochs=3",
-            "--train_batch_size=4"),
+            w, copy_of(w, "cls", d), "--do_train", "--num_train_epochs=3", batch=4),
         ("refused", r"--train_batch_size: .* holds checkpoints of a run with "
                     r"--train_batch_size=8, not 4 .*: pass --train_batch_size=8 to resume it "
                     r"\(with --gradient_accumulation_steps if a batch does not fit in memory\)")),
     "pretraining_resumed_with_another_batch_size": (
         "run_pretraining.py", lambda w, d: pretraining_flags(
-            w, copy_of(w, "pre", d), "--num_train_steps=6", "--train_batch_size=8"),
+            w, copy_of(w, "pre", d), "--num_train_steps=6", batch=8),
         ("refused", r"--train_batch_size: .* --train_batch_size=4, not 8")),
     # --- evaluation without a state file -----------------------------------------------------
     "classifier_eval_without_state_file": (
@@ -288,3 +289,35 @@ def test_init_checkpoint_of_a_run_directory_without_state_file_or_its_data_file(
   assert checkpoints.detect_format(run) == ("tf2", f"{run}/model.ckpt-4")
   data = f"{run}/model.ckpt-2.data-00000-of-00001"
   assert checkpoints.detect_format(data) == ("tf2", f"{run}/model.ckpt-2")
+
+
+def test_best_weights_of_a_step_evaluated_again_go_beside_the_kept_ones(tmp_path, monkeypatch):
+  """A run resumed from an earlier checkpoint evaluates the best step again; a new best there is
+  written under another name, then named best (best.json, the checkpoint file), and only then
+  the old weights pruned: never written over."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import model_dir  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import keep_best  # pylint: disable=g-import-not-at-top
+  written, original = [], checkpoints.save_tf2_checkpoint
+
+  def save(model, path):
+    assert not tf.io.gfile.glob(path + ".*"), path
+    written.append(path)
+    return original(model, path)
+
+  monkeypatch.setattr(keep_best.checkpoints, "save_tf2_checkpoint", save)
+  weights = tf.train.Checkpoint(v=tf.Variable(1.0))
+  keeper = keep_best.BestKeeper(str(tmp_path), "eval_accuracy")
+  assert keeper.update(4, {"eval_accuracy": 0.5}, weights)
+  keeper.rewind(2)  # resumed from step 2: step 4 is evaluated again, with other weights
+  weights.v.assign(2.0)
+  assert keeper.update(4, {"eval_accuracy": 0.7}, weights)
+  best = tmp_path / "best"
+  assert written == [f"{best}/model.ckpt-4", f"{best}/model.ckpt-4-1"]
+  assert keeper.prefix == f"{best}/model.ckpt-4-1"
+  assert sorted(os.listdir(best)) == ["best.json", "checkpoint",
+                                      "model.ckpt-4-1.data-00000-of-00001", "model.ckpt-4-1.index"]
+  assert model_dir.latest_checkpoint(str(best)) == keeper.prefix
+  assert tf.train.load_checkpoint(keeper.prefix).get_tensor(
+      "model/v/.ATTRIBUTES/VARIABLE_VALUE") == 2.0

@@ -220,8 +220,8 @@ def naming_bad_records():
         raise BertTfError(f"{path}: record {found[0]} is {found[1]}: the file is damaged; "
                           f"expected whole TFRecord files (make it again, or leave it out)") \
             from None
-    raise BertTfError(f"a record file is corrupt or truncated ({errors.op_message(e.message)}); it is "
-                      f"one of {', '.join(_SOURCES) or 'the input files'}") from None
+    raise BertTfError(f"a record file is corrupt or truncated ({errors.op_message(e.message)}); "
+                      f"it is one of {', '.join(_SOURCES) or 'the input files'}") from None
   except tf.errors.InvalidArgumentError as e:
     if "parse serialized Example" not in (e.message or "") and "ParseSingleExample" not in (
         e.message or ""):

@@ -168,7 +168,7 @@ class BestKeeper:
       return improved
     if improved:
       tf.io.gfile.makedirs(self.directory)
-      name = f"{WEIGHTS_NAME}-{step}"
+      name = self._new_name(step)
       checkpoints.save_tf2_checkpoint(model, os.path.join(self.directory, name))
       for file_name in sorted(os.listdir(files_dir)) if files_dir else []:  # staged beside the
         tf.io.gfile.copy(os.path.join(files_dir, file_name),  # weights, moved in after best.json
@@ -179,6 +179,15 @@ class BestKeeper:
     if improved:
       self._name_and_prune()
     return improved
+
+  def _new_name(self, step):
+    """model.ckpt-<step>, or model.ckpt-<step>-<n> when weights of that name are there (the best
+    of a step evaluated again after a resume from an earlier checkpoint): never written over."""
+    name, n = f"{WEIGHTS_NAME}-{step}", 0
+    while tf.io.gfile.glob(os.path.join(self.directory, name) + ".*"):
+      n += 1
+      name = f"{WEIGHTS_NAME}-{step}-{n}"
+    return name
 
   def _name_and_prune(self):
     """Points best/checkpoint at the best weights and removes any others (an older best, or
