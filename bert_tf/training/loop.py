@@ -34,7 +34,8 @@ API (stable; later changes only add keyword arguments):
                                          function).
       Checkpoints (tf.train.Checkpoint(model=, optimizer=, train_iterators=, rngs=)) go to
       output_dir/model.ckpt-N every save_checkpoints_steps and at the end (keep_checkpoint_max
-      of them, 0 for all); an existing checkpoint there is
+      of them, 0 for all), never over existing files; the newest whole checkpoint there (found
+      by listing: bert_tf.training.run_dir.resume_point) is
       resumed (global step, optimizer slots, input position, dropout RNG), and init_checkpoint is
       then ignored. Otherwise init_checkpoint (an original TF1 checkpoint, one of ours, or a Hugging
       Face directory) is loaded with bert_tf.model.checkpoints.init_from_checkpoint. A NaN/Inf loss raises
