@@ -715,10 +715,11 @@ TASK_CONFIG = {"export_kind": "classifier", "task_name": "MRPC", "do_lower_case"
 
 
 @pytest.mark.parametrize("texts,expected", [
-    ([("the dog", "the cat"), None], r"^texts\[1\]: expected a \(text_a, text_b\) pair, as the "
-                                     r"other items are, got NoneType 'None'"),
-    (["the dog", ("the dog", "the cat", "sat")], r"^texts\[0\]: expected a \(text_a, text_b\) "
-                                                 r"pair, as the other items are, got str"),
+    ([("the dog", "the cat"), None], r"^texts\[1\]: expected a \(text_a, text_b\) pair \(give "
+                                     r"pairs, or texts and text_b=\), got NoneType 'None'"),
+    (["the dog", ("the dog", "the cat", "sat")],
+     r"^texts\[0\]: expected a \(text_a, text_b\) pair \(give pairs, or texts and text_b=\), got "
+     r"str"),
     ([("the dog", 3)], r"^text_b\[0\]: expected a string, got int"),
 ])
 def test_predictor_names_the_input_that_is_not_a_pair(texts, expected):

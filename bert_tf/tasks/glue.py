@@ -510,8 +510,8 @@ class GlueTask(base.Task):
         raise BertTfError("texts: give (text_a, text_b) pairs, or texts and text_b=, not both")
       for i, t in enumerate(texts):
         if not isinstance(t, (tuple, list)) or len(t) != 2:
-          raise BertTfError(f"texts[{i}]: expected a (text_a, text_b) pair, as the other items "
-                            f"are, got {type(t).__name__} {str(t)[:40]!r}")
+          raise BertTfError(f"texts[{i}]: expected a (text_a, text_b) pair (give pairs, or texts "
+                            f"and text_b=), got {type(t).__name__} {str(t)[:40]!r}")
       texts, text_b = [t[0] for t in texts], [t[1] for t in texts]
     texts = base.strings(texts, "texts")
     if text_b is not None and not predictor.pair:
