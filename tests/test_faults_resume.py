@@ -265,6 +265,30 @@ def test_scan_finds_whole_and_incomplete_checkpoints_by_listing(tmp_path):
   assert model_dir.missing_checkpoint_files(f"{tmp_path}/model.ckpt-6") == found.incomplete[0][2]
 
 
+def test_a_state_file_naming_the_newest_by_absolute_path_is_no_stale_one(tmp_path, monkeypatch,
+                                                                        caplog):
+  """An Estimator's state file names its checkpoints by absolute path; the directory given
+  relatively (or through a link) is the same checkpoint: no warning."""
+  import logging  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import model_dir  # pylint: disable=g-import-not-at-top
+  run = tmp_path / "run"
+  run.mkdir()
+  _checkpoint_files(run, 2)
+  _checkpoint_files(run, 4)
+  (run / "checkpoint").write_text(f'model_checkpoint_path: "{run}/model.ckpt-4"\n')
+  os.symlink(run, tmp_path / "link")
+  monkeypatch.chdir(tmp_path)
+  with caplog.at_level(logging.WARNING):
+    assert model_dir.latest_checkpoint("link") == "link/model.ckpt-4"
+  assert not caplog.records
+  (run / "checkpoint").write_text(f'model_checkpoint_path: "{run}/model.ckpt-2"\n')
+  with caplog.at_level(logging.WARNING):
+    assert model_dir.latest_checkpoint("run") == "run/model.ckpt-4"
+  assert [r.getMessage() for r in caplog.records] == [
+      "run: its `checkpoint` file names model.ckpt-2, not the newest: using the newest whole "
+      "checkpoint found there, run/model.ckpt-4"]
+
+
 def test_a_save_at_a_step_whose_files_exist_writes_nothing(tmp_path):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf.errors import BertTfError  # pylint: disable=g-import-not-at-top

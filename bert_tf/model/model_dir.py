@@ -205,6 +205,12 @@ def write_state_file(directory, names):
       [f"all_model_checkpoint_paths: {name}\n" for name in quoted]))
 
 
+def _same_path(a, b):
+  if "://" in a or "://" in b:
+    return a.rstrip("/") == b.rstrip("/")
+  return os.path.realpath(a) == os.path.realpath(b)
+
+
 def latest_checkpoint(directory):
   """The prefix of the newest whole model.ckpt-<step> in `directory`, found by listing it, or
   None. When the `checkpoint` state file is missing or names another checkpoint (a copy moved
@@ -213,15 +219,15 @@ def latest_checkpoint(directory):
   (a checkpoint of another name), when it is whole."""
   found = scan_checkpoints(directory)
   named = state_file_checkpoint(directory)
-  for step, prefix, missing in found.incomplete:
+  for _, prefix, missing in found.incomplete:
     _warn_once(f"{prefix} is incomplete ({missing}): left as it is, not used")
   if not found.whole:
-    if named and not found.incomplete and tf.io.gfile.exists(named + ".index"):
+    if named and not found.incomplete and missing_checkpoint_files(named) is None:
       return named
     return None
   newest = found.whole[-1][1]
-  incomplete = [os.path.normpath(prefix) for _, prefix, _ in found.incomplete]
-  if named is None or os.path.normpath(named) not in incomplete + [os.path.normpath(newest)]:
+  if named is None or not any(_same_path(named, prefix) for prefix in
+                              [newest] + [prefix for _, prefix, _ in found.incomplete]):
     said = ("is missing" if not tf.io.gfile.exists(os.path.join(directory, "checkpoint")) else
             "names no checkpoint (it cannot be read)" if named is None else
             f"names {os.path.basename(named)}, which is not there" if not
