@@ -9,9 +9,12 @@ import os
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
+from bert_tf.cli import app  # noqa: E402
+
+app.catch_startup_signals()  # Ctrl-C while TensorFlow loads: one line, not a traceback
+
 from absl import flags  # noqa: E402
 
-from bert_tf.cli import app  # noqa: E402
 from bert_tf.cli import flags as bert_flags  # noqa: E402
 from bert_tf.io import progress  # noqa: E402
 from bert_tf.serving import export  # noqa: E402

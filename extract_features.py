@@ -10,9 +10,12 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 # inference (BENCHMARKS.md). Read once, at import; a user's own setting stands.
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
+from bert_tf.cli import app  # noqa: E402
+
+app.catch_startup_signals()  # Ctrl-C while TensorFlow loads: one line, not a traceback
+
 from absl import flags  # noqa: E402
 
-from bert_tf.cli import app  # noqa: E402
 from bert_tf.cli import flags as bert_flags  # noqa: E402
 from bert_tf.jobs import feature_extraction  # noqa: E402
 

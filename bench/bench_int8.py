@@ -33,7 +33,6 @@ FLAGS.boolean("append", True, "Append the results to benchmarks/<date>.md.")
 
 
 def load_classifier(model_dir):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
   from bert_tf.model.config import BertConfig  # pylint: disable=g-import-not-at-top
   from bert_tf.serving import export  # pylint: disable=g-import-not-at-top
@@ -41,7 +40,7 @@ def load_classifier(model_dir):
     task = json.load(f)
   config = BertConfig.from_json_file(os.path.join(model_dir, "bert_config.json"))
   model = export.build_model("classifier", config, num_labels=len(task["label_list"]))
-  checkpoints.init_from_checkpoint(model, tf.train.latest_checkpoint(model_dir))
+  checkpoints.init_from_checkpoint(model, model_dir)  # its newest whole checkpoint
   return model, task
 
 

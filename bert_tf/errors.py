@@ -33,3 +33,14 @@ def check_fraction(value, flag):
 
 def check_choice(value, flag, choices):
   check(value in choices, flag, f"one of {', '.join(choices)}", value)
+
+
+def op_message(message):
+  """What a TensorFlow error's message says (its first line of substance), without the op and
+  graph decoration around it ("Graph execution error:", "{{function_node ...}}", " [Op:...]")."""
+  lines = [line.strip() for line in (message or "").splitlines() if line.strip()]
+  lines = [line for line in lines if not line.startswith(("Graph execution error", "Detected at",
+                                                           "File ", "[[", "{{node"))]
+  text = lines[0] if lines else ""
+  text = text.split("}} ", 1)[-1] if text.startswith("{{function_node") else text
+  return text.split(" [Op:")[0].strip()

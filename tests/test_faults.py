@@ -7,6 +7,7 @@ at a time. Kills (SIGTERM, SIGKILL) of create_pretraining_data's workers and of 
 are separate tests.
 """
 import functools
+import logging
 import os
 import re
 import shutil
@@ -222,6 +223,65 @@ CASES = {
         shutil.copytree(w["cls"], d), [_truncate(p) for p in (d).glob("model.ckpt-4.data-*")],
         classifier_flags(w) + ["--do_train", f"--output_dir={d}", "--num_train_epochs=3"])[-1],
         r"model.ckpt-4: cannot be read .* move its files aside", None),
+    "cls_data_dir_is_a_file": ("run_classifier.py", lambda w, d: (
+        d.mkdir(), (d / "train.tsv").write_text("mine"),
+        classifier_flags(w, data_dir=d / "train.tsv") + ["--do_train", f"--output_dir={d}/o"])[-1],
+        r"--data_dir: .*/train\.tsv is a file, not a directory \(expected the directory",
+        lambda w, d: files_under(d) == ["train.tsv"]),
+    # --- every split checked before training: empty or header-only files ---------------------
+    "cls_dev_header_only_named_before_training": ("run_classifier.py", lambda w, d: (
+        shutil.copytree(w["mrpc"], d / "data"),
+        (d / "data" / "dev.tsv").write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"),
+        classifier_flags(w, data_dir=d / "data") + ["--do_train", "--do_eval",
+                                                    f"--output_dir={d}/out"])[-1],
+        r"dev\.tsv: no example in the dev split \(the file is only its header\)",
+        lambda w, d: not os.path.exists(d / "out")),
+    "cls_empty_test_file": ("run_classifier.py", lambda w, d: (
+        shutil.copytree(w["mrpc"], d / "data"), (d / "data" / "test.tsv").write_text(""),
+        classifier_flags(w, data_dir=d / "data") + [
+            "--do_predict", f"--output_dir={d}/out", f"--init_checkpoint={w['cls']}"])[-1],
+        r"test\.tsv: no example in the test split \(the file is empty\)",
+        lambda w, d: not os.path.exists(d / "out")),
+    "cls_train_header_only": ("run_classifier.py", lambda w, d: (
+        shutil.copytree(w["mrpc"], d / "data"),
+        (d / "data" / "train.tsv").write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"),
+        classifier_flags(w, data_dir=d / "data") + ["--do_train", f"--output_dir={d}/out"])[-1],
+        r"train\.tsv: no example in the train split \(the file is only its header\)",
+        lambda w, d: not os.path.exists(d / "out")),
+    "ner_empty_dev_file": ("run_ner.py", lambda w, d: (
+        d.mkdir(), (d / "train.txt").write_text("the O\ndog B-X\n\nit O\nsat O\n"),
+        (d / "valid.txt").write_text("\n"),
+        [f"--data_dir={d}", f"--vocab_file={w['vocab']}", f"--bert_config_file={w['config']}",
+         "--do_train", "--do_eval", f"--output_dir={d}/o", "--max_seq_length=32",
+         "--train_batch_size=2"])[-1],
+        r"valid\.txt: no sentences found", lambda w, d: not os.path.exists(d / "o")),
+    "swag_dev_header_only": ("run_swag.py", lambda w, d: (
+        d.mkdir(), (d / "train.csv").write_text(_swag_csv(4)), (d / "val.csv").write_text(
+            _swag_csv(0)),
+        [f"--data_dir={d}", f"--vocab_file={w['vocab']}", f"--bert_config_file={w['config']}",
+         "--do_train", "--do_eval", f"--output_dir={d}/o", "--max_seq_length=32",
+         "--train_batch_size=2"])[-1],
+        r"val\.csv: no example \(the file holds only its header\)",
+        lambda w, d: not os.path.exists(d / "o")),
+    "squad_predict_file_without_questions": ("run_squad.py", lambda w, d: (
+        d.mkdir(), write_json(d / "p.json", {"data": []}),
+        [f"--predict_file={d / 'p.json'}", f"--vocab_file={w['vocab']}",
+         f"--bert_config_file={w['config']}", "--do_predict", f"--output_dir={d}/o",
+         "--max_seq_length=32", "--max_query_length=8", "--doc_stride=8",
+         f"--init_checkpoint={w['pre']}/bert_model.ckpt"])[-1],
+        r"--predict_file: .*p\.json has no question", lambda w, d: not os.path.exists(d / "o")),
+    # --- one vocabulary rule: [UNK], [CLS], [SEP] required, whichever script reads it ---------
+    "cls_vocab_without_unk": ("run_classifier.py", lambda w, d: (
+        d.mkdir(), (d / "v.txt").write_text("\n".join(t for t in VOCAB if t != "[UNK]") + "\n"),
+        classifier_flags(w)[:2] + [f"--vocab_file={d / 'v.txt'}"] + classifier_flags(w)[3:] + [
+            "--do_train", f"--output_dir={d}/o"])[-1],
+        r"v\.txt: not a BERT vocabulary: it has no \[UNK\]",
+        lambda w, d: not os.path.exists(d / "o")),
+    "cpd_vocab_without_unk": ("create_pretraining_data.py", lambda w, d: (
+        d.mkdir(), (d / "v.txt").write_text("\n".join(t for t in VOCAB if t != "[UNK]") + "\n"),
+        cpd_flags(w, d / "o.tfrecord") + [f"--vocab_file={d / 'v.txt'}"])[-1],
+        r"v\.txt: not a BERT vocabulary: it has no \[UNK\]",
+        lambda w, d: files_under(d) == ["v.txt"]),
     "cls_export_dir_is_a_file": ("run_classifier.py", lambda w, d: (
         d.mkdir(), (d / "f").write_text("mine"),
         classifier_flags(w) + ["--do_eval", f"--output_dir={w['cls']}", f"--export_dir={d}/f"])[-1],
@@ -244,7 +304,14 @@ CASES = {
         d.mkdir(), (d / "cut.tfrecord").write_bytes(open(w["records"], "rb").read()[:-50]),
         pretraining_flags(w, d / "cut.tfrecord", d / "o") + ["--do_train",
                                                             "--num_train_steps=200"])[-1],
-        r"error: a file is corrupt or truncated", None),
+        r"error: .*cut\.tfrecord: record \d+ is corrupt or truncated", None),
+    "pre_flipped_byte_in_the_second_record_file": ("run_pretraining.py", lambda w, d: (
+        d.mkdir(), shutil.copy(w["records"], d / "a.tfrecord"),
+        _flip_middle_byte(shutil.copy(w["records"], d / "b.tfrecord")),
+        pretraining_flags(w, f"{d / 'a.tfrecord'},{d / 'b.tfrecord'}", d / "o") + [
+            "--do_train", "--num_train_steps=200"])[-1],
+        r"error: .*/b\.tfrecord: record \d+ is corrupt or truncated at byte \d+: the file is "
+        r"damaged; expected whole TFRecord files", lambda w, d: not os.path.exists(d / "o")),
     "pre_predictions_mismatch": ("run_pretraining.py", lambda w, d: pretraining_flags(
         w, w["records"], d) + ["--do_train", "--max_predictions_per_seq=7"],
         r"feature 'masked_lm_positions' has length 5 but the flags expect 7", None),
@@ -303,6 +370,21 @@ CASES = {
 def _truncate(path):
   data = path.read_bytes()
   path.write_bytes(data[:len(data) // 2])
+
+
+def _flip_middle_byte(path):
+  """One flipped bit in the middle of a file (a record's payload: its CRC no longer matches)."""
+  data = bytearray(open(path, "rb").read())
+  data[len(data) // 2] ^= 0x01
+  with open(path, "wb") as f:
+    f.write(bytes(data))
+
+
+def _swag_csv(rows):
+  header = ("video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,"
+            "ending3,label\n")
+  return header + "".join(f"v{i},{i},the dog sat,the dog,sat,gold,on a mat,far away,it ran,home,"
+                          f"{i % 4}\n" for i in range(rows))
 
 
 @pytest.fixture(scope="module")
@@ -420,6 +502,11 @@ def test_sigterm_during_training_keeps_checkpoints_and_resumes(world, tmp_path):
   process.send_signal(signal.SIGTERM)
   process.wait(timeout=120)
   assert process.returncode == 128 + signal.SIGTERM
+  stopped = [line for line in process.stderr.read().splitlines()
+             if line.startswith("terminated")]
+  assert len(stopped) == 1 and re.fullmatch(
+      rf"terminated: the latest checkpoint, {output_dir}/model\.ckpt-\d+, is kept \(a rerun "
+      r"resumes from it\); nothing half-written is left", stopped[0]), stopped
   assert not [pid for pid in _children_of(process.pid) if _alive(pid)]
   names = os.listdir(output_dir)
   assert not [n for n in names if ".tmp-" in n or n.endswith("_temp")]
@@ -430,3 +517,51 @@ def test_sigterm_during_training_keeps_checkpoints_and_resumes(world, tmp_path):
              "--do_train", f"--num_train_steps={steps[-1] + 2}", "--save_checkpoints_steps=5")
   assert done.returncode == 0, done.stderr[-3000:]
   assert f"Resuming from {output_dir}/model.ckpt-{steps[-1]}" in done.stderr
+
+
+# --- Exports: a damaged version, and what a killed export left -----------------------------------
+
+def _dead_pid():
+  """The pid of a process that has ended (and been reaped)."""
+  probe = subprocess.Popen(["true"])
+  probe.wait()
+  return probe.pid
+
+
+def test_a_damaged_export_version_is_skipped_or_named_and_killed_exports_are_cleared(world,
+                                                                                     tmp_path,
+                                                                                     caplog):
+  """A rerun of export_savedmodel.py removes the .tmp-<version>-<pid> folder an export killed
+  earlier left (its pid no longer runs), not one of a running export. The predictor serves the
+  newest whole version, naming a newer damaged one in a warning (as TF Serving skips a version
+  that fails to load); with no whole version, or given a damaged version itself, one BertTfError
+  names it."""
+  from bert_tf.errors import BertTfError  # pylint: disable=g-import-not-at-top
+  from bert_tf.serving import predictor  # pylint: disable=g-import-not-at-top
+  export_dir = tmp_path / "export"
+  stale, running = export_dir / f".tmp-17-{_dead_pid()}", export_dir / f".tmp-18-{os.getpid()}"
+  for folder in (stale, running):
+    folder.mkdir(parents=True)
+    (folder / "saved_model.pb").write_bytes(b"half")
+  flags = ["--task=classifier", "--task_name=MRPC", f"--vocab_file={world['vocab']}",
+           f"--bert_config_file={world['config']}", f"--init_checkpoint={world['cls']}",
+           f"--export_dir={export_dir}", "--max_seq_length=32"]
+  for _ in range(2):
+    done = run("export_savedmodel.py", *flags)
+    assert done.returncode == 0, done.stderr[-3000:]
+  assert not stale.exists() and running.exists()
+  versions = sorted(p for p in export_dir.iterdir() if p.name.isdigit())
+  assert len(versions) == 2
+  shutil.rmtree(versions[1] / "variables")
+  with caplog.at_level(logging.WARNING):
+    served = predictor.load(str(export_dir))
+  seen = [r.getMessage() for r in caplog.records]
+  assert served([("the dog is hairy .", "the cat sat .")])[0]["label"] in ("0", "1")
+  assert [m for m in seen if f"{versions[1]}: a damaged export version (no variables/ "
+          f"directory): skipped; serving {versions[0]}, the newest whole one" in m], seen
+  with pytest.raises(BertTfError, match=rf"^{versions[1]}: a damaged export \(no variables/"):
+    predictor.load(str(versions[1]))
+  (versions[0] / "variables" / "variables.index").unlink()
+  with pytest.raises(BertTfError, match=rf"^{versions[1]}: a damaged export version \(no "
+                                        rf"variables/ directory\), and no whole version before it"):
+    predictor.load(str(export_dir))

@@ -259,7 +259,109 @@ def test_zip_and_truncated_gzip_input_end_in_one_line(work, damage):
 
 
 # ------------------------------------------------------------------------------------------------
+# Pipes and process substitution (`--input_file=<(zcat corpus.gz)`): read as files, compression
+# told without seeking back.
+
+
+def _fifo_of(work, name, data):
+  """A named pipe in work that a thread fills with `data` once a reader opens it."""
+  import threading  # pylint: disable=g-import-not-at-top
+  path = work / name
+  os.mkfifo(path)
+
+  def feed():
+    with open(path, "wb") as f:
+      f.write(data)
+
+  threading.Thread(target=feed, daemon=True).start()
+  return path
+
+
+@pytest.mark.parametrize("how", ["plain", "gz", "bz2"])
+def test_a_corpus_through_a_pipe_gives_the_same_records(work, plain_records, how):
+  data = (work / "corpus.txt").read_bytes()
+  data = {"plain": data, "gz": gzip.compress(data), "bz2": bz2.compress(data)}[how]
+  fifo = _fifo_of(work, "corpus.pipe", data)
+  done = pretraining_data(work, f"--input_file={fifo}", f"--output_file={work / 'p.tfrecord'}")
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert (work / "p.tfrecord").read_bytes() == plain_records
+  os.unlink(fifo)
+
+
+def test_create_vocab_reads_a_pipe_as_its_file(work):
+  fifo = _fifo_of(work, "corpus.pipe", gzip.compress((work / "corpus.txt").read_bytes()))
+  for source, output in ((work / "corpus.txt", "plain_vocab.txt"), (fifo, "pipe_vocab.txt")):
+    done = run_script("create_vocab.py", f"--input_file={source}", f"--output_file={work / output}",
+                      "--vocab_size=150")
+    assert done.returncode == 0, done.stderr[-2000:]
+  assert (work / "pipe_vocab.txt").read_text() == (work / "plain_vocab.txt").read_text()
+  os.unlink(fifo)
+
+
+# ------------------------------------------------------------------------------------------------
+# Corrupt records.
+
+
+def test_corrupt_cached_features_are_named_by_file_and_record(tmp_path):
+  """The records a fine-tuning run writes into its output_dir and reads back (the original's
+  cached features, train.tf_record and the like) go through records_input_fn: one flipped byte
+  names the file, the record and its byte, not TensorFlow's `Graph execution error:`."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf.data import records  # pylint: disable=g-import-not-at-top
+  from bert_tf.errors import BertTfError  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import glue  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import loop  # pylint: disable=g-import-not-at-top
+  path = str(tmp_path / "eval.tf_record")
+  records.write_records(path, [{"input_ids": [i] * 8, "input_mask": [1] * 8,
+                                "segment_ids": [0] * 8, "label_ids": [i % 2],
+                                "is_real_example": [1]} for i in range(20)])
+  data = bytearray(open(path, "rb").read())
+  size = len(data) // 20  # every record as long: 8 + 4 + its bytes + 4
+  middle = len(data) // 2 + 6  # inside a record's payload
+  data[middle] ^= 0x01
+  open(path, "wb").write(bytes(data))
+  model = lambda features, training: {"ids": features["input_ids"]}  # noqa: E731
+  input_fn = records.records_input_fn([path], glue.classifier_features(8), 4, False)
+  with pytest.raises(BertTfError, match=rf"^{path}: record {middle // size + 1} is corrupt or "
+                                        rf"truncated at byte {middle // size * size}: the file is "
+                                        r"damaged; expected whole TFRecord files"):
+    list(loop.predict(tf.distribute.get_strategy(), model, input_fn))
+
+
+# ------------------------------------------------------------------------------------------------
 # Encodings.
+
+
+@pytest.mark.parametrize("script", ["create_vocab.py", "create_pretraining_data.py"])
+def test_random_bytes_are_named_by_file_line_and_byte_by_both_corpus_readers(work, script):
+  """One UTF-8 rule for the corpus readers: a file that is not text (here random bytes, the first
+  ones invalid UTF-8) is one error line naming where, before anything is learned or written."""
+  data = b"the dog .\n" * 3 + bytes(np.random.RandomState(5).randint(128, 256, 4000,
+                                                                      dtype=np.uint8))
+  (work / "random.bin").write_bytes(data)
+  with pytest.raises(UnicodeDecodeError) as raised:
+    data.decode("utf-8")
+  first = raised.value.start
+  before = snapshot(work)
+  args = [f"--input_file={work / 'random.bin'}", f"--output_file={work / 'out'}"]
+  done = (run_script(script, *args, "--vocab_size=150") if script == "create_vocab.py" else
+          pretraining_data(work, *args))
+  one_error_line(done, f"--input_file: {work / 'random.bin'}: not UTF-8 (line 4, byte {first} is "
+                 f"{data[first]:#04x}); expected UTF-8 text")
+  assert snapshot(work) == before
+
+
+def test_a_few_invalid_bytes_in_a_corpus_are_dropped_and_their_place_named(work):
+  """As the original's convert_to_unicode: a line's stray invalid bytes are dropped, the rest of
+  the corpus read; a warning names the first place."""
+  (work / "latin.txt").write_bytes((work / "corpus.txt").read_bytes() + b"the caf\xe9 dog .\n")
+  lines = (work / "corpus.txt").read_text().count("\n")
+  done = pretraining_data(work, f"--input_file={work / 'latin.txt'}",
+                          f"--output_file={work / 'l.tfrecord'}")
+  assert done.returncode == 0, done.stderr[-2000:]
+  byte = len((work / "corpus.txt").read_bytes()) + len(b"the caf")
+  assert f"{work / 'latin.txt'}: not UTF-8 at line {lines + 1}, byte {byte} is 0xe9: such bytes " \
+         f"are dropped from their lines" in done.stderr, done.stderr[-2000:]
 
 
 def test_latin1_input_to_extract_features_names_file_line_and_byte(work, checkpoint):
@@ -313,6 +415,54 @@ def test_a_corpus_given_as_vocab_file_is_named(work):
                     "--max_seq_length=16", f"--output_dir={work / 'out'}")
   one_error_line(done, f"{work / 'corpus.txt'}: not a BERT vocabulary: it has no [CLS] or [SEP]")
   assert {k: v for k, v in snapshot(work).items() if not k.startswith("out")} == before
+
+
+def _vocab_file(work, name, lines):
+  (work / name).write_text("\n".join(lines) + "\n")
+  return str(work / name)
+
+
+def test_a_trailing_blank_line_is_no_token_for_any_script(work, plain_records):
+  """The one reading of a vocabulary (tokenization.load_vocab): create_pretraining_data.py and
+  run_classifier.py (its size against the model's) agree on a vocab.txt ending in a blank line:
+  the ids and the size of the same file without it."""
+  from bert_tf.model.config import BertConfig  # pylint: disable=g-import-not-at-top
+  from bert_tf.text import tokenization  # pylint: disable=g-import-not-at-top
+  path = _vocab_file(work, "trailing.txt", VOCAB + ["", ""])
+  vocab = tokenization.load_vocab(path)
+  assert vocab == tokenization.load_vocab(str(work / "vocab.txt"))
+  assert tokenization.vocab_size(vocab) == len(VOCAB)
+  BertConfig.from_dict(CONFIG).check_vocab_size(tokenization.vocab_size(vocab), path, exact=True)
+  done = pretraining_data(work, f"--input_file={work / 'corpus.txt'}", f"--vocab_file={path}",
+                          f"--output_file={work / 't.tfrecord'}")
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert (work / "t.tfrecord").read_bytes() == plain_records
+
+
+def test_blank_and_repeated_lines_keep_the_originals_ids_and_are_named(work, caplog):
+  """As the original's load_vocab counts lines: a blank line keeps its id, a repeated token takes
+  its later line's id; each is named in one warning with its line number. The fast tokenizer
+  gives the same ids."""
+  import logging  # pylint: disable=g-import-not-at-top
+  from bert_tf.text import fast_tokenization  # pylint: disable=g-import-not-at-top
+  from bert_tf.text import tokenization  # pylint: disable=g-import-not-at-top
+  lines = VOCAB[:9] + [""] + VOCAB[9:] + ["dog"]
+  path = _vocab_file(work, "odd.txt", lines)
+  with caplog.at_level(logging.WARNING):
+    vocab = tokenization.load_vocab(path)
+    tokenization.load_vocab(path)  # read twice, warned once
+  assert vocab["dog"] == len(lines) - 1 and vocab["is"] == lines.index("is")
+  assert tokenization.vocab_size(vocab) == len(lines)
+  messages = [r.getMessage() for r in caplog.records]
+  assert [m for m in messages if m.startswith(f"{path}: line 10 is blank: it keeps its id (9)")]
+  assert [m for m in messages if m.startswith(f"{path}: line {len(lines)} repeats 'dog' of line "
+                                              f"{VOCAB.index('dog') + 1}:")]
+  assert len(messages) == 2, messages
+  text = "the dog is hairy and the cat sat"
+  full = tokenization.FullTokenizer(path)
+  assert full.tokenize_to_ids(text) == [vocab[t] for t in text.split()]
+  fast = fast_tokenization.FastTokenizer(path)
+  assert fast.tokenize_to_ids([text]) == [full.tokenize_to_ids(text)]
 
 
 def test_extract_features_with_a_far_smaller_vocabulary_than_the_model(work, checkpoint):
@@ -563,6 +713,23 @@ def test_predictor_load_of_a_path_that_is_not_one(path):
 
 TASK_CONFIG = {"export_kind": "classifier", "task_name": "MRPC", "do_lower_case": True,
                "max_seq_length": 16, "label_list": ["0", "1"], "pair": True, "regression": False}
+
+
+@pytest.mark.parametrize("texts,expected", [
+    ([("the dog", "the cat"), None], r"^texts\[1\]: expected a \(text_a, text_b\) pair \(give "
+                                     r"pairs, or texts and text_b=\), got NoneType 'None'"),
+    (["the dog", ("the dog", "the cat", "sat")],
+     r"^texts\[0\]: expected a \(text_a, text_b\) pair \(give pairs, or texts and text_b=\), got "
+     r"str"),
+    ([("the dog", 3)], r"^text_b\[0\]: expected a string, got int"),
+])
+def test_predictor_names_the_input_that_is_not_a_pair(texts, expected):
+  import types  # pylint: disable=g-import-not-at-top
+  from bert_tf.errors import BertTfError  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import glue_server  # pylint: disable=g-import-not-at-top
+  classifier = types.SimpleNamespace(task="glue", pair=True)
+  with pytest.raises(BertTfError, match=expected):
+    glue_server.ClassifierServer.predictor_inputs(classifier, texts)
 
 
 @pytest.mark.parametrize("content,expected", ids=["list", "missing", "wrong_type", "utf16"],

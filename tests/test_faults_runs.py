@@ -16,35 +16,17 @@ import shutil
 import signal
 import time
 
-import numpy as np
 import pytest
 
 from conftest import run_script
 from support import faults
 from support.faults import _alive
 
-WORDS = ["the", "dog", "is", "hairy", "cat", "sat", "on", "a", "mat", "it", "not", "big", "red",
-         "ran", "far", "away", "home", "and", "then", "slept"]
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ","] + WORDS
-CONFIG = {"vocab_size": len(VOCAB), "hidden_size": 16, "num_hidden_layers": 1,
-          "num_attention_heads": 2, "intermediate_size": 32, "hidden_act": "gelu",
-          "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-          "max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02}
+WORDS, VOCAB, CONFIG = faults.RUN_WORDS, faults.RUN_VOCAB, faults.RUN_CONFIG
 
 
 def pretraining_records(path, seq_lengths, seed=0):
-  """A record file of one pretraining record per entry of seq_lengths (5 predictions each)."""
-  from bert_tf.data import records  # pylint: disable=g-import-not-at-top
-  rng = np.random.RandomState(seed)
-
-  def record(length):
-    ids = [2] + list(rng.randint(7, len(VOCAB), length - 2)) + [3]
-    return {"input_ids": ids, "input_mask": [1] * length, "segment_ids": [0] * length,
-            "masked_lm_positions": [1, 2, 3, 4, 5], "masked_lm_ids": ids[1:6],
-            "masked_lm_weights": [1.0] * 5, "next_sentence_labels": [int(rng.randint(2))]}
-
-  records.write_records(str(path), [record(n) for n in seq_lengths])
-  return str(path)
+  return faults.pretraining_records(path, seq_lengths, len(VOCAB), seed)
 
 
 def files_of(path):

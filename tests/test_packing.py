@@ -160,7 +160,7 @@ strategy = runtime.get_strategy("mirrored", num_gpus=0)
 runtime.set_seed(7)
 limits = (4, 8)
 train_fn = pretraining.input_fn([record_file], t.SEQ, t.PREDS, 8, True, seed=3,
-                                gradient_accumulation_steps=2, row_limits=limits)
+                                row_limits=limits)
 model = loop.train(strategy, lambda: modeling.BertPretrainer(t.tiny_config(0.1)),
                    pretraining.loss_fn(), train_fn, Schedule(2, 1e-3, 1, 8), output_dir,
                    TrainLoopOptions(log_steps=1, gradient_accumulation_steps=2),

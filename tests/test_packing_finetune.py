@@ -171,12 +171,14 @@ def test_one_packed_step_has_the_loss_and_gradients_of_the_same_examples(kind, t
   rows = layout.count_rows(path)
   # One optimizer step over every row, as 2 replicas x 2 micro-batches would see it.
   step_rows = rows - rows % 4
-  fn = layout.train_input_fn(path, step_rows, seed=5, gradient_accumulation_steps=2,
-                             shuffle_buffer_size=24, loss_weights=weights)
+  fn = layout.train_input_fn(path, step_rows, seed=5, shuffle_buffer_size=24,
+                             loss_weights=weights)
   micro_batches = []
-  for replica in range(2):
-    context = tf.distribute.InputContext(2, replica, 2)
-    micro_batches += list(fn(context).take(2))
+  for replica in range(2):  # each replica's share of the step, split as the training loop does
+    share = next(iter(fn(tf.distribute.InputContext(2, replica, 2))))
+    half = int(share["input_ids"].shape[0]) // 2
+    micro_batches += [{name: t[:half] for name, t in share.items()},
+                      {name: t[half:] for name, t in share.items()}]
   whole = next(iter(layout.train_input_fn(path, step_rows, seed=5, shuffle_buffer_size=24,
                                           loss_weights=weights)(tf.distribute.InputContext())))
   # The replicas' micro-batches are the step's rows.
@@ -257,7 +259,7 @@ def weights(strategy_name, accumulation, name, evaluators):
   runtime.set_seed(7)
   for evaluator in evaluators:
     model = loop.train(strategy, t.MODELS["classifier"], loss_fn,
-                       layout.train_input_fn(path, 8, 3, accumulation, 64),
+                       layout.train_input_fn(path, 8, 3, 64),
                        Schedule(4, 1e-3, 1, 8), os.path.join(output_dir, name),
                        TrainLoopOptions(log_steps=1, gradient_accumulation_steps=accumulation,
                                         save_checkpoints_steps=2),

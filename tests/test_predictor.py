@@ -294,7 +294,8 @@ def test_pair_inputs_must_match():
     pairs(["a", "b"], text_b=["c"])
   with pytest.raises(BertTfError, match="give \\(text_a, text_b\\) pairs, or texts and text_b="):
     pairs([("a", "b")], text_b=["c"])
-  with pytest.raises(BertTfError, match="give \\(text_a, text_b\\) pairs"):
+  with pytest.raises(BertTfError, match="texts\\[0\\]: expected a \\(text_a, text_b\\) pair "
+                                        "\\(give pairs, or texts and text_b=\\), got tuple"):
     pairs([("a", "b", "c")])
 
 

@@ -9,6 +9,7 @@ from absl import logging
 
 from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
+from bert_tf.errors import op_message
 from bert_tf.io import fileio
 
 # TensorFlow errors that come from the user's files and directories, not from a bug: one line each.
@@ -35,8 +36,7 @@ def _one_line(error):
   if tf is not None and isinstance(error, tf.errors.OpError):
     what = _TF_FILE_ERRORS.get(type(error).__name__)
     if what:
-      message = (error.message or "").strip().splitlines()
-      return f"error: {what}: {message[0] if message else type(error).__name__}"
+      return f"error: {what}: {op_message(error.message) or type(error).__name__}"
   return None
 
 
@@ -60,21 +60,23 @@ def _disk_full_where(error):
   return path.rstrip("/") or "/"
 
 
-def _interrupted():
-  """The one line of a run stopped by Ctrl-C: what it keeps."""
+def _stopped(how):
+  """The one line of a run stopped by Ctrl-C or SIGTERM (`how`: "interrupted", "terminated"):
+  what it keeps."""
   kept = []
   tf = sys.modules.get("tensorflow")
   for flag, value in bert_flags.outputs_given():
     checkpoint = None
     if flag == "--output_dir" and tf is not None and os.path.isdir(value):
-      checkpoint = tf.train.latest_checkpoint(value)
+      from bert_tf.model import model_dir  # pylint: disable=g-import-not-at-top  (TensorFlow's)
+      checkpoint = model_dir.latest_checkpoint(value)
     if checkpoint:
       kept.append(f"the latest checkpoint, {checkpoint}, is kept (a rerun resumes from it)")
     elif fileio.exists(value) or fileio.glob(f"{value}-*-of-*"):
       kept.append(f"what {flag}={value} holds is kept")
     else:
       kept.append(f"nothing was written to {flag}={value}")
-  return f"interrupted: {'; '.join(kept + ['nothing half-written is left'])}"
+  return f"{how}: {'; '.join(kept + ['nothing half-written is left'])}"
 
 
 def _warn_repeated_flags(argv):
@@ -83,10 +85,39 @@ def _warn_repeated_flags(argv):
           f"{given[-1]}", file=sys.stderr)
 
 
+class Terminated(SystemExit):
+  """SIGTERM as an exception (a SystemExit of status 128 + SIGTERM, as a killed process's)."""
+
+
 def _terminate(signum, unused_frame):
   """SIGTERM as an exception, so that every cleanup runs (temporary files, spool directories,
   worker processes) before the process ends with status 128 + SIGTERM, as a killed one."""
-  raise SystemExit(128 + signum)
+  raise Terminated(128 + signum)
+
+
+_HOW = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
+
+
+def _stop_starting(signum, unused_frame):
+  os.write(2, f"{_HOW[signum]}: stopped while starting: nothing was written\n".encode())
+  os._exit(128 + signum)  # pylint: disable=protected-access  (nothing to clean up yet)
+
+
+def catch_startup_signals():
+  """Called by every script before its imports that load TensorFlow (seconds): Ctrl-C or SIGTERM
+  meanwhile prints one line and exits with 130 or 143, not a traceback of the import it cut.
+  run() takes over once main starts. A signal the process was started ignoring stays ignored."""
+  for signum in _HOW:
+    if signal.getsignal(signum) in (signal.default_int_handler, signal.SIG_DFL):
+      signal.signal(signum, _stop_starting)
+
+
+def _take_over_signals():
+  """From start-up's handlers to main's: Ctrl-C raises KeyboardInterrupt, SIGTERM Terminated."""
+  if signal.getsignal(signal.SIGINT) is _stop_starting:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+  if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:
+    signal.signal(signal.SIGTERM, _terminate)
 
 
 def run(main):
@@ -94,25 +125,28 @@ def run(main):
   TensorFlow's DataLossError, PermissionDeniedError, ...) prints `error: <message>` and exits
   with status 1 (a full disk names the file or output flag); any other exception keeps its
   traceback. Ctrl-C prints one line `interrupted: ...` saying what was kept and exits with 130;
-  SIGTERM unwinds the same way: what the run was writing is removed, what it had finished stays.
+  SIGTERM unwinds the same way (what the run was writing is removed, what it had finished stays)
+  and prints `terminated: ...`, exit status 143.
   A gs:// path in a flag is checked to be reachable first; a flag given twice with two values is
   warned about (absl takes the last, as the original did)."""
 
   def guarded_main(argv):
-    signal.signal(signal.SIGTERM, _terminate)
+    _take_over_signals()
     try:
       for flag, url in bert_flags.urls_given():
         fileio.check_reachable(url, flag)
       return main(argv)
-    except KeyboardInterrupt:
-      signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the line short
+    except (KeyboardInterrupt, Terminated) as e:
+      how = "terminated" if isinstance(e, Terminated) else "interrupted"
+      for signum in _HOW:  # a second signal must not cut the line short
+        signal.signal(signum, signal.SIG_IGN)
       logging.flush()
       try:
-        line = _interrupted()
+        line = _stopped(how)
       except Exception:  # pylint: disable=broad-except  (an unreadable output: say less)
-        line = "interrupted: nothing half-written is left"
+        line = f"{how}: nothing half-written is left"
       print(line, file=sys.stderr)
-      sys.exit(130)
+      sys.exit(e.code if isinstance(e, Terminated) else 130)
     except Exception as e:  # pylint: disable=broad-except
       line = _one_line(e)
       if line is None:

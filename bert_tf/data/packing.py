@@ -182,7 +182,7 @@ def _eval_window(instances, per_batch, window):
 
 
 def input_fn(input_files, max_seq_length, max_predictions_per_seq, batch_size, is_training,
-             max_instances, max_predictions, seed=0, gradient_accumulation_steps=1, map_fn=None,
+             max_instances, max_predictions, seed=0, map_fn=None,
              eval_steps=None, window=WINDOW, masking=None):
   """Packed rows as a bert_tf.training.loop input_fn; batch_size counts rows (per optimizer step).
 
@@ -201,8 +201,7 @@ def input_fn(input_files, max_seq_length, max_predictions_per_seq, batch_size, i
   def packed_input_fn(input_context=None):
     context = input_context or tf.distribute.InputContext()
     replicas = context.num_replicas_in_sync
-    rows = records.per_replica_batch_size(
-        context, batch_size, gradient_accumulation_steps if is_training else 1)
+    rows = records.per_replica_batch_size(context, batch_size)  # the replica's rows of a step
     if is_training:
       windows = records.records_input_fn(input_files, batch_size=window * replicas,
                                          is_training=True, seed=seed, map_fn=map_fn, repeat=True,

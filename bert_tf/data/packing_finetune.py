@@ -16,12 +16,12 @@ sequence). The task's records are read unchanged; a packed row holds
   the records' per-example features        [K] (label_ids, is_real_example), in the example's slot
   example_weights [K]                      1.0 where a slot holds an example, else 0.0
   example_index [K]                        evaluation: the example's place in its file, -1 empty
-  loss_normalizer []                       training: see mean_loss
+  loss_normalizer []                       training: the step's total weight per row (mean_loss)
 K is --max_instances_per_row (default max_seq_length / 8). Shapes are static.
 
 Training packs the shuffled training records window by window, shuffles the rows (seeded) and
 takes --train_batch_size rows per optimizer step: every input pipeline packs the same stream and
-keeps its replicas' micro-batches, so that the loss is normalized over the whole step (mean_loss:
+keeps its replicas' rows, so that the loss is normalized over the whole step (mean_loss:
 one packed step computes the loss of the same examples as one unpacked batch). Evaluation and
 prediction pack the records in file order, and Layout.unpack turns the packed predict batches
 back into those the unpacked path yields (the records' features and each example's outputs, in
@@ -122,15 +122,15 @@ class Layout:
 
   # -------------------------------------------------------------------------- input_fns
 
-  def train_input_fn(self, path, batch_size, seed, gradient_accumulation_steps=1,
-                     shuffle_buffer_size=100, loss_weights=EXAMPLE_WEIGHTS):
+  def train_input_fn(self, path, batch_size, seed, shuffle_buffer_size=100,
+                     loss_weights=EXAMPLE_WEIGHTS):
     """A bert_tf.training.loop train input_fn of packed rows; batch_size counts rows per optimizer
-    step. loss_weights: the row feature whose sum over the step normalizes the loss (mean_loss)."""
-    accumulation = gradient_accumulation_steps
+    step, of which each replica gets its share. loss_weights: the row feature whose sum over the
+    step normalizes the loss (mean_loss)."""
 
     def input_fn(input_context=None):
       context = input_context or tf.distribute.InputContext()
-      micro = records.per_replica_batch_size(context, batch_size, accumulation)
+      share_rows = records.per_replica_batch_size(context, batch_size)
       replicas = context.num_replicas_in_sync
       per_pipeline = replicas // context.num_input_pipelines
       first = context.input_pipeline_id * per_pipeline
@@ -141,18 +141,16 @@ class Layout:
       d = d.batch(batch_size, drop_remainder=True)  # the rows of one optimizer step
 
       def share(rows):
-        """This pipeline's micro-batches of the step, each knowing the step's loss weight."""
-        normalizer = tf.reduce_sum(tf.cast(rows[loss_weights], tf.float32)) / (
-            replicas * accumulation)
+        """This pipeline's replicas' shares of the step, each row knowing the step's loss weight
+        per row (mean_loss)."""
+        normalizer = tf.reduce_sum(tf.cast(rows[loss_weights], tf.float32)) / batch_size
 
         def mine(t):
-          t = tf.reshape(t, tf.concat([[accumulation, replicas, micro], tf.shape(t)[1:]], 0))
-          t = t[:, first:first + per_pipeline]
-          return tf.reshape(t, tf.concat([[accumulation * per_pipeline, micro],
-                                          tf.shape(t)[3:]], 0))
+          t = tf.reshape(t, tf.concat([[replicas, share_rows], tf.shape(t)[1:]], 0))
+          return t[first:first + per_pipeline]
 
         shared = {name: mine(t) for name, t in rows.items()}
-        shared["loss_normalizer"] = tf.fill([accumulation * per_pipeline, micro], normalizer)
+        shared["loss_normalizer"] = tf.fill([per_pipeline, share_rows], normalizer)
         return shared
 
       d = d.map(share, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).unbatch()
@@ -231,9 +229,10 @@ def example_weights(features):
 def mean_loss(features, losses, weights=None):
   """A micro-batch's loss from per-element losses (per example, or per word with weights, as
   NER's label_weights): unpacked, their (weighted) mean over the micro-batch, as the original;
-  packed, their weighted sum over loss_normalizer, the step's total weight per micro-batch, so
-  that an optimizer step's loss is the mean over all of its examples (words), however they are
-  spread over rows, micro-batches and replicas."""
+  packed, their weighted sum over the step's total weight per row (loss_normalizer) times the
+  micro-batch's rows, so that an optimizer step's loss is the mean over all of its examples
+  (words), however they are spread over rows, micro-batches and replicas (the loop divides each
+  micro-batch's loss by their number)."""
   losses = tf.cast(losses, tf.float32)
   if weights is None:
     weights = example_weights(features)
@@ -243,7 +242,8 @@ def mean_loss(features, losses, weights=None):
   normalizer = features.get("loss_normalizer")
   if normalizer is None:
     return total / tf.maximum(tf.reduce_sum(tf.cast(weights, tf.float32)), 1.0)
-  return tf.math.divide_no_nan(total, tf.reshape(normalizer, [-1])[0])
+  rows = tf.cast(tf.shape(normalizer)[0], tf.float32)
+  return tf.math.divide_no_nan(total, tf.reshape(normalizer, [-1])[0] * rows)
 
 
 def row_statistics(features):

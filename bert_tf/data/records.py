@@ -10,7 +10,9 @@ and prefetches).
 """
 import collections
 import contextlib
+import re
 
+from bert_tf import errors
 from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
 from bert_tf.model import objectives
@@ -118,7 +120,7 @@ def check_record_shapes(path, name_to_features):
     first = list(tf.data.TFRecordDataset(path).take(1))
   except tf.errors.DataLossError as e:
     raise BertTfError(f"{path}: not a TFRecord file, or truncated or corrupt "
-                      f"({e.message.strip().splitlines()[0]})") from None
+                      f"({errors.op_message(e.message)})") from None
   for raw in first:
     mismatch = _mismatch(tf.train.Example.FromString(raw.numpy()), name_to_features)
     if mismatch:
@@ -131,27 +133,48 @@ def check_record_shapes(path, name_to_features):
 _SOURCES = {}
 
 
-def find_bad_record(path, name_to_features):
-  """(1-based number, what disagrees) of the first record of `path` whose features disagree with
-  the schema, or None."""
-  for number, raw in enumerate(tf.data.TFRecordDataset(path), 1):
+def find_bad_record(path, name_to_features=None):
+  """(1-based number, what is wrong) of the first record of `path` that is corrupt or truncated
+  (the file's bytes), or whose features disagree with the schema (when given); None if none is."""
+  records = iter(tf.data.TFRecordDataset(path))
+  number = 0
+  while True:
+    number += 1
+    try:
+      raw = next(records)
+    except StopIteration:
+      return None
+    except tf.errors.DataLossError as e:
+      at = re.search(r"record at (\d+)", e.message or "")
+      return number, (f"corrupt or truncated at byte {at.group(1)}" if at else
+                      f"corrupt or truncated ({errors.op_message(e.message)})")
+    if name_to_features is None:
+      continue
     try:
       mismatch = _mismatch(tf.train.Example.FromString(raw.numpy()), name_to_features)
     except Exception:  # pylint: disable=broad-except  (protobuf's DecodeError)
       mismatch = "not a tf.train.Example"
     if mismatch:
       return number, mismatch
-  return None
 
 
 @contextlib.contextmanager
 def naming_bad_records():
-  """Around the steps that read records: an input pipeline that fails to parse a record (one of
-  other lengths than the first's, which check_record_shapes read) raises a BertTfError naming
-  the file and the record, found by reading the files it read, instead of TensorFlow's
-  InvalidArgumentError."""
+  """Around the steps that read records: an input pipeline that fails on a record (one of other
+  lengths than the first's, which check_record_shapes read, or the bytes of a corrupt or
+  truncated file) raises a BertTfError naming the file and the record, found by reading the files
+  it read, instead of TensorFlow's InvalidArgumentError or DataLossError."""
   try:
     yield
+  except tf.errors.DataLossError as e:
+    for path in list(_SOURCES):
+      found = find_bad_record(path)
+      if found:
+        raise BertTfError(f"{path}: record {found[0]} is {found[1]}: the file is damaged; "
+                          f"expected whole TFRecord files (make it again, or leave it out)") \
+            from None
+    raise BertTfError(f"a record file is corrupt or truncated ({errors.op_message(e.message)}); "
+                      f"it is one of {', '.join(_SOURCES) or 'the input files'}") from None
   except tf.errors.InvalidArgumentError as e:
     if "parse serialized Example" not in (e.message or "") and "ParseSingleExample" not in (
         e.message or ""):
@@ -165,7 +188,8 @@ def naming_bad_records():
 
 
 def per_replica_batch_size(input_context, global_batch_size, gradient_accumulation_steps=1):
-  """Examples per replica per micro-batch, for a global batch of `global_batch_size`."""
+  """Examples per replica (per micro-batch, with gradient_accumulation_steps), for a global batch
+  of `global_batch_size`."""
   parts = input_context.num_replicas_in_sync * gradient_accumulation_steps
   if global_batch_size % parts:
     raise BertTfError(f"--train_batch_size: {global_batch_size} is not divisible by "
@@ -175,10 +199,13 @@ def per_replica_batch_size(input_context, global_batch_size, gradient_accumulati
 
 
 def records_input_fn(input_files, name_to_features, batch_size, is_training, seed=0,
-                     gradient_accumulation_steps=1, map_fn=None, drop_remainder=None,
+                     map_fn=None, drop_remainder=None,
                      shuffle_buffer_size=100, cycle_length=4, repeat=None, numbered_map_fn=None,
                      batch_map_fn=None):
-  """An input_fn over TFRecord files; `batch_size` is the global batch per optimizer step.
+  """An input_fn over TFRecord files; `batch_size` is the global batch per optimizer step, and
+each input pipeline's batches are its replica's share of it (bert_tf.training.loop splits them
+into the micro-batches of --gradient_accumulation_steps, so that what a resumed run's checkpointed
+input position holds does not depend on it).
 
   map_fn(features) maps each record; numbered_map_fn(number, features) too (first), where number
   (int64) tells the records of the run apart: its position in the stream of records read (the
@@ -193,8 +220,7 @@ def records_input_fn(input_files, name_to_features, batch_size, is_training, see
 
   def input_fn(input_context=None):
     input_context = input_context or tf.distribute.InputContext()
-    micro_batch = per_replica_batch_size(
-        input_context, batch_size, gradient_accumulation_steps if is_training else 1)
+    replica_batch = per_replica_batch_size(input_context, batch_size)
     pipelines, pipeline_id = input_context.num_input_pipelines, input_context.input_pipeline_id
     # Number the records before a shard of one shared stream, after a shard by file.
     by_file = is_training and len(input_files) >= pipelines
@@ -234,7 +260,7 @@ def records_input_fn(input_files, name_to_features, batch_size, is_training, see
                 num_parallel_calls=tf.data.AUTOTUNE)
     if map_fn is not None:
       d = d.map(map_fn, num_parallel_calls=tf.data.AUTOTUNE)
-    d = d.batch(micro_batch, drop_remainder=drop_remainder)
+    d = d.batch(replica_batch, drop_remainder=drop_remainder)
     if batch_map_fn is not None:
       d = d.map(batch_map_fn, num_parallel_calls=tf.data.AUTOTUNE)
     return d.prefetch(tf.data.AUTOTUNE)

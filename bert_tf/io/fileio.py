@@ -174,18 +174,51 @@ class _Decompressed:
     self.close()
 
 
+class _HeadFirst:
+  """A binary reader that gives `head` (bytes already read from `raw`) and then the rest of raw:
+  what the compression sniffing read is not read again, and raw need not seek back (a pipe, as
+  `--input_file=<(zcat corpus.gz)` gives, cannot)."""
+
+  def __init__(self, head, raw):
+    self._head, self._raw = head, raw
+
+  def read(self, size=-1):
+    if not self._head:
+      return self._raw.read(size)
+    if size is None or size < 0:
+      data, self._head = self._head + self._raw.read(), b""
+      return data
+    data, self._head = self._head[:size], self._head[size:]
+    if len(data) < size:
+      data += self._raw.read(size - len(data))
+    return data
+
+  def readable(self):
+    return True
+
+  def close(self):
+    self._raw.close()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *unused):
+    self.close()
+
+
 def open_input(path, flag=None):
   """A binary reader of an input file: gzip, bzip2 and xz files (told by their first bytes, not
-  their name) are decompressed as they are read; a zip archive is refused (it holds files, not one
-  text). One-line errors for a missing file, a directory, an unreadable file."""
+  their name, without seeking: a pipe or process substitution reads as a file) are decompressed
+  as they are read; a zip archive is refused (it holds files, not one text). One-line errors for
+  a missing file, a directory, an unreadable file."""
   check_input_file(path, flag)
   raw = tf.io.gfile.GFile(path, "rb") if is_url(path) else open(path, "rb")
   try:
     head = raw.read(6)
-    raw.seek(0)
   except BaseException:
     raw.close()
     raise
+  raw = _HeadFirst(head, raw)
   kind = next((kind for magic, kind in _MAGIC if head.startswith(magic)), None)
   if kind is None:
     return raw
@@ -212,10 +245,21 @@ def decode_text(data, path, flag=None):
   try:
     text = data.decode("utf-8")
   except UnicodeDecodeError as e:
-    line = data.count(b"\n", 0, e.start) + 1
-    raise BertTfError(f"{_where(path, flag)}: not UTF-8 (line {line}, byte {e.start} is "
-                      f"{data[e.start]:#04x}); expected UTF-8 text") from None
+    raise not_utf8(path, flag, data, e.start) from None
   return text[1:] if text.startswith("\ufeff") else text
+
+
+def _place(data, position, lines_before=0, bytes_before=0):
+  """`line L, byte B is 0xXX` of the byte at `position` of data, a block of a file that starts
+  after lines_before lines and bytes_before bytes."""
+  line = lines_before + data.count(b"\n", 0, position) + 1
+  return f"line {line}, byte {bytes_before + position} is {data[position]:#04x}"
+
+
+def not_utf8(path, flag, data, position, lines_before=0, bytes_before=0):
+  """The BertTfError of a file that is not UTF-8 text: its file, line and byte."""
+  return BertTfError(f"{_where(path, flag)}: not UTF-8 "
+                     f"({_place(data, position, lines_before, bytes_before)}); expected UTF-8 text")
 
 
 def read_bytes(path, flag=None):
@@ -357,14 +401,21 @@ def remove_stale_temporaries(path):
   if is_url(path):
     return []
   directory, name = os.path.split(os.path.abspath(path))
-  if not os.path.isdir(directory):
+  return remove_dead_temporaries(directory, re.escape(name) + r"\.tmp-(\d+)|\." +
+                                 re.escape(name) + r"\.spool-(\d+)-\w+")
+
+
+def remove_dead_temporaries(directory, pattern):
+  """Removes the entries of `directory` whose names match `pattern` (a regular expression whose
+  first group that matches is the pid of the process that wrote the entry) when that process no
+  longer runs: what killed runs left. Returns the paths removed. Local directories only."""
+  if is_url(directory) or not os.path.isdir(directory):
     return []
-  pattern = re.compile(r"(?:" + re.escape(name) + r"\.tmp-(\d+)|\." + re.escape(name) +
-                       r"\.spool-(\d+)-\w+)$")
+  pattern = re.compile(f"(?:{pattern})$")
   removed = []
   for entry in os.listdir(directory):
     match = pattern.match(entry)
-    if not match or _pid_alive(int(match.group(1) or match.group(2))):
+    if not match or _pid_alive(int(next(pid for pid in match.groups() if pid))):
       continue
     stale = os.path.join(directory, entry)
     if os.path.isdir(stale) and not os.path.islink(stale):
@@ -399,11 +450,14 @@ CHUNK_BYTES = 1 << 20
 
 
 def line_chunks(path, flag="--input_file"):
-  """Blocks of whole lines of a file, as bytes (the last may lack a final newline); a gzip, bzip2
-  or xz file gives the lines it holds, and UTF-16 text is a one-line error (open_input)."""
+  """Blocks of whole lines of a corpus, as bytes (the last may lack a final newline); a gzip, bzip2
+  or xz file gives the lines it holds. The corpora's UTF-8 rule (check_corpus_text): a line's
+  stray invalid bytes are dropped later (decode_lines, as the original), a file that is not text
+  at all is a one-line error naming its line and byte, as UTF-16 text is."""
   with open_input(path, flag) as reader:
     rest = b""
     first = True
+    where = [0, 0, False]  # lines and bytes before the block; whether a bad byte was warned of
     while True:
       block = reader.read(CHUNK_BYTES)
       if not block:
@@ -417,9 +471,46 @@ def line_chunks(path, flag="--input_file"):
         rest = block
         continue
       rest = block[cut:]
-      yield block[:cut]
+      yield check_corpus_text(block[:cut], path, flag, where)
     if rest:
-      yield rest
+      yield check_corpus_text(rest, path, flag, where)
+
+
+# Past this share of bytes that are not UTF-8 or NUL, a corpus block is not text.
+_MAX_INVALID_SHARE = 0.1
+
+
+def check_corpus_text(block, path, flag, where):
+  """Returns a block of a corpus's lines, checked: one where more than a tenth of the bytes are
+  not UTF-8 or NUL (a binary file, or text in another encoding) is a BertTfError naming the file,
+  line and byte; fewer invalid bytes are dropped by decode_lines (as the original's
+  convert_to_unicode; its tokenizer drops NUL), the first of a file named in a warning. where:
+  [lines, bytes] of the file before the block and whether that warning was given, updated."""
+  lines_before, bytes_before, warned = where
+  where[0] += block.count(b"\n")
+  where[1] += len(block)
+  if block.isascii() and b"\x00" not in block:
+    return block
+  try:
+    block.decode("utf-8")
+    first = None
+  except UnicodeDecodeError as e:
+    first = e.start
+  nuls = block.count(b"\x00")
+  invalid = 0 if first is None else len(block) - len(block.decode("utf-8", "ignore").encode())
+  if invalid + nuls > _MAX_INVALID_SHARE * len(block):
+    nul = block.find(b"\x00")
+    first = nul if first is None or 0 <= nul < first else first
+    raise not_utf8(path, flag, block, first, lines_before, bytes_before)
+  if first is None:
+    return block
+  if not warned:
+    where[2] = True
+    from absl import logging  # pylint: disable=g-import-not-at-top
+    logging.warning("%s: not UTF-8 at %s: such bytes are dropped from their lines, as the "
+                    "original does", _where(path, flag),
+                    _place(block, first, lines_before, bytes_before))
+  return block
 
 
 def decode_lines(chunk):

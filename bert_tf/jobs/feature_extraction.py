@@ -200,7 +200,7 @@ def run(options, runtime):
   tokenization.validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
   tokenizer = tokenization.FullTokenizer(vocab_file=options.vocab_file,
                                          do_lower_case=options.do_lower_case)
-  bert_config.check_vocab_size(len(tokenizer.vocab), options.vocab_file)
+  bert_config.check_vocab_size(tokenization.vocab_size(tokenizer.vocab), options.vocab_file)
   examples = read_examples(options.input_file)
   features = convert_examples_to_features(examples, options.max_seq_length, tokenizer)
   strategy = runtime_lib.setup_runtime(runtime)

@@ -65,7 +65,7 @@ def config_and_tokenizer(options):
   if not tf.io.gfile.exists(options.vocab_file):
     raise BertTfError(f"--vocab_file: {options.vocab_file} not found")
   tokenizer = tokenization.FullTokenizer(options.vocab_file, do_lower_case=options.do_lower_case)
-  config.check_vocab_size(len(tokenizer.vocab), options.vocab_file)
+  config.check_vocab_size(tokenization.vocab_size(tokenizer.vocab), options.vocab_file)
   return config, tokenizer
 
 
@@ -120,15 +120,13 @@ def finetune(options, strategy, config, task, model_fn, train_records, steps, ev
   metric_fn = task.train_metric_fn
   if layout:
     train_input_fn = layout.train_input_fn(
-        train_file, options.train_batch_size, options.runtime.seed,
-        options.loop.gradient_accumulation_steps,
-        shuffle_buffer_size, task.packed_loss_weights)
+        train_file, options.train_batch_size, options.runtime.seed, shuffle_buffer_size,
+        task.packed_loss_weights)
     metric_fn = packing_finetune.with_row_statistics(metric_fn)
   else:
     train_input_fn = records.records_input_fn(
         [train_file], task.schema(True), options.train_batch_size, is_training=True,
         seed=options.runtime.seed,
-        gradient_accumulation_steps=options.loop.gradient_accumulation_steps,
         shuffle_buffer_size=shuffle_buffer_size)
   schedule = Schedule(num_train_steps, options.learning_rate, num_warmup_steps,
                       options.train_batch_size)
@@ -150,9 +148,15 @@ def run(task_class, options):
   second run out of it meanwhile).
   """
   start = time.time()
+  data_dir = getattr(options.task, "data_dir", None)
+  if data_dir and tf.io.gfile.exists(data_dir) and not tf.io.gfile.isdir(data_dir):
+    raise BertTfError(f"--data_dir: {data_dir} is a file, not a directory (expected the "
+                      f"directory that holds the task's train, dev and test files)")
   config, tokenizer = config_and_tokenizer(options)
   task = distillation.wrap(task_class(options, tokenizer), options)  # --teacher_dir
   plan = keep_best.plan(options, task)
+  if options.do_train:
+    run_dir.check_batch_size(options.output_dir, options.train_batch_size)
   # Python-only work above; the strategy must come before the first TensorFlow op.
   strategy = runtime.setup_runtime(options.runtime)
   # What --dtype=auto chose: an export after training serves in it.
@@ -173,7 +177,7 @@ def _check_output_dir(options, task, config):
   if options.do_train:
     run_dir.check_run_shape(output_dir, options.run_shape(), config)
     run_dir.check_init_checkpoint(output_dir, options.init_checkpoint)
-  if options.do_train or tf.train.latest_checkpoint(output_dir):
+  if options.do_train or model_dir.latest_checkpoint(output_dir):
     model_dir.check_vocab(output_dir, options.vocab_file)
 
 
@@ -245,7 +249,7 @@ def _check_checkpoint_model(options, config):
   --init_checkpoint) holds the model the flags ask for: --left_to_right or not, and the
   --bilstm_head BiLSTM of the same size or none (a model without it would otherwise read the
   BiLSTM's weights as nothing, or the other way round)."""
-  path = tf.train.latest_checkpoint(options.output_dir) or (
+  path = model_dir.latest_checkpoint(options.output_dir) or (
       None if options.do_train else options.init_checkpoint)
   if not path:
     return

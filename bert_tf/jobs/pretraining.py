@@ -154,7 +154,7 @@ def left_to_right_targets(features):
 
 
 def input_fn(input_files, max_seq_length, max_predictions_per_seq, batch_size, is_training,
-             seed=0, gradient_accumulation_steps=1, left_to_right=False, row_limits=None,
+             seed=0, left_to_right=False, row_limits=None,
              eval_steps=None, masking=None):
   """The pretraining records as a bert_tf.training.loop input_fn. Eval repeats, as the original
   (it runs --max_eval_steps batches).
@@ -167,12 +167,11 @@ def input_fn(input_files, max_seq_length, max_predictions_per_seq, batch_size, i
   if row_limits:
     return packing.input_fn(
         input_files, max_seq_length, max_predictions_per_seq, batch_size, is_training,
-        *row_limits, seed=seed, gradient_accumulation_steps=gradient_accumulation_steps,
+        *row_limits, seed=seed,
         map_fn=left_to_right_targets if left_to_right else None, eval_steps=eval_steps,
         masking=masking)
   return records.records_input_fn(
       input_files, batch_size=batch_size, is_training=is_training, seed=seed,
-      gradient_accumulation_steps=gradient_accumulation_steps,
       map_fn=left_to_right_targets if left_to_right else None, repeat=True,
       drop_remainder=is_training,
       **dynamic_masking.records_arguments(masking, max_seq_length, max_predictions_per_seq,
@@ -201,6 +200,8 @@ def run(options, runtime, loop_options):
   start = time.time()
   config = BertConfig.from_json_file(options.bert_config_file)
   check_max_seq_length(options.max_seq_length, config.max_position_embeddings)
+  if options.do_train:
+    run_dir.check_batch_size(options.output_dir, options.train_batch_size)
   strategy = runtime_lib.setup_runtime(runtime)
   with run_dir.claim(options.output_dir, hold=strategy.extended.should_checkpoint):
     return _run(options, start, strategy, config, runtime, loop_options)
@@ -254,9 +255,7 @@ def _run(options, start, strategy, config, runtime, loop_options):
     return input_fn(input_files, options.max_seq_length, options.max_predictions_per_seq,
                     batch_size, is_training, seed=runtime.seed,
                     left_to_right=objective.left_to_right, row_limits=limits,
-                    eval_steps=options.max_eval_steps, masking=masking,
-                    gradient_accumulation_steps=(loop_options.gradient_accumulation_steps if is_training
-                                                 else 1))
+                    eval_steps=options.max_eval_steps, masking=masking)
 
   model = None
   if options.do_train:

@@ -17,6 +17,7 @@ the original predicts with its own head. A pre-trained checkpoint leaves the hea
 import collections
 import json
 import os
+import re
 
 from absl import logging
 import numpy as np
@@ -84,13 +85,16 @@ def task_head_variables(model):
 def _tf_checkpoint_prefix(path):
   """The checkpoint prefix `path` names (a prefix or a directory), or None."""
   if tf.io.gfile.isdir(path):
-    latest = tf.train.latest_checkpoint(path)
+    latest = model_dir.latest_checkpoint(path)
     if latest:
       return latest
     indexes = sorted(tf.io.gfile.glob(os.path.join(path, "*.index")))
     return indexes[-1][:-len(".index")] if len(indexes) == 1 else None
   if path.endswith(".index") and tf.io.gfile.exists(path):
     return path[:-len(".index")]
+  data = re.fullmatch(r"(.+)\.data-\d+-of-\d+", path)  # a data shard named: its checkpoint
+  if data and tf.io.gfile.exists(data.group(1) + ".index"):
+    return data.group(1)
   if tf.io.gfile.exists(path + ".index"):
     return path
   return None
@@ -359,7 +363,10 @@ def write_tf1_tensors(path, tensors):
       if tf.io.gfile.exists(tmp + suffix):
         tf.io.gfile.remove(tmp + suffix)
     raise
-  # The .index file is what makes a checkpoint visible, so it goes last.
+  # The .index file is what makes a checkpoint visible, so it goes last; an older one goes first
+  # (a kill in between leaves no checkpoint there, never an old index over new data).
+  if tf.io.gfile.exists(path + ".index"):
+    tf.io.gfile.remove(path + ".index")
   tf.io.gfile.rename(tmp + data_suffix, path + data_suffix, overwrite=True)
   tf.io.gfile.rename(tmp + ".index", path + ".index", overwrite=True)
 

@@ -23,6 +23,7 @@ from absl import logging
 import tensorflow as tf
 import tf_keras
 
+from bert_tf import errors
 from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
 from bert_tf.model import activations
@@ -74,8 +75,10 @@ def save(server, export_dir, extra_files=None):
   version already there); returns that directory.
 
   Nothing export_dir holds is replaced or deleted: the version is written under a temporary
-  hidden name (which a model server ignores) and renamed when complete. extra_files: {path inside
-  the version: bytes}, written before the rename (TF Serving keeps such files in assets.extra/).
+  hidden name (which a model server ignores) and renamed when complete; the temporary folders of
+  exports that were killed (.tmp-<version>-<pid> of a process no longer running) are removed.
+  extra_files: {path inside the version: bytes}, written before the rename (TF Serving keeps such
+  files in assets.extra/).
   """
   if tf.io.gfile.exists(export_dir) and not tf.io.gfile.isdir(export_dir):
     raise BertTfError(f"--export_dir: {export_dir} is a file, not a directory")
@@ -83,6 +86,8 @@ def save(server, export_dir, extra_files=None):
     tf.io.gfile.makedirs(export_dir)
   except tf.errors.OpError as e:
     raise BertTfError(f"--export_dir: cannot create {export_dir}: {e.message}") from None
+  for stale in fileio.remove_dead_temporaries(export_dir, r"\.tmp-\d+-(\d+)"):
+    logging.info("Removed %s, left by an export that was killed", stale)
   existing = versions(export_dir)
   version = max([int(time.time())] + [v + 1 for v in existing])
   tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
@@ -112,15 +117,43 @@ def versions(export_dir):
                 tf.io.gfile.exists(os.path.join(export_dir, name.rstrip("/"), "saved_model.pb")))
 
 
+def damage(version):
+  """What a SavedModel directory lacks (a phrase), or None when it is whole: a saved_model.pb
+  with content, and its variables (an export of ours always has some) with every file."""
+  graph = os.path.join(version, "saved_model.pb")
+  if not tf.io.gfile.exists(graph) or tf.io.gfile.stat(graph).length == 0:
+    return "no saved_model.pb, or an empty one"
+  if not tf.io.gfile.isdir(os.path.join(version, "variables")):
+    return "no variables/ directory"
+  missing = model_dir.missing_checkpoint_files(os.path.join(version, "variables", "variables"))
+  return f"variables/variables: {missing}" if missing else None
+
+
 def resolve(path):
-  """A SavedModel directory: `path` itself, or the newest version under it."""
+  """A SavedModel directory: `path` itself (a BertTfError if it is damaged), or the newest whole
+  version under it; a newer damaged version is named in a warning and skipped, as TF Serving
+  skips a version that fails to load."""
   if tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
+    damaged = damage(path)
+    if damaged:
+      raise BertTfError(f"{path}: a damaged export ({damaged}): export it again")
     return path
   found = versions(path)
   if not found:
     raise BertTfError(f"--export_dir: {path} holds no SavedModel (expected saved_model.pb in it "
                       f"or in a numbered version directory under it)")
-  return os.path.join(path, str(found[-1]))
+  damaged = []
+  for version in reversed(found):
+    version = os.path.join(path, str(version))
+    what = damage(version)
+    if what is None:
+      for skipped, skipped_what in damaged:
+        logging.warning("%s: a damaged export version (%s): skipped; serving %s, the newest "
+                        "whole one", skipped, skipped_what, version)
+      return version
+    damaged.append((version, what))
+  raise BertTfError(f"{damaged[0][0]}: a damaged export version ({damaged[0][1]}), and no whole "
+                    f"version before it in {path}: export again")
 
 
 def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_seq_length,
@@ -141,7 +174,7 @@ def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_s
     raise BertTfError(f"--vocab_file: {vocab_file} not found")
   num_labels = serving.num_labels(options)
   tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case)
-  config.check_vocab_size(len(tokenizer.vocab), vocab_file, exact=True)
+  config.check_vocab_size(tokenization.vocab_size(tokenizer.vocab), vocab_file, exact=True)
   dtype = precision.resolve(dtype, warn=False)  # auto: what this machine would train in
   previous = tf_keras.mixed_precision.global_policy()
   # The plain policy, not the mixed one training uses: the matmul weights are then stored in
@@ -216,7 +249,13 @@ def load(export_dir):
   after registering the tensorflow-text ops the graph uses (a client of the SavedModel needs
   `import tensorflow_text` likewise; TF Serving needs them linked in)."""
   fast_tokenization.tf_text_module()
-  return tf.saved_model.load(resolve(export_dir))
+  version = resolve(export_dir)
+  try:
+    return tf.saved_model.load(version)
+  except (tf.errors.OpError, OSError, ValueError) as e:
+    message = errors.op_message(getattr(e, "message", None) or str(e))
+    raise BertTfError(f"{version}: cannot be loaded ({message[:200]}): a damaged export version; "
+                      f"export again, or move it aside to serve the one before") from None
 
 
 def export_from_options(task, options, config, init_checkpoint, weights=None):

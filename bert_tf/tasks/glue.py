@@ -76,10 +76,7 @@ class DataProcessor:
   guid_prefixes = {}
 
   def get_train_examples(self, data_dir):
-    examples = self._create_examples(os.path.join(data_dir, self.train_file), "train")
-    if not examples:
-      raise BertTfError(f"{os.path.join(data_dir, self.train_file)}: no training examples")
-    return examples
+    return self._create_examples(os.path.join(data_dir, self.train_file), "train")
 
   def get_dev_examples(self, data_dir):
     return self._create_examples(os.path.join(data_dir, self.dev_file), "dev")
@@ -113,6 +110,9 @@ class DataProcessor:
       if label is None:
         label = 0.0 if self.regression else self.labels[0]
       examples.append(InputExample(guid=guid, text_a=text_a, text_b=text_b, label=label))
+    if not examples:
+      raise BertTfError(f"{path}: no example in the {split} split (the file is "
+                        f"{'only its header' if lines else 'empty'}); expected a row per example")
     return examples
 
   def _label(self, value, path, i):

@@ -55,9 +55,13 @@ class ClassifierServer(text_server.TextServer):
     """{text_a[, text_b]} of p(texts), p(texts, text_b=[...]) or p([(text_a, text_b), ...])."""
     text_server.no_other_inputs(predictor, others)
     texts = text_server.as_list(texts, "texts")
-    if all(isinstance(t, (tuple, list)) for t in texts):
-      if text_b is not None or any(len(t) != 2 for t in texts):
+    if any(isinstance(t, (tuple, list)) for t in texts):
+      if text_b is not None:
         raise BertTfError("texts: give (text_a, text_b) pairs, or texts and text_b=, not both")
+      for i, t in enumerate(texts):
+        if not isinstance(t, (tuple, list)) or len(t) != 2:
+          raise BertTfError(f"texts[{i}]: expected a (text_a, text_b) pair (give pairs, or texts "
+                            f"and text_b=), got {type(t).__name__} {str(t)[:40]!r}")
       texts, text_b = [t[0] for t in texts], [t[1] for t in texts]
     texts = text_server.strings(texts, "texts")
     if text_b is not None and not predictor.pair:

@@ -495,6 +495,8 @@ class SquadTask(base.Task):
     examples = read_squad_examples(v.predict_file, is_training=False,
                                    version_2_with_negative=v.version_2_with_negative,
                                    dataset=self.dataset)
+    if not examples:
+      raise BertTfError(f"--predict_file: {v.predict_file} has no question")
     features = self._features(examples, False, path)
     logging.info("***** Running predictions *****")
     logging.info("  Num orig examples = %d", len(examples))

@@ -54,6 +54,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.model import heads
 from bert_tf.tasks import text_server
 from bert_tf.text import fast_tokenization
+from bert_tf.text import tokenization
 
 # run_squad's split_context whitespace.
 _SQUAD_WHITESPACE = r"[ \t\r\n\x{202f}]+"
@@ -77,7 +78,7 @@ def check_lengths(max_seq_length, doc_stride, max_query_length):
 def _piece_char_lengths(vocab):
   """Characters each vocab entry spells in a word (## stripped); -1 for [UNK]."""
   lengths = []
-  for token in vocab:
+  for token in tokenization.tokens_by_id(vocab):  # by id: a repeated token leaves an id unused
     lengths.append(-1 if token == "[UNK]" else len(token[2:] if token.startswith("##") else token))
   return tf.constant(lengths, tf.int32)
 

@@ -80,6 +80,9 @@ def read_swag_examples(input_file, seed=12345):
     raise BertTfError(f"{input_file}: not a SWAG csv; its header needs the columns "
                       f"{', '.join(REGULAR_COLUMNS)}[, label] (regular) or "
                       f"{', '.join(FULL_COLUMNS)} (full); it has {', '.join(header) or 'none'}")
+  if not rows:
+    raise BertTfError(f"{input_file}: no example (the file holds only its header); expected a "
+                      f"row per example")
   rng = random.Random(seed)
   examples = []
   for i, row in enumerate(rows):

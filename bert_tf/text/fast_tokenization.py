@@ -94,14 +94,12 @@ class FastTokenizer(tf.Module):
     self._python = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
     self.do_lower_case = do_lower_case
     self.batch_size = batch_size
-    if "[UNK]" not in self.vocab:
-      raise BertTfError(f"{vocab_file}: the vocabulary has no [UNK] token")
     max_chars = self._python.wordpiece_tokenizer.max_input_chars_per_word
     self._max_chars_per_word = max_chars
     # Entries the original can never produce (empty after strip(), a bare "##") become unique
     # unmatchable strings (words never hold a space); ids stay the original's.
-    pieces = [token if token.strip() and token != "##" else f" unreachable {i}"
-              for token, i in self.vocab.items()]
+    pieces = [token if token and token != "##" else f" unreachable {i}"
+              for i, token in enumerate(tokenization.tokens_by_id(self.vocab))]
     # The original's limit is in characters: ragged_ids turns longer words into [UNK] itself, so
     # this byte limit (4 bytes a character at most) never binds.
     self._wordpiece = tf_text.FastWordpieceTokenizer(

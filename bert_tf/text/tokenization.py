@@ -15,6 +15,8 @@ import re
 import sys
 import unicodedata
 
+from absl import logging
+
 from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
 
@@ -71,27 +73,71 @@ def printable_text(text):
 
 
 def load_vocab(vocab_file):
-  """Vocabulary file (a token a line, UTF-8, or gzip/bzip2/xz of it) -> OrderedDict token -> id;
-  a repeat keeps its first id. Text that is not UTF-8 (UTF-16, Latin-1 ...) is a one-line error
-  naming the file and the byte, as the original's strict tf.gfile text reader fails on it; a UTF-8
-  byte order mark is dropped (the original kept it in the first token, "\ufeff[PAD]")."""
+  """Vocabulary file (a token a line, UTF-8, or gzip/bzip2/xz of it) -> OrderedDict token -> id,
+  the one reading every script makes of a vocabulary. As the original's load_vocab, each line is a
+  token (stripped) whose id is its line's number from 0 (the row of the model's embeddings), and a
+  repeated token takes its later line's id; both are named in a warning, with their line numbers.
+  Blank lines after the last token are no tokens (an editor's trailing newline; ids are not
+  shifted), a blank line before it keeps its id (named in a warning). [UNK], [CLS] and [SEP] must
+  be there (check_special_tokens). Text that is not UTF-8 (UTF-16, Latin-1 ...) is a one-line
+  error naming the file and the byte, as the original's strict tf.gfile text reader fails on it; a
+  UTF-8 byte order mark is dropped (the original kept it in the first token, "\ufeff[PAD]").
+  vocab_size(vocab) is the number of ids."""
   if not fileio.exists(vocab_file):
     raise BertTfError(f"{vocab_file}: vocabulary file not found")
-  content = fileio.read_text(vocab_file)
-  lines = content.split("\n")
-  if lines and not lines[-1]:
-    lines.pop()  # the original reads until readline() returns "": a final newline ends no token
+  tokens = [line.strip() for line in fileio.read_text(vocab_file).split("\n")]
+  while tokens and not tokens[-1]:
+    tokens.pop()  # the final newline, and blank lines after the last token
   vocab = collections.OrderedDict()
-  for line in lines:
-    token = line.strip()
-    if token not in vocab:
-      vocab[token] = len(vocab)
+  blank, repeated = [], []
+  for number, token in enumerate(tokens, 1):
+    if not token:
+      blank.append(number)
+    elif token in vocab:
+      repeated.append((number, token, vocab[token] + 1))
+    vocab[token] = number - 1
+  check_special_tokens(vocab, vocab_file)
+  _warn_about_lines(vocab_file, blank, repeated)
   return vocab
 
 
-# What every model input holds (FullTokenizer checks them): a file without them is not a BERT
-# vocabulary (a corpus or a label list given as --vocab_file).
-REQUIRED_TOKENS = ("[CLS]", "[SEP]")
+def vocab_size(vocab):
+  """The ids of a load_vocab vocabulary: its lines, repeats and blank lines included."""
+  return max(vocab.values(), default=-1) + 1
+
+
+def tokens_by_id(vocab):
+  """The token of each id of a load_vocab vocabulary, in id order; "" for an id no token has (a
+  blank line, or the earlier line of a repeated token)."""
+  tokens = [""] * vocab_size(vocab)
+  for token, index in vocab.items():
+    tokens[index] = token
+  return tokens
+
+
+_warned_vocabs = set()
+
+
+def _warn_about_lines(vocab_file, blank, repeated):
+  """One warning a file (however often it is read) about its blank and repeated lines."""
+  if (not blank and not repeated) or vocab_file in _warned_vocabs:
+    return
+  _warned_vocabs.add(vocab_file)
+  if blank:
+    logging.warning("%s: line %s is blank%s: it keeps its id (%d), which no text gives, so that "
+                    "the ids after it stay those of the model's rows", vocab_file, blank[0],
+                    f" (and {len(blank) - 1} more)" if len(blank) > 1 else "", blank[0] - 1)
+  if repeated:
+    number, token, first = repeated[0]
+    logging.warning("%s: line %d repeats %r of line %d%s: as the original, the token takes the "
+                    "later line's id, %d; the earlier id is never given", vocab_file, number, token,
+                    first, f" (and {len(repeated) - 1} more repeats)" if len(repeated) > 1 else "",
+                    number - 1)
+
+
+# What every model input holds: a file without them is not a BERT vocabulary (a corpus or a label
+# list given as --vocab_file), and a word the vocabulary cannot spell becomes [UNK].
+REQUIRED_TOKENS = ("[CLS]", "[SEP]", "[UNK]")
 
 
 def check_special_tokens(vocab, vocab_file, tokens=REQUIRED_TOKENS):
@@ -99,8 +145,8 @@ def check_special_tokens(vocab, vocab_file, tokens=REQUIRED_TOKENS):
   missing = [token for token in tokens if token not in vocab]
   if missing:
     raise BertTfError(f"{vocab_file}: not a BERT vocabulary: it has no {' or '.join(missing)} "
-                      f"({len(vocab)} lines; expected a token a line with [CLS], [SEP] and [UNK], "
-                      f"as a model's vocab.txt)")
+                      f"({vocab_size(vocab)} lines; expected a token a line with [UNK], [CLS] and "
+                      f"[SEP], as a model's vocab.txt)")
 
 
 def convert_by_vocab(vocab, items):
@@ -301,7 +347,6 @@ class FullTokenizer(object):
 
   def __init__(self, vocab_file, do_lower_case=True, preserve_unused_tokens=False):
     self.vocab = load_vocab(vocab_file)
-    check_special_tokens(self.vocab, vocab_file)
     self.inv_vocab = {v: k for k, v in self.vocab.items()}
     self.do_lower_case = do_lower_case
     self.preserve_unused_tokens = preserve_unused_tokens

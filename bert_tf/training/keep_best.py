@@ -36,6 +36,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.io.fileio import write_text_atomically
 from bert_tf.io import progress
 from bert_tf.model import checkpoints
+from bert_tf.model import model_dir
 from bert_tf.training import loop
 from bert_tf.training import run_dir
 from bert_tf.training import scalars
@@ -106,7 +107,9 @@ class BestKeeper:
         raise BertTfError(f"--keep_best_metric: {self.directory} keeps the best by "
                           f"{self.state.get('metric')}, not {metric}: give that metric, or a new "
                           f"--output_dir")
-      if self.prefix and (tf.train.latest_checkpoint(self.directory) != self.prefix
+      if self.prefix and (model_dir.state_file_checkpoint(self.directory) != self.prefix
+                          or [prefix for _, prefix in model_dir.scan_checkpoints(
+                              self.directory).whole] != [self.prefix]
                           or tf.io.gfile.glob(self.prefix + _STAGED + "*")):
         self._name_and_prune()  # a kill came between best.json and the end of _name_and_prune
 
@@ -165,7 +168,7 @@ class BestKeeper:
       return improved
     if improved:
       tf.io.gfile.makedirs(self.directory)
-      name = f"{WEIGHTS_NAME}-{step}"
+      name = self._new_name(step)
       checkpoints.save_tf2_checkpoint(model, os.path.join(self.directory, name))
       for file_name in sorted(os.listdir(files_dir)) if files_dir else []:  # staged beside the
         tf.io.gfile.copy(os.path.join(files_dir, file_name),  # weights, moved in after best.json
@@ -177,15 +180,22 @@ class BestKeeper:
       self._name_and_prune()
     return improved
 
+  def _new_name(self, step):
+    """model.ckpt-<step>, or model.ckpt-<step>-<n> when weights of that name are there (the best
+    of a step evaluated again after a resume from an earlier checkpoint): never written over."""
+    name, n = f"{WEIGHTS_NAME}-{step}", 0
+    while tf.io.gfile.glob(os.path.join(self.directory, name) + ".*"):
+      n += 1
+      name = f"{WEIGHTS_NAME}-{step}-{n}"
+    return name
+
   def _name_and_prune(self):
     """Points best/checkpoint at the best weights and removes any others (an older best, or
     weights a kill left before their best.json)."""
     staged = self.prefix + _STAGED
     for path in tf.io.gfile.glob(staged + "*"):  # the best evaluation's result files
       tf.io.gfile.rename(path, os.path.join(self.directory, path[len(staged):]), overwrite=True)
-    name = json.dumps(self.state["checkpoint"])  # a text proto, as tf.train.latest_checkpoint reads
-    write_text_atomically(os.path.join(self.directory, "checkpoint"),
-                          f"model_checkpoint_path: {name}\nall_model_checkpoint_paths: {name}\n")
+    model_dir.write_state_file(self.directory, [self.state["checkpoint"]])
     for path in tf.io.gfile.glob(os.path.join(self.directory, f"{WEIGHTS_NAME}-*")):
       if not path.startswith(self.prefix + "."):
         tf.io.gfile.remove(path)

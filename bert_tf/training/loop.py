@@ -15,12 +15,14 @@ API (stable; later changes only add keyword arguments):
                                          model holds its encoder as `.encoder`.
       loss_fn(features, outputs)      -> float32 scalar: the mean loss of this replica's
                                          micro-batch (the loop scales it for replicas/accumulation).
-      train_input_fn(input_context)   -> tf.data.Dataset of feature dicts, batched per replica and
-                                         repeated forever. With gradient accumulation the batches
-                                         are micro-batches: use bert_tf.data.records'
-                                         per_replica_batch_size(input_context, train_batch_size,
-                                         gradient_accumulation_steps), or records_input_fn(...)
-                                         which does all of it.
+      train_input_fn(input_context)   -> tf.data.Dataset of feature dicts, batched per replica
+                                         (each replica's share of an optimizer step: bert_tf.data.
+                                         records' per_replica_batch_size(input_context,
+                                         train_batch_size), or records_input_fn(...) which does
+                                         all of it) and repeated forever. With gradient
+                                         accumulation the loop splits each batch into its
+                                         micro-batches, so a run resumes with another
+                                         gradient_accumulation_steps from the same input position.
       metric_fn(features, outputs)    -> {name: (values, weights or None)}: the metric is
                                          sum(values * weights) / sum(weights) over what was seen
                                          (logged during training, over every micro-batch with
@@ -28,8 +30,9 @@ API (stable; later changes only add keyword arguments):
                                          function).
       Checkpoints (tf.train.Checkpoint(model=, optimizer=, train_iterators=, rngs=)) go to
       output_dir/model.ckpt-N every save_checkpoints_steps and at the end (keep_checkpoint_max
-      of them, 0 for all), the loop running iterations_per_loop steps at most between them and
-      host-side work; an existing checkpoint there is
+      of them, 0 for all), never over existing files, the loop running iterations_per_loop steps
+      at most between them and host-side work; the newest whole checkpoint there (found by
+      listing: bert_tf.training.run_dir.resume_point) is
       resumed (global step, optimizer slots, input position, dropout RNG), and init_checkpoint is
       then ignored. Otherwise init_checkpoint (an original TF1 checkpoint, one of ours, or a Hugging
       Face directory) is loaded with bert_tf.model.checkpoints.init_from_checkpoint. A NaN/Inf loss raises
@@ -73,6 +76,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.io import interrupts
 from bert_tf.io import progress
 from bert_tf.model import checkpoints
+from bert_tf.model import model_dir
 from bert_tf.training import optimization
 from bert_tf.training import run_dir
 from bert_tf.training import scalars
@@ -136,7 +140,7 @@ def restore_model(strategy, model_fn, input_fn, output_dir=None, init_checkpoint
   with strategy.scope():
     model = model_fn()
     _build(model, input_fn(tf.distribute.InputContext()).element_spec)
-  latest = tf.train.latest_checkpoint(output_dir) if output_dir else None
+  latest = model_dir.latest_checkpoint(output_dir) if output_dir else None
   step = 0
   if latest:
     logging.info("Restoring %s", latest)
@@ -185,18 +189,33 @@ class _TrainIterators:
       self.iterators.append(iter(input_fn(context)))
     self.element_spec = self.iterators[0].element_spec
 
-  def next(self, accumulation=1):
-    """The next batch of every replica; with accumulation > 1, that many micro-batches stacked
-    on a new leading axis."""
+  def check_accumulation(self, accumulation):
+    """Each replica's batch splits into `accumulation` micro-batches (a BertTfError if not)."""
+    if accumulation == 1:
+      return
     if not self.checkpointable:
-      if accumulation > 1:
-        raise BertTfError("--gradient_accumulation_steps: not supported with the tpu strategy")
+      raise BertTfError("--gradient_accumulation_steps: not supported with the tpu strategy")
+    rows = tf.nest.flatten(self.element_spec)[0].shape[0]
+    if rows is not None and rows % accumulation:
+      raise BertTfError(f"--train_batch_size: {rows * self.strategy.num_replicas_in_sync} is not "
+                        f"divisible by {self.strategy.num_replicas_in_sync} replica(s) x "
+                        f"{accumulation} accumulation step(s)")
+
+  def next(self, accumulation=1):
+    """The next batch of every replica; with accumulation > 1, split into that many
+    micro-batches stacked on a new leading axis."""
+    if not self.checkpointable:
       return next(self.iterator)
+
+    def micro_batches(t):
+      shape = [tf.shape(t)[i] if d is None else d for i, d in enumerate(t.shape.as_list())]
+      return tf.reshape(t, tf.stack([accumulation, shape[0] // accumulation] + shape[1:]))
+
     values = []
     for it in self.iterators:
-      micro_batches = [next(it) for _ in range(accumulation)]
-      values.append(micro_batches[0] if accumulation == 1 else
-                    tf.nest.map_structure(lambda *t: tf.stack(t), *micro_batches))
+      batch = next(it)
+      values.append(batch if accumulation == 1 else
+                    tf.nest.map_structure(micro_batches, batch))
     return self.strategy.experimental_distribute_values_from_function(
         lambda ctx: values[ctx.replica_id_in_sync_group - self.first_replica])
 
@@ -212,6 +231,7 @@ def train(strategy, model_fn, loss_fn, train_input_fn, schedule, output_dir,
   if runtime.seed is not None:
     tf_keras.utils.set_random_seed(runtime.seed)
   iterators = _TrainIterators(strategy, train_input_fn)
+  iterators.check_accumulation(accumulation)
   state = _TrainState(strategy, model_fn, iterators.element_spec, metric_fn, dict(
       init_lr=schedule.learning_rate, num_train_steps=num_train_steps,
       num_warmup_steps=schedule.num_warmup_steps, optimizer_type=loop_options.optimizer,
@@ -251,7 +271,7 @@ def train(strategy, model_fn, loss_fn, train_input_fn, schedule, output_dir,
       if not bool(all_finite):
         raise BertTfError(
             f"loss became {float(loss)} (NaN or Inf) by step {step}: training stopped, last "
-            f"good checkpoint kept: {tf.train.latest_checkpoint(output_dir)} (try a lower "
+            f"good checkpoint kept: {model_dir.latest_checkpoint(output_dir)} (try a lower "
             "--learning_rate or --dtype=float32)")
       log.after_chunk(step)
       evaluate = evaluator is not None and evaluator.due(step, num_train_steps)
@@ -310,14 +330,17 @@ def _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoi
                                    rngs=_dropout_generators(state.model))
   checkpoint_dir = output_dir if _is_chief(strategy) else os.path.join(
       output_dir, f".worker_{_worker_index(strategy)}_tmp")
+  if _is_chief(strategy):
+    run_dir.remove_unfinished_saves(output_dir)
+    latest = run_dir.resume_point(output_dir)
+    run_dir.record_checkpoints(output_dir, latest)  # before the manager reads the state file
+  else:
+    latest = model_dir.latest_checkpoint(output_dir)
   # model.ckpt-N, as the original's Estimator names them (its users glob model.ckpt-*);
   # --keep_checkpoint_max=0 keeps all, as the Estimator's RunConfig.
   manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir,
                                        max_to_keep=keep_checkpoint_max or None,
                                        checkpoint_name=run_dir.CHECKPOINT_NAME)
-  if _is_chief(strategy):
-    run_dir.remove_unfinished_saves(output_dir)
-  latest = tf.train.latest_checkpoint(output_dir)
   if latest:
     logging.info("Resuming from %s%s", latest,
                  f" (--init_checkpoint {init_checkpoint} is ignored)" if init_checkpoint else "")
@@ -414,6 +437,12 @@ def _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumul
 
 
 def _save(strategy, manager, step):
+  prefix = os.path.join(manager.directory, f"{run_dir.CHECKPOINT_NAME}-{step}")
+  there = tf.io.gfile.glob(prefix + ".*")
+  if there:  # never written over (resume_point refuses such runs before they start)
+    raise BertTfError(f"--output_dir: {prefix} exists ({os.path.basename(there[0])}, ...): a save "
+                      f"at step {step} would write over it; training stopped, the checkpoint "
+                      f"left as it is: move its files aside, or give a new --output_dir")
   try:
     with interrupts.deferred():  # Ctrl-C or SIGTERM act once the save is whole
       path = manager.save(checkpoint_number=step)

@@ -22,7 +22,7 @@ from bert_tf.model import model_dir
 RUN_FILE = "train_run.json"
 LOCK_FILE = ".bert_tf.lock"  # holds `pid <pid> on <host>` while a run uses the directory
 TASK_CONFIG_FILE = model_dir.TASK_CONFIG_FILE
-CHECKPOINT_NAME = "model.ckpt"  # checkpoints are model.ckpt-<step>, as the original's Estimator
+CHECKPOINT_NAME = model_dir.CHECKPOINT_NAME
 
 
 def check_same_run(output_dir, model, settings, run_shape=None):
@@ -33,12 +33,15 @@ def check_same_run(output_dir, model, settings, run_shape=None):
                                                      None)
   config = config.to_dict() if config is not None else {}
   path = os.path.join(output_dir, RUN_FILE)
-  if tf.train.latest_checkpoint(output_dir) and tf.io.gfile.exists(path):
+  if resume_point(output_dir) and tf.io.gfile.exists(path):
     with tf.io.gfile.GFile(path) as f:
       before = json.load(f)
     _check_config(output_dir, before, config)
     for key, value in settings.items():
-      if key in before and before[key] != value:
+      if key == "gradient_accumulation_steps" and before.get(key, value) != value:
+        logging.info("Resuming %s with --%s=%s (the run started with %s): the same batches, in "
+                     "%s micro-batches each", output_dir, key, value, before[key], value)
+      elif key in before and before[key] != value:
         logging.warning("Resuming %s with %s=%s; the run started with %s", output_dir, key,
                         value, before[key])
     return
@@ -61,7 +64,7 @@ def _check_config(output_dir, before, config):
 def _recorded_run(output_dir):
   """train_run.json of output_dir when it also holds a checkpoint (a run to resume), else None."""
   path = os.path.join(output_dir, RUN_FILE)
-  if not tf.train.latest_checkpoint(output_dir) or not tf.io.gfile.exists(path):
+  if not model_dir.latest_checkpoint(output_dir) or not tf.io.gfile.exists(path):
     return None
   with tf.io.gfile.GFile(path) as f:
     try:
@@ -69,6 +72,23 @@ def _recorded_run(output_dir):
     except ValueError:
       raise BertTfError(f"--output_dir: {path} is not valid JSON: move it aside (it records how "
                         f"the run in {output_dir} was started)") from None
+
+
+def check_batch_size(output_dir, train_batch_size):
+  """Before a training run resumes output_dir (and before TensorFlow starts): the same
+  --train_batch_size as the run it holds (train_run.json). Its checkpoints count steps of that
+  many examples (the global step, the learning rate's warmup and decay, the optimizer's moments,
+  a fine-tuning run's number of steps) and their input position is a number of such batches: with
+  another size the run could not go on as it was. A BertTfError names both values; a batch that
+  does not fit in memory resumes with --gradient_accumulation_steps instead, exactly."""
+  was = (_recorded_run(output_dir) or {}).get("train_batch_size")
+  if was is None or was == train_batch_size:
+    return
+  raise BertTfError(f"--train_batch_size: {output_dir} holds checkpoints of a run with "
+                    f"--train_batch_size={was}, not {train_batch_size} (its steps, learning-rate "
+                    f"schedule and input position count batches of {was}): pass "
+                    f"--train_batch_size={was} to resume it (with --gradient_accumulation_steps "
+                    f"if a batch does not fit in memory), or give a new --output_dir")
 
 
 def check_run_shape(output_dir, run_shape, config=None):
@@ -128,7 +148,7 @@ def check_run_kind(output_dir, task_config=None):
       raise BertTfError(f"--output_dir: {output_dir} holds a {describe_run(recorded)} run "
                         f"({TASK_CONFIG_FILE}), not a pretraining one: give another --output_dir")
     return
-  latest = tf.train.latest_checkpoint(output_dir)
+  latest = model_dir.latest_checkpoint(output_dir)
   if task_config is None or not latest:
     return
   try:
@@ -142,9 +162,11 @@ def check_run_kind(output_dir, task_config=None):
 
 
 def check_init_checkpoint(output_dir, init_checkpoint):
-  """Before a training run writes anything: --init_checkpoint, which it starts from unless
-  output_dir holds a checkpoint to resume, is a checkpoint (a BertTfError naming the flag)."""
-  if not init_checkpoint or tf.train.latest_checkpoint(output_dir):
+  """Before a training run writes anything: what it starts from is sound. That is output_dir's
+  checkpoint to resume (resume_point: a BertTfError when the run would write over checkpoint
+  files there) or else --init_checkpoint, which must be a checkpoint (a BertTfError naming the
+  flag)."""
+  if resume_point(output_dir) or not init_checkpoint:
     return
   try:
     checkpoints.detect_format(init_checkpoint)
@@ -158,12 +180,12 @@ class _Claim:
   def __init__(self, output_dir, created):
     self.output_dir, self.created = output_dir, created
     self.found = set() if created else set(_names(output_dir))
-    self.latest = tf.train.latest_checkpoint(output_dir)
+    self.latest = model_dir.latest_checkpoint(output_dir)
 
   def undo(self):
     """Unless the run saved a checkpoint: removes the directory the claim created, or what the
     run added to the one it found (record files, model files, its lock); what was there stays."""
-    if tf.train.latest_checkpoint(self.output_dir) != self.latest:
+    if model_dir.latest_checkpoint(self.output_dir) != self.latest:
       return
     added = set(_names(self.output_dir)) - self.found
     if any(name.endswith(".index") for name in added):
@@ -302,6 +324,41 @@ def restore_error(latest, error):
   return BertTfError(f"{latest}: cannot be read ({message}): the latest checkpoint of "
                      f"--output_dir is damaged; move its files aside to resume from the one "
                      f"before")
+
+
+def resume_point(output_dir):
+  """The checkpoint a training run in output_dir resumes from (model_dir.latest_checkpoint: the
+  newest whole one, found by listing), or None to start afresh. A BertTfError when the run would
+  come to write over checkpoint files there: an incomplete checkpoint past that point (its step
+  would be saved again), or incomplete ones and no whole one (a fresh start would save them
+  again). Incomplete checkpoints before it are named in a warning and left alone."""
+  latest = model_dir.latest_checkpoint(output_dir)
+  found = model_dir.scan_checkpoints(output_dir)
+  after = [(prefix, missing) for step, prefix, missing in found.incomplete
+           if latest is None or step > _step_of(latest)]
+  if after:
+    prefix, missing = after[-1]
+    start = f"resumed from {latest}" if latest else "started afresh (no whole checkpoint there)"
+    raise BertTfError(f"--output_dir: {prefix} is incomplete ({missing}) and a run {start} would "
+                      f"write its step again: move its files ({prefix}.*) aside, or give a new "
+                      f"--output_dir")
+  return latest
+
+
+def _step_of(prefix):
+  return int(prefix.rsplit("-", 1)[1])
+
+
+def record_checkpoints(output_dir, latest):
+  """When output_dir's `checkpoint` state file is missing or names another checkpoint than
+  `latest` (resume_point's), writes it anew naming every whole checkpoint there, so that the
+  CheckpointManager that goes on saving finds no stale names (it would delete by them) and keeps
+  every checkpoint there."""
+  named = model_dir.state_file_checkpoint(output_dir)
+  if latest is None or (named and os.path.basename(named) == os.path.basename(latest)):
+    return
+  model_dir.write_state_file(output_dir, [os.path.basename(prefix) for _, prefix in
+                                          model_dir.scan_checkpoints(output_dir).whole])
 
 
 def remove_unfinished_saves(output_dir):

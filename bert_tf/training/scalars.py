@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from bert_tf.io import fileio
 from bert_tf.io import progress as progress_lib
+from bert_tf.model import model_dir
 
 CURVE_POINTS = 100
 SUMMARY_SECONDS = 30
@@ -168,7 +169,7 @@ def run_summary(output_dir, start, written, global_step, trained_model=None, eva
   elif trained_model is not None and train.get("loss"):
     figures["last logged training loss"] = train["loss"][-1][1]
   figures.update(progress_lib.headline(eval_results))
-  checkpoint = tf.train.latest_checkpoint(output_dir) if trained_model is not None else None
+  checkpoint = model_dir.latest_checkpoint(output_dir) if trained_model is not None else None
   return progress_lib.summary(
       f"Finished in {progress_lib.format_duration(time.time() - start)}",
       [("checkpoint", checkpoint)] + list(written) + [

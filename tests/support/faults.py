@@ -9,6 +9,15 @@ import numpy as np
 
 from script_runner import run_script
 
+# The run-state worlds' (test_faults_runs.py, test_faults_resume.py) words, vocabulary and config.
+RUN_WORDS = ["the", "dog", "is", "hairy", "cat", "sat", "on", "a", "mat", "it", "not", "big",
+             "red", "ran", "far", "away", "home", "and", "then", "slept"]
+RUN_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ","] + RUN_WORDS
+RUN_CONFIG = {"vocab_size": len(RUN_VOCAB), "hidden_size": 16, "num_hidden_layers": 1,
+              "num_attention_heads": 2, "intermediate_size": 32, "hidden_act": "gelu",
+              "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+              "max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02}
+
 
 def write_json(path, obj):
   path.write_text(json.dumps(obj))
@@ -43,6 +52,21 @@ def make_world(root, vocab, config, words, mrpc_rows):
   return {"root": root, "vocab": str(root / "vocab.txt"),
           "config": write_json(root / "bert_config.json", config),
           "mrpc": mrpc(root / "mrpc", words, mrpc_rows)}
+
+
+def pretraining_records(path, seq_lengths, vocab_size, seed=0):
+  """A record file of one pretraining record per entry of seq_lengths (5 predictions each)."""
+  from bert_tf.data import records  # pylint: disable=g-import-not-at-top
+  rng = np.random.RandomState(seed)
+
+  def record(length):
+    ids = [2] + list(rng.randint(7, vocab_size, length - 2)) + [3]
+    return {"input_ids": ids, "input_mask": [1] * length, "segment_ids": [0] * length,
+            "masked_lm_positions": [1, 2, 3, 4, 5], "masked_lm_ids": ids[1:6],
+            "masked_lm_weights": [1.0] * 5, "next_sentence_labels": [int(rng.randint(2))]}
+
+  records.write_records(str(path), [record(n) for n in seq_lengths])
+  return str(path)
 
 
 def _succeeds(script, args):

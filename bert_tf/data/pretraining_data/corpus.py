@@ -11,6 +11,7 @@ from absl import logging
 from bert_tf.io import fileio
 from bert_tf.io.progress import Progress
 from bert_tf.io import workers
+from bert_tf.text import tokenization
 
 
 
@@ -62,7 +63,7 @@ class Corpus:
 
 def read_corpus(input_files, tokenizer, num_workers=1, progress_seconds=30):
   """Reads one-sentence-per-line files (blank lines between documents) into a Corpus of token ids."""
-  id_dtype = np.uint16 if len(tokenizer.vocab) <= (1 << 16) else np.int32
+  id_dtype = np.uint16 if tokenization.vocab_size(tokenizer.vocab) <= (1 << 16) else np.int32
   id_parts, event_parts = [], []
   stats = collections.Counter()
   progress = Progress("reading", seconds=progress_seconds)
