@@ -7,9 +7,11 @@ import sys
 from absl import app
 from absl import logging
 
+from bert_tf.cli import flag_errors
 from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
+from bert_tf.io import terminal
 
 # TensorFlow errors that come from the user's files and directories, not from a bug: one line each.
 _TF_FILE_ERRORS = {
@@ -96,7 +98,9 @@ def run(main):
   traceback. Ctrl-C prints one line `interrupted: ...` saying what was kept and exits with 130;
   SIGTERM unwinds the same way: what the run was writing is removed, what it had finished stays.
   A gs:// path in a flag is checked to be reachable first; a flag given twice with two values is
-  warned about (absl takes the last, as the original did)."""
+  warned about (absl takes the last, as the original did). A flag absl cannot parse is one
+  `error:` line too (cli.flag_errors). Log lines read as bert_tf.io.terminal says (TensorFlow's
+  chatter hidden; -v shows everything)."""
 
   def guarded_main(argv):
     signal.signal(signal.SIGTERM, _terminate)
@@ -122,5 +126,10 @@ def run(main):
       sys.exit(1)
 
   bert_flags.use_grouped_help()
+  sys.argv[:] = terminal.normalized_argv(sys.argv)
   _warn_repeated_flags(sys.argv)
-  app.run(guarded_main)
+  session = terminal.start(sys.argv)
+  try:
+    app.run(guarded_main, flags_parser=flag_errors.parse)
+  finally:
+    terminal.stop(session)
