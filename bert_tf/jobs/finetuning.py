@@ -147,7 +147,7 @@ def run(task_class, options):
   task = task_class(options, tokenizer)
   plan = keep_best.plan(options, task)
   # Python-only work above; the strategy must come before the first TensorFlow op.
-  strategy = loop.setup_runtime(options.runtime)
+  strategy = loop.setup_runtime(options.runtime, config, options.max_seq_length)
   # What --dtype=auto chose: an export after training serves in it.
   options = dataclasses.replace(options, runtime=dataclasses.replace(
       options.runtime, dtype=loop.concrete_dtype()))

@@ -197,9 +197,9 @@ def run(options, runtime, loop_options):
   of the options, the records and what --output_dir holds comes before anything is written there
   (run_dir.claim, which also keeps a second run out of it)."""
   start = time.time()
-  strategy = loop.setup_runtime(runtime)
   config = BertConfig.from_json_file(options.bert_config_file)
   config.check_sequence_length(options.max_seq_length)
+  strategy = loop.setup_runtime(runtime, config, options.max_seq_length)
   with run_dir.claim(options.output_dir, hold=strategy.extended.should_checkpoint):
     return _run(options, start, strategy, config, runtime, loop_options)
 
