@@ -502,6 +502,9 @@ class NerTask(base.Task):
     logging.info("  Num sentences = %d (%d windows)", len(self.train_sentences), len(features))
     return len(features), len(features), "training windows"
 
+  def split_file(self, split):
+    return "--data_dir", os.path.join(self.options.task.data_dir, SPLIT_FILES[split])
+
   def write_split_records(self, split, path):
     source, sentences = read_split(self.options.task.data_dir, split)
     features = convert_sentences_to_features(sentences, self.label_list,
@@ -531,11 +534,18 @@ class NerTask(base.Task):
     logging.info("***** %s results (%d sentences, %s) *****\n%s", source, len(sentences),
                  detect_scheme(sentences), format_report(scores))
     output_dir = output_dir or self.options.output_dir
-    loop.write_eval_results(os.path.join(output_dir, f"{prefix}_results.txt"), results)
+    # The conlleval table above is the log's; each figure is in the file.
+    loop.write_eval_results(os.path.join(output_dir, f"{prefix}_results.txt"), results, log=False)
     if split == "test":
       write_predictions(os.path.join(output_dir, "test_predictions.txt"), sentences,
                         predicted_tags)
     return results
+
+  def headline(self, split, results):
+    """Entity-level F1, precision and recall (dev: eval_*, test: test_*)."""
+    prefix = "eval" if split == "dev" else "test"
+    return {name: results[name] for name in (f"{prefix}_f1", f"{prefix}_precision",
+                                             f"{prefix}_recall") if name in results}
 
   # ------------------------------------------------------------------ task_config.json, serving
   def serving_options(self):
