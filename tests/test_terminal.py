@@ -12,6 +12,7 @@ import pytest
 
 from bert_tf.io import native_log
 from bert_tf.io import terminal
+from conftest import REPO
 from conftest import run_script
 from support import terminal as seen
 from support.pretraining_runs import write_config
@@ -166,3 +167,42 @@ def test_a_missing_input_file_is_named_before_anything_is_written(tmp_path):
   assert done.stderr.strip().splitlines() == [
       f"error: --data_dir: {data_dir / 'dev.tsv'}: file not found"]
   assert not output_dir.exists()
+
+
+@pytest.mark.parametrize("ending,expected", [
+    ("raise RuntimeError('a bug')", ["Traceback (most recent call last):", "RuntimeError: a bug"]),
+    ("raise BertTfError('--data_dir: /x: not found')", ["error: --data_dir: /x: not found"]),
+    ("os.abort()", []),  # the process dies at once: the relay still copies what came before
+])
+def test_nothing_real_is_lost(tmp_path, ending, expected):
+  """Whatever else reaches descriptor 2 (a C++ FATAL line, a line in no log format), the
+  script's `error:` line and a bug's traceback are all there, in order; only the chatter is
+  gone."""
+  script = tmp_path / "script.py"
+  script.write_text(f"""import os
+from absl import logging
+from bert_tf.cli import app
+from bert_tf.errors import BertTfError
+
+def main(_):
+  logging.info("ours")
+  os.write(2, {CUINIT!r} + b"\\n" + {FATAL!r} + b"\\n" + b"a plain native line\\n")
+  {ending}
+
+app.run(main)
+""")
+  if expected:
+    done = run_script(str(script))
+  else:  # a process of its own: its stderr ends when the relay, which outlives it, closes it
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=600, env=dict(os.environ, PYTHONPATH=REPO))
+    assert done.returncode == -6  # SIGABRT
+  lines = done.stderr.splitlines()
+  assert seen.chatter(done.stderr) == [FATAL.decode()]  # F: what precedes a crash stays
+  kept = [line for line in lines if line in (FATAL.decode(), "a plain native line")]
+  assert kept == [FATAL.decode(), "a plain native line"]
+  assert seen.OURS.match(lines[0]) and lines[0].endswith(" ours")
+  for line in expected:
+    assert line in lines
+  if expected:
+    assert lines[-1] == expected[-1]

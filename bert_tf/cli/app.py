@@ -85,6 +85,17 @@ def _warn_repeated_flags(argv):
           f"{given[-1]}", file=sys.stderr)
 
 
+# What bert_tf.io.terminal set up for the run (its relay of TensorFlow's C++ log), while run() runs.
+_session = None
+
+
+def _last_line(line):
+  """Prints the run's closing `error:` or `interrupted:` line after everything TensorFlow wrote
+  before it: the relay is drained first."""
+  terminal.stop(_session)
+  print(line, file=sys.stderr)
+
+
 def _terminate(signum, unused_frame):
   """SIGTERM as an exception, so that every cleanup runs (temporary files, spool directories,
   worker processes) before the process ends with status 128 + SIGTERM, as a killed one."""
@@ -115,21 +126,22 @@ def run(main):
         line = _interrupted()
       except Exception:  # pylint: disable=broad-except  (an unreadable output: say less)
         line = "interrupted: nothing half-written is left"
-      print(line, file=sys.stderr)
+      _last_line(line)
       sys.exit(130)
     except Exception as e:  # pylint: disable=broad-except
       line = _one_line(e)
       if line is None:
         raise
       logging.flush()
-      print(line, file=sys.stderr)
+      _last_line(line)
       sys.exit(1)
 
   bert_flags.use_grouped_help()
   sys.argv[:] = terminal.normalized_argv(sys.argv)
   _warn_repeated_flags(sys.argv)
-  session = terminal.start(sys.argv)
+  global _session
+  _session = terminal.start(sys.argv)
   try:
     app.run(guarded_main, flags_parser=flag_errors.parse)
   finally:
-    terminal.stop(session)
+    terminal.stop(_session)

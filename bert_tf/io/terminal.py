@@ -16,6 +16,9 @@ Without -v:
     are not written at all.
 Python's own output (tracebacks, `error:` lines, progress bars, warnings) never goes through the
 filter: Python's sys.stderr keeps the real stderr, only descriptor 2 (C++'s) is the relay's pipe.
+What the relay passes (a FATAL line, a line in no log format) may come a moment after the Python
+lines written around it; stop() drains it, so a run's closing `error:` line or traceback, written
+after stop(), comes last.
 """
 import io
 import logging as std_logging
