@@ -13,7 +13,7 @@ SENTENCE=${1:-"the movie was not terrible , the music was brilliant ."}
 # Without a sentence the demo asks about these too: the model knows everyday reviews, not films alone.
 EVERYDAY=("the food was cold and the waiter was rude ." "my new phone is fast and the battery is great .")
 PRETRAIN_STEPS=${DEMO_PRETRAIN_STEPS:-1500}
-EPOCHS=2
+EPOCHS=3
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-3}
 # With a sentence and a model already exported by an earlier run: just ask it.
 ASK=(demo/ask.py --export_dir="$OUT/export" --vocab_file="$OUT/data/vocab.txt"

@@ -22,7 +22,7 @@ from absl import flags  # noqa: E402
 flags.DEFINE_string("output_dir", "demo_out/data", "Where corpus.txt, vocab.txt and sst-2/ go.")
 flags.DEFINE_integer("num_documents", 1200, "Documents in the pretraining corpus.")
 flags.DEFINE_integer("num_heldout_documents", 150, "Documents in the held-out corpus.")
-flags.DEFINE_integer("num_labelled", 2400, "Labelled sentences (train + dev).")
+flags.DEFINE_integer("num_labelled", 4800, "Labelled sentences (train + dev).")
 flags.DEFINE_integer("seed", 12345, "Random seed.")
 FLAGS = flags.FLAGS
 

@@ -1,7 +1,7 @@
 """The demo's last words: its figures as a table in <out_dir>/summary.md (the table the README
 shows), then what it made, where, and the commands to try next.
 
-  python demo/summary.py --out_dir=demo_out --seconds=312 --pretrain_steps=1500 --epochs=2
+  python demo/summary.py --out_dir=demo_out --seconds=312 --pretrain_steps=1500 --epochs=3
 
 It reads what the stages wrote: create_pretraining_data's log (corpus.log), the pretraining and
 classifier eval_results.txt, data/bert_config.json and the answers demo/ask.py printed (ask.txt).
@@ -109,7 +109,7 @@ def main(argv=None):
   parser.add_argument("--out_dir", default="demo_out")
   parser.add_argument("--seconds", type=int, default=0, help="How long the demo ran.")
   parser.add_argument("--pretrain_steps", type=int, default=1500)
-  parser.add_argument("--epochs", type=int, default=2)
+  parser.add_argument("--epochs", type=int, default=3)
   args = parser.parse_args(argv)
   text = table(args.out_dir, args.pretrain_steps, args.epochs)
   with open(os.path.join(args.out_dir, "summary.md"), "w", encoding="utf-8") as f:
