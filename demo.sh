@@ -3,12 +3,17 @@
 # that answers a sentence. Everything it reads is made by demo/make_demo_data.py.
 # Usage: bash demo.sh ["a sentence to classify"]
 # Every stage runs in float32: on a CPU without bfloat16 instructions (AVX2 only) --dtype=bfloat16
-# is emulated and slower.
+# is emulated and slower. It ends with its figures (also in demo_out/summary.md: the README's
+# table), what it made, where, and what to try next.
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PY:-.venv/bin/python}
 OUT=${DEMO_OUT:-demo_out}
 SENTENCE=${1:-"the movie was not terrible , the music was brilliant ."}
+# Without a sentence the demo asks about these too: the model knows everyday reviews, not films alone.
+EVERYDAY=("the food was cold and the waiter was rude ." "my new phone is fast and the battery is great .")
+PRETRAIN_STEPS=${DEMO_PRETRAIN_STEPS:-1500}
+EPOCHS=3
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-3}
 # With a sentence and a model already exported by an earlier run: just ask it.
 ASK=(demo/ask.py --export_dir="$OUT/export" --vocab_file="$OUT/data/vocab.txt"
@@ -20,8 +25,8 @@ rm -rf "$OUT"
 start=$SECONDS
 trap 'echo "demo failed at the stage above: its log is under $OUT/ (*.log)" >&2' ERR
 stage() { echo; echo "=== [$((SECONDS - start)) s] $*"; }
-# absl's log prefix off, so the figures read plainly.
-plain() { sed -uE 's/^[IWE][0-9]{4} [0-9:.]+ +[0-9]+ [A-Za-z0-9_]+\.py:[0-9]+\] //'; }
+# The log lines' time stamp (or absl's prefix, with -v) off, so the figures read plainly.
+plain() { sed -uE 's/^([IWE][0-9]{4} [0-9:.]+ +[0-9]+ [A-Za-z0-9_]+\.py:[0-9]+\] |[0-9]{2}:[0-9]{2}:[0-9]{2} )//'; }
 # shown LOG PATTERN COMMAND...: the command's whole output into LOG, and its lines that match
 # PATTERN on the terminal as they come (training logs a step line at least every 30 s).
 shown() {
@@ -47,7 +52,7 @@ shown "$OUT/pretrain.log" "^step |^First step" \
   $PY run_pretraining.py --bert_config_file="$OUT/data/bert_config.json" \
   --input_file="$OUT/corpus.tfrecord" --output_dir="$OUT/pretrain" --do_train \
   --max_seq_length=64 --max_predictions_per_seq=10 --train_batch_size=64 \
-  --num_train_steps=${DEMO_PRETRAIN_STEPS:-1500} --num_warmup_steps=100 --learning_rate=1e-3 \
+  --num_train_steps=$PRETRAIN_STEPS --num_warmup_steps=100 --learning_rate=1e-3 \
   --save_checkpoints_steps=500 --iterations_per_loop=100 --log_steps=250
 $PY run_pretraining.py --bert_config_file="$OUT/data/bert_config.json" \
   --input_file="$OUT/heldout.tfrecord" --output_dir="$OUT/pretrain" --do_eval \
@@ -60,7 +65,7 @@ shown "$OUT/classifier.log" "^step |^First step" \
   $PY run_classifier.py --task_name=sst-2 --data_dir="$OUT/data/sst-2" \
   --vocab_file="$OUT/data/vocab.txt" --bert_config_file="$OUT/data/bert_config.json" \
   --init_checkpoint="$OUT/pretrain" --output_dir="$OUT/classifier" --do_train --do_eval \
-  --max_seq_length=64 --train_batch_size=32 --learning_rate=1e-4 --num_train_epochs=2 \
+  --max_seq_length=64 --train_batch_size=32 --learning_rate=1e-4 --num_train_epochs=$EPOCHS \
   --log_steps=30
 echo "dev results:"; sed 's/^/  /' "$OUT/classifier/eval_results.txt"
 
@@ -69,6 +74,10 @@ $PY export_savedmodel.py --task=classifier --task_name=sst-2 \
   --vocab_file="$OUT/data/vocab.txt" --bert_config_file="$OUT/data/bert_config.json" \
   --init_checkpoint="$OUT/classifier" --export_dir="$OUT/export" --max_seq_length=64 \
   > "$OUT/export.log" 2>&1
-$PY "${ASK[@]}" "$SENTENCE" 2> "$OUT/ask.log"
+ASKED=("$SENTENCE")
+[ $# -ge 1 ] || ASKED+=("${EVERYDAY[@]}")
+$PY "${ASK[@]}" "${ASKED[@]}" 2> "$OUT/ask.log" | tee "$OUT/ask.txt"
 
-stage "done"
+echo
+$PY demo/summary.py --out_dir="$OUT" --seconds=$((SECONDS - start)) \
+  --pretrain_steps="$PRETRAIN_STEPS" --epochs="$EPOCHS"

@@ -38,7 +38,9 @@ README_FLAGS = ["--max_seq_length=128", "--pack_sequences", "--train_batch_size=
                 "--learning_rate=3e-5", "--num_train_epochs=3"]
 QUICK_FLAGS = ["--max_seq_length=64", "--pack_sequences", "--train_batch_size=8",
                "--learning_rate=3e-5", "--num_train_epochs=1"]
-_LOG_TIME = re.compile(r"^[IWE](\d{4}) (\d\d):(\d\d):(\d\d\.\d+)")
+# A log line's time: absl's prefix (with -v) or the scripts' own `HH:MM:SS message`.
+_LOG_TIME = re.compile(r"^(?:[IWE](\d{4}) )?(\d\d):(\d\d):(\d\d(?:\.\d+)?) ")
+_STEP = r"(?:\] |^\d\d:\d\d:\d\d )step (\d+)/"
 
 
 def minilm_dir(work_dir):
@@ -68,7 +70,7 @@ def data_dir(work_dir, quick):
 
 
 def log_seconds(line):
-  """Seconds since midnight of an absl log line's time stamp (None for other lines)."""
+  """Seconds since midnight of a log line's time stamp (None for other lines)."""
   match = _LOG_TIME.match(line)
   if not match:
     return None
@@ -87,7 +89,7 @@ def train_timing(log_path):
         start = when
       elif "First step done" in line:
         first_done = when
-      match = re.search(r"\] step (\d+)/(\d+) ", line)
+      match = re.search(_STEP + r"(\d+) ", line)
       if match:
         last, steps = when, int(match[1])
   if None in (start, first_done, last):
@@ -103,7 +105,7 @@ def step_losses(log_path):
   losses, previous = {}, 0
   with open(log_path, encoding="utf-8", errors="replace") as f:
     for line in f:
-      match = re.search(r"\] step (\d+)/\d+ loss ([0-9.e+-]+)", line)
+      match = re.search(_STEP + r"\d+ loss ([0-9.e+-]+)", line)
       if match:
         losses[previous, int(match[1])] = float(match[2])
         previous = int(match[1])

@@ -32,7 +32,8 @@ FLAGS.string("skip", None, "a regular expression: commands not run")
 USER_ENV = dict(bench_env.STARTED_ENVIRON, TF_CPP_MIN_LOG_LEVEL="2")
 
 SHARED = os.path.join(os.path.dirname(REPO), "shared")
-_FIGURE = re.compile(r"\]\s+([A-Za-z_][\w ]*?) = (\S+)$")
+# A closing summary's figure line, after absl's prefix (-v) or the scripts' own time stamp.
+_FIGURE = re.compile(r"(?:\]|^\d\d:\d\d:\d\d)\s+([A-Za-z_][\w ]*?) = (\S+)$")
 
 
 def sandbox(work_dir):

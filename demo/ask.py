@@ -61,6 +61,12 @@ def label_name(label, label_names):
       label_names) else label
 
 
+def answer_line(sentence, label, probabilities):
+  """`'sentence' -> label (probabilities 0.063, 0.937)`: what ask prints (demo/summary.py reads
+  it back)."""
+  return f"{sentence!r} -> {label} (probabilities {', '.join(f'{p:.3f}' for p in probabilities)})"
+
+
 def main(argv):
   sentences = argv[1:]
   if not sentences:
@@ -79,8 +85,7 @@ def main(argv):
       FLAGS.vocab_file) else None
   for i, sentence in enumerate(sentences):
     label = label_name(outputs["labels"][i].numpy().decode(), FLAGS.label_names)
-    probabilities = ", ".join(f"{p:.3f}" for p in outputs["probabilities"][i].numpy())
-    print(f"{sentence!r} -> {label} (probabilities {probabilities})")
+    print(answer_line(sentence, label, outputs["probabilities"][i].numpy()))
     if coverage:
       words, whole, split, unknown = coverage[i]
       print(f"  its {words} words and marks: {whole} in the vocabulary, {len(split)} spelled in "

@@ -1,6 +1,7 @@
 """Makes the built-in demo's data: a small English-like corpus (and a held-out one), its WordPiece
-vocab, a small bert_config.json, and a labelled sentiment set in the GLUE SST-2 layout. Nothing is
-downloaded; the same --seed gives the same files.
+vocab, a small bert_config.json, and a labelled sentiment set in the GLUE SST-2 layout: everyday
+opinions of films and books, restaurants and food, products and apps, hotels and trips, shops and
+services (REVIEWED). Nothing is downloaded; the same --seed gives the same files.
 
 Documents keep to one topic, so next-sentence prediction is learnable (a random sentence from
 another document usually names another topic); sentences follow a small grammar over about a
@@ -21,7 +22,7 @@ from absl import flags  # noqa: E402
 flags.DEFINE_string("output_dir", "demo_out/data", "Where corpus.txt, vocab.txt and sst-2/ go.")
 flags.DEFINE_integer("num_documents", 1200, "Documents in the pretraining corpus.")
 flags.DEFINE_integer("num_heldout_documents", 150, "Documents in the held-out corpus.")
-flags.DEFINE_integer("num_labelled", 2400, "Labelled sentences (train + dev).")
+flags.DEFINE_integer("num_labelled", 4800, "Labelled sentences (train + dev).")
 flags.DEFINE_integer("seed", 12345, "Random seed.")
 FLAGS = flags.FLAGS
 
@@ -98,19 +99,49 @@ ADJECTIVES = (
     "yellow white black brown gray orange purple golden wooden round flat wide narrow thin thick "
     "huge tiny").split()
 POSITIVE = ("wonderful great delightful superb excellent lovely brilliant good amazing beautiful "
-            "fun funny enjoyable fantastic perfect charming moving clever fresh exciting powerful "
-            "touching smart solid nice pleasant remarkable outstanding impressive memorable "
-            "stunning sweet entertaining engaging gorgeous").split()
+            "fun enjoyable fantastic perfect charming clever fresh exciting smart solid nice "
+            "pleasant remarkable outstanding impressive memorable sweet").split()
 NEGATIVE = ("terrible awful boring dreadful poor dull horrible bad weak stupid silly slow messy "
-            "ugly annoying painful lazy bland flat tedious predictable forgettable disappointing "
-            "pointless confusing cheap mediocre lifeless ridiculous awkward clumsy").split()
+            "ugly annoying painful lazy bland flat tedious disappointing pointless confusing "
+            "cheap mediocre ridiculous awkward clumsy").split()
 LIKED, DISLIKED = "loved liked enjoyed adored admired".split(), "hated disliked".split()
 LIKE, DISLIKE = "love like enjoy adore admire".split(), "hate dislike".split()
-FILMS = ["movie", "film", "story", "show", "play", "book", "series", "episode", "novel", "comedy",
-         "drama", "thriller", "musical", "sequel"]
-ASPECTS = ["acting", "music", "plot", "ending", "writing", "scenery", "cast", "dialogue",
-           "characters", "soundtrack", "direction", "humor", "pacing", "script", "effects",
-           "costumes"]
+# What the reviews are about: (things, their aspects, praise and blame of their own), so that the
+# model knows everyday opinions, not film reviews alone ("the food was cold and the waiter was
+# rude" is negative).
+REVIEWED = {
+    "films": (["movie", "film", "story", "show", "play", "book", "series", "episode", "novel",
+               "comedy", "drama", "thriller", "musical", "sequel"],
+              ["acting", "music", "plot", "ending", "writing", "scenery", "cast", "dialogue",
+               "characters", "soundtrack", "direction", "humor", "pacing", "script", "effects",
+               "costumes"],
+              "funny moving touching powerful stunning entertaining engaging gorgeous".split(),
+              "predictable forgettable lifeless".split()),
+    "food": (["restaurant", "meal", "dinner", "lunch", "breakfast", "pizza", "burger", "soup",
+              "cafe", "food", "dish", "salad", "steak", "bakery"],
+             ["food", "service", "waiter", "waitress", "staff", "coffee", "dessert", "portions",
+              "prices", "atmosphere", "menu", "bread", "sauce", "chef"],
+             "delicious tasty friendly helpful warm generous cozy fast polite hot".split(),
+             "cold rude greasy stale salty raw overpriced noisy unfriendly dirty".split()),
+    "products": (["phone", "laptop", "camera", "headphones", "charger", "blender", "printer",
+                  "product", "app", "watch", "keyboard", "speaker", "tablet", "kettle"],
+                 ["battery", "screen", "sound", "design", "quality", "price", "delivery",
+                  "packaging", "software", "support", "buttons", "update", "case", "cable"],
+                 "reliable sturdy fast sharp quiet light handy useful solid clear".split(),
+                 "broken cheap flimsy useless faulty buggy loud heavy fragile late".split()),
+    "travel": (["hotel", "room", "flight", "trip", "tour", "stay", "holiday", "cruise", "train",
+                "apartment"],
+               ["bed", "staff", "view", "location", "breakfast", "pool", "service", "seats",
+                "guide", "shower", "crew", "wifi"],
+               "comfortable clean spacious quiet friendly relaxing helpful calm".split(),
+               "dirty cramped noisy rude uncomfortable smelly crowded late".split()),
+    "services": (["shop", "store", "bank", "gym", "salon", "garage", "pharmacy", "clinic",
+                  "taxi", "delivery", "plumber", "dentist"],
+                 ["staff", "service", "manager", "wait", "prices", "support", "driver",
+                  "advice", "repair", "appointment"],
+                 "friendly helpful quick honest professional patient polite efficient".split(),
+                 "rude slow dishonest careless unhelpful expensive late impatient".split()),
+}
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 # Every printable ASCII character, and common English endings, so that a word outside the word
 # lists is spelled in pieces (enjoy ##s), not [UNK].
@@ -152,8 +183,10 @@ def make_sentence(rng, topic):
 
 def make_review(rng):
   label = rng.randrange(2)
-  words, other = (POSITIVE, NEGATIVE) if label else (NEGATIVE, POSITIVE)
-  film, aspect, w = rng.choice(FILMS), rng.choice(ASPECTS), rng.choice
+  things, aspects, praise, blame = REVIEWED[rng.choice(sorted(REVIEWED))]
+  words, other = (POSITIVE + praise, NEGATIVE + blame) if label else (NEGATIVE + blame,
+                                                                      POSITIVE + praise)
+  film, aspect, w = rng.choice(things), rng.choice(aspects), rng.choice
   if rng.random() < 0.25:
     # Negation flips the label, so a bag of words is not enough.
     return rng.choice([
@@ -187,7 +220,8 @@ def word_lists():
   """Every word the generator can write."""
   lists = [PRONOUNS, DETERMINERS, PREPOSITIONS, AUXILIARIES, CONNECTIVES, ADVERBS, NOUNS,
            VERBS_PAST, VERBS_BASE, ADJECTIVES, POSITIVE, NEGATIVE, LIKED, DISLIKED, LIKE, DISLIKE,
-           FILMS, ASPECTS, QUESTIONS, OBJECTS, BE, DEGREES, TIMES]
+           QUESTIONS, OBJECTS, BE, DEGREES, TIMES]
+  lists += [words for reviewed in REVIEWED.values() for words in reviewed]
   lists += [words for topic in TOPICS.values() for words in topic]
   return {word for words in lists for phrase in words for word in phrase.split()}
 

@@ -3,12 +3,16 @@ live in tests/support/ (shared by the test modules, which never import one anoth
 import os
 import signal
 import sys
+import tempfile
 import warnings
 
 # Before TensorFlow is imported anywhere: Model Garden and our layers are Keras 2 (tf_keras).
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+# --dtype=auto's CPU probe caches what it measured (bert_tf.training.dtype_probe): in a folder of
+# the session's, not in the user's home.
+os.environ.setdefault("BERT_TF_CACHE_DIR", tempfile.mkdtemp(prefix="bert_tf_cache-"))
 
 import pytest  # noqa: E402
 

@@ -2,6 +2,7 @@
 # pylint: disable=redefined-outer-name,unused-argument,g-import-not-at-top
 import json
 import os
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -145,9 +146,16 @@ def test_activation_names_compute_what_transformers_computes():
 def test_reports_variables_not_found_and_unused(tf1_checkpoint, tmp_path):
   encoder_only = checkpoints.save_tf1_checkpoint(
       randomize(modeling.BertModel(CONFIG)), str(tmp_path / "encoder.ckpt"))
-  result = checkpoints.init_from_checkpoint(modeling.BertPretrainer(CONFIG), encoder_only)
+  with mock.patch.object(checkpoints.logging, "warning") as warning:
+    result = checkpoints.init_from_checkpoint(modeling.BertPretrainer(CONFIG), encoder_only)
   assert sorted(result.not_found) == sorted(head_shapes(CONFIG))
   assert not result.unused
+  # One warning for the seven head variables, saying why and what it means.
+  [(message, *args)] = [c.args for c in warning.call_args_list]
+  line = message % tuple(args)
+  assert line.startswith("7 variables of the pretraining heads (cls/predictions, "
+                         "cls/seq_relationship) are not in the checkpoint, which holds no "
+                         "pretraining heads") and "Fine-tuning never uses them" in line
   result = checkpoints.init_from_checkpoint(modeling.BertModel(CONFIG), tf1_checkpoint)
   assert sorted(result.unused) == sorted(head_shapes(CONFIG)) and not result.not_found
   # A task model takes the encoder only; its own head is left alone.

@@ -12,6 +12,7 @@ from seqeval import scheme as seqeval_scheme
 from bert_tf.data import records
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import conll
+from bert_tf.tasks import conlleval
 from conftest import shared_data
 
 TYPES = ("PER", "LOC", "ORG", "MISC")
@@ -179,11 +180,11 @@ def test_records_round_trip(tmp_path):
 
 
 def test_entities_iob1_iob2_iobes():
-  assert conll.get_entities(["B-PER", "I-PER", "O", "B-LOC"]) == {("PER", 0, 2), ("LOC", 3, 4)}
+  assert conlleval.get_entities(["B-PER", "I-PER", "O", "B-LOC"]) == {("PER", 0, 2), ("LOC", 3, 4)}
   # IOB1: I- opens an entity, B- separates two adjacent entities of one type.
-  assert conll.get_entities(["I-PER", "I-PER", "B-PER", "I-LOC"]) == {
+  assert conlleval.get_entities(["I-PER", "I-PER", "B-PER", "I-LOC"]) == {
       ("PER", 0, 2), ("PER", 2, 3), ("LOC", 3, 4)}
-  assert conll.get_entities(["S-PER", "B-LOC", "E-LOC", "O"]) == {("PER", 0, 1), ("LOC", 1, 3)}
+  assert conlleval.get_entities(["S-PER", "B-LOC", "E-LOC", "O"]) == {("PER", 0, 1), ("LOC", 1, 3)}
 
 
 def _random_entities(rng, length):
@@ -212,7 +213,7 @@ def _encode(entities, length, scheme):
 
 
 def _assert_same_as_seqeval(gold, predicted, **mode):
-  ours = conll.entity_scores(gold, predicted)
+  ours = conlleval.entity_scores(gold, predicted)
   report = seqeval_metrics.classification_report(gold, predicted, output_dict=True,
                                                  zero_division=0, **mode)
   overall = ours["overall"]
@@ -264,15 +265,15 @@ def test_scores_match_seqeval_on_real_conll_dev():
   gold = [s.tags for s in sentences]
   predicted = [[t if rng.random() < 0.9 else rng.choice(labels) for t in g] for g in gold]
   _assert_same_as_seqeval(gold, predicted)
-  assert conll.entity_scores(gold, gold)["overall"]["f1"] == 1.0
+  assert conlleval.entity_scores(gold, gold)["overall"]["f1"] == 1.0
 
 
 def test_scores_to_results_and_report():
-  scores = conll.entity_scores([["B-PER", "I-PER", "O", "B-LOC"]], [["B-PER", "I-PER", "O", "O"]])
-  results = conll.scores_to_results(scores)
+  scores = conlleval.entity_scores([["B-PER", "I-PER", "O", "B-LOC"]], [["B-PER", "I-PER", "O", "O"]])
+  results = conlleval.scores_to_results(scores)
   assert results["eval_precision"] == 1.0 and results["eval_recall"] == 0.5
   assert results["eval_LOC_f1"] == 0.0 and results["eval_PER_support"] == 1
-  assert "FB1:  66.67" in conll.format_report(scores)
+  assert "FB1:  66.67" in conlleval.format_report(scores)
 
 
 def test_docstart_in_any_form_and_position(tmp_path):

@@ -1,6 +1,7 @@
 """The demo's data and its client, without the demo's training: the vocabulary covers everyday
 English (a user's sentence is mostly whole words, nothing [UNK]), bert_config.json matches it, and
 demo/ask.py names the labels and counts the words in pieces and [UNK]."""
+import functools
 import importlib.util
 import json
 import os
@@ -14,7 +15,9 @@ from bert_tf.text import tokenization
 SENTENCES = ["I really enjoyed this movie, the actors were amazing!",
              "What a waste of time; I hated every minute of it.",
              "It was too long and the ending made no sense.",
-             "My friends thought the music was beautiful but the story was boring."]
+             "My friends thought the music was beautiful but the story was boring.",
+             "The food was cold and the waiter was rude.",
+             "My new phone is fast and the battery is great."]
 
 
 def test_demo_vocabulary_covers_everyday_english(tmp_path):
@@ -37,12 +40,23 @@ def test_demo_vocabulary_covers_everyday_english(tmp_path):
   assert tokenizer.tokenize("songs") == ["song", "##s"]  # an unseen form: word and ending
   train = (tmp_path / "sst-2" / "train.tsv").read_text().splitlines()
   assert train[0] == "sentence\tlabel" and {line[-1] for line in train[1:]} == {"0", "1"}
+  # Everyday opinions, not film reviews alone: every kind of thing REVIEWED is in the labelled set.
+  make_demo_data = _demo_module("make_demo_data")
+  words = {word for line in train[1:] for word in line.split("\t")[0].split()}
+  for kind, (things, _, praise, blame) in make_demo_data.REVIEWED.items():
+    assert words & set(things) and words & set(praise + blame), kind
+
+
+@functools.lru_cache(maxsize=None)  # once: ask.py defines absl flags
+def _demo_module(name):
+  spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, "demo", f"{name}.py"))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
 
 
 def test_ask_names_labels_and_counts_unknown_words(tmp_path):
-  spec = importlib.util.spec_from_file_location("ask", os.path.join(REPO, "demo", "ask.py"))
-  ask = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(ask)
+  ask = _demo_module("ask")
   assert ask.label_name("1", ["negative", "positive"]) == "positive (1)"
   assert ask.label_name("1", None) == "1"
   assert ask.label_name("entailment", ["a", "b"]) == "entailment"
@@ -51,3 +65,44 @@ def test_ask_names_labels_and_counts_unknown_words(tmp_path):
                               "song", "##s", "."]) + "\n")
   [(words, whole, split, unknown)] = ask.word_coverage(str(vocab), ["The songs was gr8 ."])
   assert (words, whole, split, unknown) == (5, 3, ["song ##s"], ["[UNK]"])
+
+
+def test_the_demo_ends_with_its_table_what_it_made_and_what_to_try(tmp_path):
+  """demo/summary.py on the files the stages write: summary.md (the README's table) from them,
+  then what was made, where, and the next commands."""
+  ask = _demo_module("ask")
+  (tmp_path / "data").mkdir()
+  (tmp_path / "data" / "bert_config.json").write_text(json.dumps(
+      {"num_hidden_layers": 2, "hidden_size": 128, "vocab_size": 1088}))
+  (tmp_path / "corpus.log").write_text(
+      "12:00:00 ***** Finished in 0:00:09 *****\n12:00:00   records:  demo_out/corpus.tfrecord\n"
+      "12:00:00   instances written = 12,641\n12:00:00   documents = 1,200\n")
+  for stage, text in (("pretrain", "masked_lm_accuracy = 0.5312\nnext_sentence_accuracy = 0.775\n"),
+                      ("classifier", "eval_accuracy = 0.9925\nglobal_step = 125\n")):
+    (tmp_path / stage).mkdir()
+    (tmp_path / stage / "eval_results.txt").write_text(text)
+  (tmp_path / "ask.txt").write_text("\n".join([
+      ask.answer_line("the food was cold .", "negative (0)", [0.91, 0.09]),
+      ask.answer_line("it's great", "positive (1)", [0.2, 0.8]),
+      "  its 5 words and marks: 5 in the vocabulary, 0 spelled in pieces, 0 [UNK]",
+      "(12.0 ms for 2 sentence(s))"]) + "\n")
+  done = subprocess.run([sys.executable, os.path.join(REPO, "demo", "summary.py"),
+                         f"--out_dir={tmp_path}", "--seconds=312", "--pretrain_steps=1500",
+                         "--epochs=2"], capture_output=True, text=True, timeout=60)
+  assert done.returncode == 0, done.stderr
+  table = (tmp_path / "summary.md").read_text()
+  assert table.splitlines() == [
+      "| stage | figures |", "|---|---|",
+      "| create_pretraining_data.py | 1,200 documents -> 12,641 instances (seq 64) |",
+      "| run_pretraining.py, L=2 H=128, 1,088-piece vocabulary, 1,500 steps of 64 | held-out "
+      "masked-LM accuracy 0.53, next-sentence accuracy 0.78 |",
+      "| run_classifier.py (SST-2 layout), 2 epochs | dev accuracy 0.99 |",
+      '| export_savedmodel.py + `demo/ask.py "the food was cold ."` | negative (0), p=0.91 |',
+      '| export_savedmodel.py + `demo/ask.py "it\'s great"` | positive (1), p=0.80 |']
+  lines = done.stdout.splitlines()
+  assert table.strip() in done.stdout
+  assert f"The demo is done (5 min 12 s). It made, in {tmp_path}/:" in lines
+  assert any(line.startswith("  export/ ") for line in lines)
+  assert lines[-3:] == ["Try next:", '  bash demo.sh "the food was cold and the waiter was rude ."',
+                        f'  .venv/bin/python demo/ask.py --export_dir={tmp_path}/export '
+                        '"a sentence" "another one"']

@@ -1,6 +1,8 @@
-"""--dtype: auto's choice, the warning for emulated bfloat16 (CPU flags passed in, so nothing here
-depends on this machine's CPU), and what runs in float32 under mixed_bfloat16."""
+"""--dtype: auto's choice, the warning for emulated bfloat16 (CPU flags and probe timings passed in,
+so nothing here depends on this machine's CPU), the probe itself, and what runs in float32 under
+mixed_bfloat16."""
 import collections
+import json
 from unittest import mock
 
 import pytest
@@ -12,8 +14,11 @@ from bert_tf.jobs import pretraining
 from bert_tf.model.config import BertConfig
 from bert_tf.model import heads
 from bert_tf.model import modeling
+from bert_tf.training import dtype_probe
 from bert_tf.training import runtime
 from bert_tf.training import precision
+
+_real_measure = dtype_probe.measure
 
 AVX2_ONLY = ("processor\t: 0\nvendor_id\t: AuthenticAMD\n"
              "flags\t\t: fpu sse sse2 avx avx2 fma bmi2\nprocessor\t: 1\n"
@@ -33,25 +38,66 @@ def test_cpu_bf16_flags_read_from_cpuinfo_text():
   assert precision.cpu_bf16_flags("") is None  # no /proc/cpuinfo: unknown, not "none"
 
 
-@pytest.mark.parametrize("device,capabilities,cpuinfo,expected", [
-    ("tpu", (), AVX2_ONLY, "bfloat16"),
-    ("gpu", ((8, 0),), AVX2_ONLY, "bfloat16"),
-    ("gpu", ((9, 0), (9, 0)), "", "bfloat16"),
-    ("gpu", ((7, 0),), SAPPHIRE_RAPIDS, "float32"),  # V100: no bf16 tensor cores
-    ("gpu", ((8, 6), (7, 5)), AVX2_ONLY, "float32"),  # every GPU must have them
-    ("gpu", (), AVX2_ONLY, "float32"),  # capability unknown
-    ("cpu", (), AVX512_BF16, "bfloat16"),
-    ("cpu", (), SAPPHIRE_RAPIDS, "bfloat16"),
-    ("cpu", (), GRAVITON3, "bfloat16"),
-    ("cpu", (), AVX2_ONLY, "float32"),
-    ("cpu", (), "", "float32"),
+# Probe timings (float32 s, bfloat16 s) of one layer's training step.
+FASTER_BF16 = (0.200, 0.150)  # the AVX512_BF16 EPYC's kind: 1.33x
+SLOWER_BF16 = (0.130, 0.212)  # the AVX512_BF16 Xeon's kind: 0.6x
+BARELY_FASTER = (0.200, 0.190)  # 1.05x: within the probe's noise
+
+
+@pytest.mark.parametrize("device,capabilities,cpuinfo,timings,expected", [
+    ("tpu", (), AVX2_ONLY, None, "bfloat16"),
+    ("gpu", ((8, 0),), AVX2_ONLY, None, "bfloat16"),
+    ("gpu", ((9, 0), (9, 0)), "", None, "bfloat16"),
+    ("gpu", ((7, 0),), SAPPHIRE_RAPIDS, None, "float32"),  # V100: no bf16 tensor cores
+    ("gpu", ((8, 6), (7, 5)), AVX2_ONLY, None, "float32"),  # every GPU must have them
+    ("gpu", (), AVX2_ONLY, None, "float32"),  # capability unknown
+    ("cpu", (), AVX512_BF16, FASTER_BF16, "bfloat16"),
+    ("cpu", (), AVX512_BF16, SLOWER_BF16, "float32"),  # the instructions alone do not decide
+    ("cpu", (), AVX512_BF16, BARELY_FASTER, "float32"),
+    ("cpu", (), AVX512_BF16, None, "float32"),  # not measured: no claim
+    ("cpu", (), SAPPHIRE_RAPIDS, FASTER_BF16, "bfloat16"),
+    ("cpu", (), GRAVITON3, FASTER_BF16, "bfloat16"),
+    ("cpu", (), GRAVITON3, SLOWER_BF16, "float32"),
+    ("cpu", (), AVX2_ONLY, FASTER_BF16, "float32"),  # emulated: never measured, never chosen
+    ("cpu", (), "", None, "float32"),
 ])
-def test_auto_chooses_bfloat16_only_where_the_hardware_has_it(device, capabilities, cpuinfo,
-                                                              expected):
-  chosen, why = precision.choose("auto", device, capabilities, cpuinfo)
-  assert chosen == expected and why
+def test_auto_chooses_bfloat16_only_where_it_is_measured_faster(device, capabilities, cpuinfo,
+                                                               timings, expected):
+  chosen, why = precision.choose("auto", device, capabilities, cpuinfo, timings)
+  assert chosen == expected and why and "\n" not in why
+  if timings and precision.cpu_bf16_flags(cpuinfo):  # the line says what was measured
+    assert f"{1e3 * timings[1]:.0f} ms in bfloat16 and {1e3 * timings[0]:.0f} ms" in why
   for dtype in precision.PRECISIONS:  # an explicit --dtype is kept as given
-    assert precision.choose(dtype, device, capabilities, cpuinfo) == (dtype, None)
+    assert precision.choose(dtype, device, capabilities, cpuinfo, timings) == (dtype, None)
+
+
+def test_the_probe_times_both_precisions_and_caches_per_machine(tmp_path, monkeypatch):
+  monkeypatch.setenv("BERT_TF_CACHE_DIR", str(tmp_path))
+  calls = []
+  monkeypatch.setattr(dtype_probe, "measure",
+                      lambda config, seq: calls.append((config.hidden_size, seq)) or (0.2, 0.15))
+  cpu = "model name\t: Some CPU\n" + AVX512_BF16
+  assert dtype_probe.timings(TINY, 8, cpu, ["avx512_bf16"]) == (0.2, 0.15, False)
+  assert dtype_probe.timings(TINY, 8, cpu, ["avx512_bf16"]) == (0.2, 0.15, True)
+  assert calls == [(16, 8)]  # measured once: the second came from the cache
+  dtype_probe.timings(TINY, 16, cpu, ["avx512_bf16"])  # another sequence length: measured
+  assert calls == [(16, 8), (16, 16)]
+  assert "Some CPU" in next(iter(json.loads((tmp_path / dtype_probe.CACHE_FILE).read_text())))
+  # Measured for real, on this machine, on a tiny layer: two positive step times.
+  float32, bfloat16 = _real_measure(TINY, 8, rounds=1)
+  assert float32 > 0 and bfloat16 > 0
+
+
+def test_resolve_probes_only_a_cpu_with_bfloat16_instructions(monkeypatch):
+  probed = []
+  monkeypatch.setattr(dtype_probe, "timings",
+                      lambda *args: probed.append(args[1]) or (0.13, 0.212, True))
+  with mock.patch.object(precision.logging, "info") as info:
+    assert precision.resolve("auto", cpuinfo=AVX512_BF16, config=TINY, seq_length=8) == "float32"
+    assert "measured on this machine before, cached in" in info.call_args[0][2]
+    assert precision.resolve("auto", cpuinfo=AVX2_ONLY, config=TINY, seq_length=8) == "float32"
+    assert precision.resolve("bfloat16", cpuinfo=AVX512_BF16, config=TINY) == "bfloat16"
+  assert probed == [8]
 
 
 def test_emulation_warning_only_for_bfloat16_on_a_cpu_without_it():
@@ -66,16 +112,18 @@ def test_emulation_warning_only_for_bfloat16_on_a_cpu_without_it():
   assert precision.emulation_warning("float16", "cpu", AVX2_ONLY) is None
 
 
-def test_set_precision_resolves_auto_logs_why_and_warns_once():
-  """On this (GPU-less) test process: the CPU flags decide."""
+def test_set_precision_resolves_auto_logs_why_and_warns_once(monkeypatch):
+  """On this (GPU-less) test process: the CPU flags and the (here mocked) probe decide."""
+  monkeypatch.setattr(dtype_probe, "timings", lambda *args: FASTER_BF16 + (True,))
   try:
     with mock.patch.object(precision.logging, "info") as info, \
         mock.patch.object(precision.logging, "warning") as warning:
       assert runtime.set_precision("auto", cpuinfo=SAPPHIRE_RAPIDS) == "bfloat16"
       assert tf_keras.mixed_precision.global_policy().name == "mixed_bfloat16"
       assert "--dtype=auto: %s (%s)" == info.call_args[0][0]
-      assert info.call_args[0][1:] == ("bfloat16", precision.choose(
-          "auto", "cpu", (), SAPPHIRE_RAPIDS)[1])
+      assert info.call_args[0][1] == "bfloat16"
+      assert info.call_args[0][2].startswith(precision.choose(
+          "auto", "cpu", (), SAPPHIRE_RAPIDS, FASTER_BF16)[1])
       warning.assert_not_called()
       assert runtime.set_precision("auto", cpuinfo=AVX2_ONLY) == "float32"
       assert tf_keras.mixed_precision.global_policy().name == "float32"

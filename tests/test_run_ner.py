@@ -2,12 +2,14 @@
 eval_results.txt, test_predictions.txt in conlleval's format (scored again with seqeval), windows
 for long sentences, restoring from output_dir, and one-line errors for bad input."""
 import os
+import re
 import types
 
 import pytest
 from seqeval import metrics as seqeval_metrics
 
 from conftest import run_script
+from support import terminal
 
 
 def _run(*args):
@@ -43,6 +45,24 @@ def test_fine_tuning_learns_and_writes_eval_results(fine_tuned):
   assert results["global_step"] == "120"
   labels = (fine_tuned.output_dir / "label_list.txt").read_text().split()
   assert labels == ["O", "B-LOC", "B-PER", "I-PER"]
+
+
+def test_the_log_reads_plainly_and_ends_with_dev_and_test_f1(fine_tuned):
+  log = fine_tuned.log
+  assert terminal.chatter(log) == []
+  # Each split's scores once, as conlleval's table (overall, then a line per type), not a line
+  # per metric: those are in the results files.
+  assert log.count("\naccuracy: ") == 2 and log.count("      PER: precision:") == 2
+  before_the_summary = log[:log.index("***** Finished")]
+  assert re.findall(r"(?:eval|test)_\w+ = ", before_the_summary) == []
+  # The closing lines hold both splits' F1, precision and recall, as the files have them.
+  figures = terminal.closing_figures(log)
+  for prefix, name in (("eval", "eval_results.txt"), ("test", "test_results.txt")):
+    results = _results(fine_tuned.output_dir / name)
+    for metric in ("f1", "precision", "recall"):
+      key = f"{prefix}_{metric}"
+      assert float(figures[key]) == pytest.approx(float(results[key]), rel=1e-3), key
+  assert log.rstrip().splitlines()[-1].split(" ", 1)[1].startswith("  test_")
 
 
 def test_predictions_file_is_conlleval_format_and_scores_as_seqeval(fine_tuned, data):

@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.training import scalars
+from support import terminal
 from support.paths import REPO
 from support.pretraining_runs import CONFIG, command, read_eval_results, run, start
 from support.pretraining_runs import write_pretraining_records
@@ -59,14 +60,30 @@ def test_killed_twice_and_restarted_ends_with_the_same_weights(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def phase1(tmp_path_factory):
-  """Phase 1 at sequence length 8: train, eval and the TF1 export in one run."""
+def phase1_run(tmp_path_factory):
+  """Phase 1 at sequence length 8: train, eval and the TF1 export in one run: (output_dir, its
+  output)."""
   tmp_path = tmp_path_factory.mktemp("phase1")
   output_dir = str(tmp_path / "out")
   code, log = run(command(tmp_path, output_dir, "--do_train", "--do_eval", "--num_train_steps=4",
                           "--export_tf1_checkpoint", seq=8, preds=2))
   assert code == 0, log[-3000:]
-  return output_dir
+  return output_dir, log
+
+
+@pytest.fixture(scope="module")
+def phase1(phase1_run):
+  return phase1_run[0]
+
+
+def test_the_run_ends_with_masked_lm_and_next_sentence_accuracy(phase1_run):
+  output_dir, log = phase1_run
+  assert terminal.chatter(log) == []
+  figures = terminal.closing_figures(log)
+  results = read_eval_results(output_dir)
+  for name in ("masked_lm_accuracy", "next_sentence_accuracy"):
+    assert float(figures[name]) == pytest.approx(float(results[name]), rel=1e-3)
+    assert f"final training {name}" in figures  # the last step line's, beside the eval's
 
 
 def test_eval_results_and_tf1_export(phase1):

@@ -15,6 +15,7 @@ from bert_tf.tasks import squad
 from bert_tf.text import tokenization
 from conftest import run_script
 from conftest import shared_data
+from support import terminal
 from support.task_data import _small_vocab
 
 
@@ -40,7 +41,8 @@ def trained(tmp_path_factory):
                 "--do_train", "--do_predict", "--train_batch_size=4", "--num_train_epochs=2",
                 "--learning_rate=1e-3", "--save_checkpoints_steps=100")
   assert result.returncode == 0, result.stderr[-3000:]
-  return types.SimpleNamespace(dataset=dataset, output_dir=output_dir, common=common, tmp=tmp)
+  return types.SimpleNamespace(dataset=dataset, output_dir=output_dir, common=common, tmp=tmp,
+                               log=result.stderr)
 
 
 def _load(output_dir, name):
@@ -74,6 +76,16 @@ def test_train_and_predict_v2_files_in_official_format(trained):
   assert evaluation["null_score_diff_threshold"] == 0.0
   assert evaluation["best_f1"] >= evaluation["f1"]
   assert os.path.exists(os.path.join(trained.output_dir, "eval.tf_record"))
+
+
+def test_the_log_is_in_order_and_ends_with_exact_match_f1_and_the_threshold(trained):
+  log = trained.log
+  assert terminal.chatter(log) == []
+  assert log.index("Running training") < log.index("Running predictions")
+  figures = terminal.closing_figures(log)
+  evaluation = _load(trained.output_dir, "eval_results.json")
+  for key in ("exact", "f1", "null_score_diff_threshold", "best_f1", "best_f1_thresh"):
+    assert float(figures[key]) == pytest.approx(evaluation[key], rel=1e-3, abs=1e-4), key
 
 
 def test_predict_from_checkpoint_with_tuned_threshold(trained):

@@ -5,9 +5,11 @@ import os
 import shutil
 
 import numpy as np
+import pytest
 
 from conftest import run_script
 from conftest import shared_data
+from support import terminal
 from support.task_data import _synthetic_swag
 from support.tiny import WORDS, common_args, read_results, write_config, write_vocab
 
@@ -50,3 +52,8 @@ def test_synthetic_swag_is_learned(tmp_path):
                       "--learning_rate=2e-3", "--eval_batch_size=16", "--max_seq_length=16")
   assert result.returncode == 0, result.stderr[-3000:]
   assert read_results(output_dir)["eval_accuracy"] >= 0.9
+  # The run ends with its accuracy, as eval_results.txt has it, and no chatter before.
+  assert terminal.chatter(result.stderr) == []
+  figures = terminal.closing_figures(result.stderr)
+  assert float(figures["eval_accuracy"]) == pytest.approx(
+      read_results(output_dir)["eval_accuracy"], rel=1e-3)

@@ -7,10 +7,12 @@ import sys
 from absl import app
 from absl import logging
 
+from bert_tf.cli import flag_errors
 from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
 from bert_tf.errors import op_message
 from bert_tf.io import fileio
+from bert_tf.io import terminal
 
 # TensorFlow errors that come from the user's files and directories, not from a bug: one line each.
 _TF_FILE_ERRORS = {
@@ -89,6 +91,17 @@ class Terminated(SystemExit):
   """SIGTERM as an exception (a SystemExit of status 128 + SIGTERM, as a killed process's)."""
 
 
+# What bert_tf.io.terminal set up for the run (its relay of TensorFlow's C++ log), while run() runs.
+_session = None
+
+
+def _last_line(line):
+  """Prints the run's closing `error:` or `interrupted:` line after everything TensorFlow wrote
+  before it: the relay is drained first."""
+  terminal.stop(_session)
+  print(line, file=sys.stderr)
+
+
 def _terminate(signum, unused_frame):
   """SIGTERM as an exception, so that every cleanup runs (temporary files, spool directories,
   worker processes) before the process ends with status 128 + SIGTERM, as a killed one."""
@@ -128,7 +141,9 @@ def run(main):
   SIGTERM unwinds the same way (what the run was writing is removed, what it had finished stays)
   and prints `terminated: ...`, exit status 143.
   A gs:// path in a flag is checked to be reachable first; a flag given twice with two values is
-  warned about (absl takes the last, as the original did)."""
+  warned about (absl takes the last, as the original did). A flag absl cannot parse is one
+  `error:` line too (cli.flag_errors). Log lines read as bert_tf.io.terminal says (TensorFlow's
+  chatter hidden; -v shows everything)."""
 
   def guarded_main(argv):
     _take_over_signals()
@@ -145,16 +160,22 @@ def run(main):
         line = _stopped(how)
       except Exception:  # pylint: disable=broad-except  (an unreadable output: say less)
         line = f"{how}: nothing half-written is left"
-      print(line, file=sys.stderr)
+      _last_line(line)
       sys.exit(e.code if isinstance(e, Terminated) else 130)
     except Exception as e:  # pylint: disable=broad-except
       line = _one_line(e)
       if line is None:
         raise
       logging.flush()
-      print(line, file=sys.stderr)
+      _last_line(line)
       sys.exit(1)
 
   bert_flags.use_grouped_help()
+  sys.argv[:] = terminal.normalized_argv(sys.argv)
   _warn_repeated_flags(sys.argv)
-  app.run(guarded_main)
+  global _session
+  _session = terminal.start(sys.argv)
+  try:
+    app.run(guarded_main, flags_parser=flag_errors.parse)
+  finally:
+    terminal.stop(_session)

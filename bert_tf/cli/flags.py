@@ -236,6 +236,8 @@ def grouped_help():
     if group in by_group:
       lines.append(f"\n{group} flags:")
       FLAGS._render_flag_list(by_group[group], lines)  # pylint: disable=protected-access
+  lines.append("\n-v (--verbosity=1): every log line, in absl's format, TensorFlow's own "
+               "included (bert_tf.io.terminal).")
   return "\n".join(lines).lstrip("\n")
 
 

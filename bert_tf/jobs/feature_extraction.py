@@ -203,7 +203,7 @@ def run(options, runtime):
   bert_config.check_vocab_size(tokenization.vocab_size(tokenizer.vocab), options.vocab_file)
   examples = read_examples(options.input_file)
   features = convert_examples_to_features(examples, options.max_seq_length, tokenizer)
-  strategy = runtime_lib.setup_runtime(runtime)
+  strategy = runtime_lib.setup_runtime(runtime, bert_config, options.max_seq_length)
   with strategy.scope():
     extractor = FeatureExtractor(bert_config, layer_indexes, options.use_one_hot_embeddings)
     checkpoints.init_from_checkpoint(extractor, options.init_checkpoint)

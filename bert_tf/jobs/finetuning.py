@@ -157,14 +157,24 @@ def run(task_class, options):
   plan = keep_best.plan(options, task)
   if options.do_train:
     run_dir.check_batch_size(options.output_dir, options.train_batch_size)
+  _check_inputs(options, task, plan)
   # Python-only work above; the strategy must come before the first TensorFlow op.
-  strategy = runtime.setup_runtime(options.runtime)
+  strategy = runtime.setup_runtime(options.runtime, config, options.max_seq_length)
   # What --dtype=auto chose: an export after training serves in it.
   options = dataclasses.replace(options, runtime=dataclasses.replace(
       options.runtime, dtype=runtime.concrete_dtype()))
   chief = strategy.extended.should_checkpoint
   with run_dir.claim(options.output_dir, hold=chief):
     return _run(options, start, strategy, config, task, plan)
+
+
+def _check_inputs(options, task, plan):
+  """Every file the run's splits are read from is there, before --output_dir is made."""
+  splits = (["train"] if options.do_train else []) + [s for s, _ in _splits(options, plan, task)]
+  for split in splits:
+    given = task.split_file(split)
+    if given and given[1] and not tf.io.gfile.exists(given[1]):
+      raise BertTfError(f"{given[0]}: {given[1]}: file not found")
 
 
 def _check_output_dir(options, task, config):
@@ -224,6 +234,8 @@ def _run(options, start, strategy, config, task, plan):
   for split, batch_size in _splits(options):
     path, batch_size, state = splits[split]
     input_fn, total, unpack = _prediction_input(task, layout, path, batch_size)
+    logging.info("***** Running %s *****", "evaluation" if split == "dev" else "predictions")
+    logging.info("  Batch size = %d", batch_size)
     if model is None:
       model, _ = loop.restore_model(strategy, model_fn, input_fn, options.output_dir,
                                         options.init_checkpoint)
@@ -240,7 +252,7 @@ def _run(options, start, strategy, config, task, plan):
     export_path = export.export_from_options(task.name, options, config, options.output_dir,
                                             weights=keeper.prefix if keeper else None)
   if chief:
-    _summary(options, start, model, results.get("dev"), export_path, best)
+    _summary(options, start, model, task, results, export_path, best)
   return results
 
 
@@ -315,16 +327,21 @@ def _count_batches(path, batch_size):
   return -(-count // batch_size)
 
 
-def _summary(options, start, model, dev_results, export_path, best):
+def _summary(options, start, model, task, results, export_path, best):
+  """The closing lines: the files written, and each scored split's figures (task.headline)."""
   output_dir = options.output_dir
-  results = progress.new_files(output_dir, start, skip=NOT_RESULTS)
+  written = progress.new_files(output_dir, start, skip=NOT_RESULTS)
+  figures = {}
+  for split, split_results in results.items():
+    if split_results:
+      figures.update(task.headline(split, split_results))
   scalars.run_summary(output_dir, start, [
-      ("results", ", ".join(os.path.join(output_dir, name) for name in results)),
+      ("results", ", ".join(os.path.join(output_dir, name) for name in written)),
       ("best weights", best),
       ("weights", os.path.join(output_dir, model_dir.WEIGHTS_CHECKPOINT)
        if options.do_train and options.export_tf1_checkpoint else None),
       ("SavedModel", export_path)], loop.global_step(model),
-      model if options.do_train else None, dev_results)
+      model if options.do_train else None, figures=figures)
 
 
 def _splits(options, plan=None, task=None):

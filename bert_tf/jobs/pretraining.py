@@ -202,7 +202,7 @@ def run(options, runtime, loop_options):
   check_max_seq_length(options.max_seq_length, config.max_position_embeddings)
   if options.do_train:
     run_dir.check_batch_size(options.output_dir, options.train_batch_size)
-  strategy = runtime_lib.setup_runtime(runtime)
+  strategy = runtime_lib.setup_runtime(runtime, config, options.max_seq_length)
   with run_dir.claim(options.output_dir, hold=strategy.extended.should_checkpoint):
     return _run(options, start, strategy, config, runtime, loop_options)
 

@@ -263,16 +263,37 @@ def load_source(model, source, complete=False):
                   if name not in wanted and not _is_training_state(name))
   logging.info("%s: loaded %d variables%s", source.path, len(found),
                " (the task head included)" if head_found else "")
-  for name in not_found:
-    logging.warning("  not found in checkpoint (left as initialised): %s", name)
+  if not_found:
+    _warn_not_found(not_found)
   if unused:  # e.g. the pretraining heads under a task model: one line, the names behind -v 1
-    groups = sorted({name.split("/")[0] + ("/" + name.split("/")[1] if name.startswith("cls/")
-                                           else "") for name in unused})
     logging.info("  %d variables of the checkpoint are not used by this model (%s)", len(unused),
-                 ", ".join(groups))
+                 ", ".join(_groups(unused)))
     for name in unused:
       logging.vlog(1, "  in checkpoint but unused: %s", name)
   return LoadResult(found, not_found, unused, head_found)
+
+
+def _groups(names):
+  """The scopes of variable names, for one line: `bert`, `cls/predictions`, ..."""
+  return sorted({name.split("/")[0] + ("/" + name.split("/")[1] if name.startswith("cls/")
+                                       else "") for name in names})
+
+
+def _warn_not_found(names):
+  """One warning line for the model's variables the checkpoint lacks, saying what that means;
+  the names behind -v 1."""
+  if all(name.startswith("cls/") for name in names):
+    logging.warning(
+        "%d variables of the pretraining heads (%s) are not in the checkpoint, which holds no "
+        "pretraining heads (a model exported for sentence embeddings or for a task has none): "
+        "they keep their random initial values. Fine-tuning never uses them; the model's "
+        "masked-LM and next-sentence predictions are random until it is pretrained further",
+        len(names), ", ".join(_groups(names)))
+  else:
+    logging.warning("%d variables of the model are not in the checkpoint (%s): they keep their "
+                    "random initial values", len(names), ", ".join(_groups(names)))
+  for name in names:
+    logging.vlog(1, "  not found in checkpoint (left as initialised): %s", name)
 
 
 def init_from_checkpoint(model, path, input_format=None, complete=False):

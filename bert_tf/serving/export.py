@@ -175,7 +175,8 @@ def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_s
   num_labels = serving.num_labels(options)
   tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case=do_lower_case)
   config.check_vocab_size(tokenization.vocab_size(tokenizer.vocab), vocab_file, exact=True)
-  dtype = precision.resolve(dtype, warn=False)  # auto: what this machine would train in
+  # auto: what this machine would train in
+  dtype = precision.resolve(dtype, warn=False, config=config, seq_length=max_seq_length)
   previous = tf_keras.mixed_precision.global_policy()
   # The plain policy, not the mixed one training uses: the matmul weights are then stored in
   # bfloat16 (float16), the very numbers the mixed policy casts them to at every call, without

@@ -33,6 +33,7 @@ import pkgutil
 
 from bert_tf.data import packing_finetune
 from bert_tf.errors import BertTfError
+from bert_tf.io import progress
 from bert_tf.model.model_dir import TASK_CONFIG_FILE
 from bert_tf.training import run_dir
 
@@ -200,6 +201,11 @@ class Task:
     """Reads a split ("dev", "test"), writes its records; returns what finish_split needs."""
     raise NotImplementedError
 
+  def split_file(self, split):
+    """(flag, path) of the file a split ("train", "dev", "test") is read from, which the run
+    checks before it writes anything; None where there is no one file to check."""
+    return None
+
   # ------------------------------------------------------------------ model, loss, metrics
   def model_fn(self, config, trim_padding=False):
     """A callable building the task model (its head on the shared encoder)."""
@@ -218,6 +224,11 @@ class Task:
     """Scores the model's outputs (an iterator of predict batches) and writes the split's result
     files (into output_dir, default options.output_dir)."""
     raise NotImplementedError
+
+  def headline(self, split, results):
+    """{name: value} of a split's results (what finish_split returned) that the run's closing
+    summary shows."""
+    return progress.headline(results, limit=4)
 
   # ------------------------------------------------------------------ task_config.json
   def task_config(self):

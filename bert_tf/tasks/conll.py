@@ -1,6 +1,6 @@
 """CoNLL-2003 NER for run_ner.py: read the column format, make windowed features labelled on first
-sub-tokens (tagging_features), score entities as conlleval does, write predictions back in the
-format conlleval reads, and NerTask (the task bert_tf.jobs.finetuning runs; its server:
+sub-tokens (tagging_features), score entities (bert_tf.tasks.conlleval), write predictions back in
+the format conlleval reads, and NerTask (the task bert_tf.jobs.finetuning runs; its server:
 ner_server.NerServer).
 
 The paper (section 5.3) feeds each WordPiece-tokenized word to BERT and labels only its first
@@ -24,6 +24,7 @@ from bert_tf.io.fileio import read_lines
 from bert_tf.io.fileio import write_text_atomically
 from bert_tf.model import heads
 from bert_tf.tasks import base
+from bert_tf.tasks import conlleval
 from bert_tf.tasks import metrics
 from bert_tf.tasks import ner_server
 from bert_tf.training import loop
@@ -276,111 +277,6 @@ def write_predictions(path, sentences, predicted_tags):
         writer.write("\n")
 
 
-def _split_tag(tag):
-  if tag == "O":
-    return "O", ""
-  prefix, _, entity_type = tag.partition("-")
-  return prefix, entity_type
-
-
-def _chunk_ends(prefix, next_prefix, entity_type, next_type):
-  """Whether the chunk holding a `prefix-entity_type` tag ends before `next_prefix-next_type`."""
-  return (prefix in ("E", "S") or (prefix in ("B", "I") and next_prefix in ("B", "S", "O")) or
-          (prefix != "O" and entity_type != next_type))
-
-
-def _chunk_starts(prefix, next_prefix, entity_type, next_type):
-  """Whether a chunk starts at `next_prefix-next_type` after a `prefix-entity_type` tag."""
-  return (next_prefix in ("B", "S") or
-          (next_prefix in ("I", "E") and prefix in ("O", "E", "S")) or
-          (next_prefix != "O" and entity_type != next_type))
-
-
-def get_entities(tags):
-  """Entities of one tag sequence as conlleval reads them: a set of (type, start, end).
-
-  IOB1, IOB2 and IOBES all read right: an I- after O or after another type opens an entity, a B-
-  always opens one, and a type change always closes one.
-  """
-  entities = set()
-  prefix, entity_type, start = "O", "", None
-  for i, tag in enumerate(list(tags) + ["O"]):
-    next_prefix, next_type = _split_tag(tag)
-    if start is not None and _chunk_ends(prefix, next_prefix, entity_type, next_type):
-      entities.add((entity_type, start, i))
-      start = None
-    if _chunk_starts(prefix, next_prefix, entity_type, next_type):
-      start = i
-    prefix, entity_type = next_prefix, next_type
-  return entities
-
-
-def _precision_recall_f1(correct, predicted, gold):
-  precision = correct / predicted if predicted else 0.0
-  recall = correct / gold if gold else 0.0
-  f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-  return {"precision": precision, "recall": recall, "f1": f1, "support": gold,
-          "predicted": predicted, "correct": correct}
-
-
-def entity_scores(gold_sequences, predicted_sequences):
-  """CoNLL entity-level scores: an entity counts when its span and type are both exact.
-
-  Returns {"overall": {...}, "types": {type: {...}}, "accuracy": token accuracy}, each {...} with
-  precision, recall, f1, support (gold entities), predicted and correct counts.
-  """
-  if len(gold_sequences) != len(predicted_sequences):
-    raise BertTfError(f"{len(gold_sequences)} gold sentences but {len(predicted_sequences)} "
-                      f"predicted")
-  counts = collections.defaultdict(collections.Counter)
-  tokens = correct_tokens = 0
-  for gold, predicted in zip(gold_sequences, predicted_sequences):
-    if len(gold) != len(predicted):
-      raise BertTfError(f"a sentence has {len(gold)} gold tags but {len(predicted)} predicted")
-    tokens += len(gold)
-    correct_tokens += sum(g == p for g, p in zip(gold, predicted))
-    gold_entities, predicted_entities = get_entities(gold), get_entities(predicted)
-    for entity in gold_entities:
-      counts[entity[0]]["gold"] += 1
-    for entity in predicted_entities:
-      counts[entity[0]]["predicted"] += 1
-    for entity in gold_entities & predicted_entities:
-      counts[entity[0]]["correct"] += 1
-  total = sum(counts.values(), collections.Counter())
-  return {
-      "overall": _precision_recall_f1(total["correct"], total["predicted"], total["gold"]),
-      "types": {t: _precision_recall_f1(c["correct"], c["predicted"], c["gold"])
-                for t, c in sorted(counts.items())},
-      "accuracy": correct_tokens / tokens if tokens else 0.0,
-  }
-
-
-def scores_to_results(scores, prefix="eval"):
-  """Flat `name -> value` for eval_results.txt: overall as eval_*, per type as eval_<TYPE>_*."""
-  results = collections.OrderedDict()
-  for name in ("precision", "recall", "f1"):
-    results[f"{prefix}_{name}"] = scores["overall"][name]
-  results[f"{prefix}_accuracy"] = scores["accuracy"]
-  results[f"{prefix}_entities"] = scores["overall"]["support"]
-  for entity_type, type_scores in scores["types"].items():
-    for name in ("precision", "recall", "f1", "support"):
-      results[f"{prefix}_{entity_type}_{name}"] = type_scores[name]
-  return results
-
-
-def format_report(scores):
-  """A conlleval-style table, for the log and the end of eval_results.txt."""
-  overall = scores["overall"]
-  lines = [f"accuracy: {100 * scores['accuracy']:6.2f}%; precision: "
-           f"{100 * overall['precision']:6.2f}%; recall: {100 * overall['recall']:6.2f}%; "
-           f"FB1: {100 * overall['f1']:6.2f}  ({overall['support']} gold, "
-           f"{overall['predicted']} found, {overall['correct']} correct)"]
-  for entity_type, s in scores["types"].items():
-    lines.append(f"{entity_type:>17}: precision: {100 * s['precision']:6.2f}%; recall: "
-                 f"{100 * s['recall']:6.2f}%; FB1: {100 * s['f1']:6.2f}  {s['predicted']}")
-  return "\n".join(lines)
-
-
 # ---------------------------------------------------------------------------------------------
 # run_ner.py's task for bert_tf.jobs.finetuning.
 
@@ -541,6 +437,9 @@ class NerTask(base.Task):
                                              source=transfer_file)
     return write_records(features, path)
 
+  def split_file(self, split):
+    return "--data_dir", os.path.join(self.options.task.data_dir, SPLIT_FILES[split])
+
   def write_split_records(self, split, path):
     source, sentences = read_split(self.options.task.data_dir, split)
     features = convert_sentences_to_features(sentences, self.label_list,
@@ -552,29 +451,32 @@ class NerTask(base.Task):
   def eval_metric_names(self):
     """What finish_split reports for the dev set: the overall and per entity type scores, and
     the loss."""
-    types = sorted({_split_tag(tag)[1] for tag in self.label_list} - {None, ""})
-    empty = _precision_recall_f1(0, 0, 0)
-    names = scores_to_results({"overall": empty, "types": {t: empty for t in types},
-                               "accuracy": 0.0})
-    return sorted(names) + ["eval_loss"]
+    return sorted(conlleval.result_names(self.label_list)) + ["eval_loss"]
 
   def finish_split(self, split, state, batches, global_step, output_dir=None):
     source, sentences, features = state
     predicted_ids, loss = _predicted_ids(batches)
     predicted_tags = predictions_to_tags(sentences, features, predicted_ids, self.label_list)
-    scores = entity_scores([s.tags for s in sentences], predicted_tags)
+    scores = conlleval.entity_scores([s.tags for s in sentences], predicted_tags)
     prefix = "eval" if split == "dev" else "test"
-    results = scores_to_results(scores, prefix=prefix)
+    results = conlleval.scores_to_results(scores, prefix=prefix)
     results[f"{prefix}_loss"] = loss
     results["global_step"] = global_step
     logging.info("***** %s results (%d sentences, %s) *****\n%s", source, len(sentences),
-                 detect_scheme(sentences), format_report(scores))
+                 detect_scheme(sentences), conlleval.format_report(scores))
     output_dir = output_dir or self.options.output_dir
-    loop.write_eval_results(os.path.join(output_dir, f"{prefix}_results.txt"), results)
+    # The conlleval table above is the log's; each figure is in the file.
+    loop.write_eval_results(os.path.join(output_dir, f"{prefix}_results.txt"), results, log=False)
     if split == "test":
       write_predictions(os.path.join(output_dir, "test_predictions.txt"), sentences,
                         predicted_tags)
     return results
+
+  def headline(self, split, results):
+    """Entity-level F1, precision and recall (dev: eval_*, test: test_*)."""
+    prefix = "eval" if split == "dev" else "test"
+    return {name: results[name] for name in (f"{prefix}_f1", f"{prefix}_precision",
+                                             f"{prefix}_recall") if name in results}
 
   # ------------------------------------------------------------------ task_config.json, serving
   def task_config_fields(self):

@@ -410,6 +410,10 @@ class GlueTask(base.Task):
     examples = self.write_split_records("train", path)
     return len(examples), len(examples), "training examples"
 
+  def split_file(self, split):
+    return "--data_dir", os.path.join(self.options.task.data_dir,
+                                      getattr(self.processor, f"{split}_file"))
+
   def write_split_records(self, split, path):
     examples = getattr(self.processor, f"get_{split}_examples")(self.options.task.data_dir)
     file_based_convert_examples_to_features(examples, self.label_list, self.options.max_seq_length,

@@ -486,9 +486,13 @@ class SquadTask(base.Task):
     # Pre-shuffled (as the original) so that the shuffle buffer sees mixed articles.
     random.Random(self.options.runtime.seed).shuffle(examples)
     num_features = self._features(examples, True, path)
-    logging.info("  Num orig examples = %d", len(examples))
-    logging.info("  Num split examples = %d", num_features)
+    logging.info("%s: %d questions in %d training windows", v.train_file, len(examples),
+                 num_features)
     return len(examples), num_features, "training questions"
+
+  def split_file(self, split):
+    v = self.options.task
+    return ("--train_file", v.train_file) if split == "train" else ("--predict_file", v.predict_file)
 
   def write_split_records(self, split, path):
     v = self.options.task
@@ -498,10 +502,8 @@ class SquadTask(base.Task):
     if not examples:
       raise BertTfError(f"--predict_file: {v.predict_file} has no question")
     features = self._features(examples, False, path)
-    logging.info("***** Running predictions *****")
-    logging.info("  Num orig examples = %d", len(examples))
-    logging.info("  Num split examples = %d", len(features))
-    logging.info("  Batch size = %d", self.options.predict_batch_size)
+    logging.info("%s: %d questions in %d windows to predict", v.predict_file, len(examples),
+                 len(features))
     return examples, features, path
 
   def eval_metric_names(self):
@@ -527,6 +529,13 @@ class SquadTask(base.Task):
     return squad_answers.write_answers(self.options.task, self.options.do_lower_case, examples,
                                        features, results, self.dataset,
                                        output_dir or self.options.output_dir)
+
+  def headline(self, split, results):
+    """Exact match and F1; for SQuAD 2.0 the --null_score_diff_threshold they were scored at, and
+    the best F1 over every threshold with that threshold."""
+    names = ("exact_match", "exact", "f1", "null_score_diff_threshold", "best_f1",
+             "best_f1_thresh")
+    return {name: results[name] for name in names if name in results}
 
   # ------------------------------------------------------------------ serving
   @classmethod

@@ -280,6 +280,7 @@ def write_answers(squad, do_lower_case, examples, features, results, dataset, ou
     write_json(os.path.join(output_dir, null_odds_file), null_odds)
   if evaluation:
     write_json(os.path.join(output_dir, results_file), evaluation)
-    for key, value in evaluation.items():
-      logging.info("  %s = %s", key, value)
+    logging.info("%s: %s", results_file, ", ".join(
+        f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}"
+        for key, value in evaluation.items()))
   return evaluation

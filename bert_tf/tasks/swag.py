@@ -171,6 +171,9 @@ class SwagTask(base.Task):
     examples = self.write_split_records("train", path)
     return len(examples), len(examples), "training examples"
 
+  def split_file(self, split):
+    return "--data_dir", os.path.join(self.options.task.data_dir, self.SPLIT_FILES[split])
+
   def write_split_records(self, split, path):
     examples = read_swag_examples(os.path.join(self.options.task.data_dir, self.SPLIT_FILES[split]),
                                   seed=self.options.runtime.seed)

@@ -501,12 +501,14 @@ def evaluate(strategy, model, eval_input_fn, metric_fn, loss_fn=None, steps=None
   return results
 
 
-def write_eval_results(path, results):
-  """The original's eval_results.txt: one sorted `key = value` line per result."""
+def write_eval_results(path, results, log=True):
+  """The original's eval_results.txt: one sorted `key = value` line per result, each logged too
+  (unless the caller logs its own report: log=False)."""
   from bert_tf.io.fileio import write_text_atomically  # pylint: disable=g-import-not-at-top
   lines = []
   for key in sorted(results):
-    logging.info("  %s = %s", key, results[key])
+    if log:
+      logging.info("  %s = %s", key, results[key])
     lines.append(f"{key} = {results[key]}\n")
   write_text_atomically(path, "".join(lines))
 

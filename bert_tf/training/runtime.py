@@ -58,11 +58,12 @@ def get_strategy(distribution_strategy="one_device", num_gpus=None, tpu_name=Non
   return tf.distribute.MirroredStrategy(devices)
 
 
-def set_precision(dtype, strategy=None, cpuinfo=None):
+def set_precision(dtype, strategy=None, cpuinfo=None, config=None, seq_length=128):
   """Sets the global Keras policy (bfloat16 and float16 compute with float32 variables) for
-  --dtype, "auto" resolved for the strategy's devices (bert_tf.training.precision.resolve, which also warns
-  when bfloat16 would be emulated); returns the concrete dtype."""
-  dtype = precision.resolve(dtype, strategy, cpuinfo)
+  --dtype, "auto" resolved for the strategy's devices and the model (a BertConfig) at seq_length
+  (bert_tf.training.precision.resolve, which also warns when bfloat16 would be emulated);
+  returns the concrete dtype."""
+  dtype = precision.resolve(dtype, strategy, cpuinfo, config=config, seq_length=seq_length)
   tf_keras.mixed_precision.set_global_policy(precision.PRECISIONS[dtype])
   return dtype
 
@@ -95,10 +96,11 @@ def trim_padding(options):
   return options.trim_padding
 
 
-def setup_runtime(options):
+def setup_runtime(options, config=None, seq_length=128):
   """The strategy for a RuntimeOptions, after which precision, seed and determinism are set. Call
   before any other TensorFlow op: multi_worker_mirrored must be created first. The concrete dtype
-  (--dtype=auto resolved) is concrete_dtype() from here on."""
+  (--dtype=auto resolved, for the model of `config` at seq_length) is concrete_dtype() from here
+  on."""
   strategy = get_strategy(options.strategy_name, num_gpus=options.num_gpus,
                           tpu_name=options.tpu_name, tpu_zone=options.tpu_zone,
                           gcp_project=options.gcp_project, master=options.master)
@@ -106,7 +108,7 @@ def setup_runtime(options):
       strategy.num_replicas_in_sync != options.num_tpu_cores):
     logging.warning("--num_tpu_cores=%d, but the TPU has %d cores: all of them are used",
                     options.num_tpu_cores, strategy.num_replicas_in_sync)
-  set_precision(options.dtype, strategy)
+  set_precision(options.dtype, strategy, config=config, seq_length=seq_length)
   if options.seed is not None:
     set_seed(options.seed, deterministic=options.deterministic)
   return strategy

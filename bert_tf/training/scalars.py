@@ -153,28 +153,33 @@ def _add_rates(scalars, train_batch_size):
     scalars[name[:-len(_PER_ROW)] + _PER_SECOND] = scalars[name] * rows
 
 
-def run_summary(output_dir, start, written, global_step, trained_model=None, eval_results=None):
+def run_summary(output_dir, start, written, global_step, trained_model=None, eval_results=None,
+                figures=None):
   """The end of a training or evaluation run: writes curves.png, then logs the closing lines:
   the latest checkpoint (of a trained_model), `written` [(what, path or None)], TensorBoard and
-  the curves; the step, the last training loss and the headline eval figures. start: the run's
-  time.time() at its start."""
+  the curves; the step, the last training loss and accuracies and the eval figures (`figures`,
+  {name: value}, else the headline ones of eval_results). start: the run's time.time() at its
+  start."""
   train = read_scalars(os.path.join(output_dir, "train"))
   curves = plot_curves(output_dir, train)
-  figures = {"global_step": global_step}
-  # The loss of the run's last `step N/M loss ...` line (the mean since the line before it), the
-  # same figure; a run that trained no step here has only the event files' last point.
+  shown = {"global_step": global_step}
+  # The loss (and accuracies) of the run's last `step N/M loss ...` line (the means since the
+  # line before it), the same figures; a run that trained no step here has only the event files'
+  # last point.
   last_line = getattr(trained_model, "train_summary", None) or {}
   if "loss" in last_line:
-    figures["final training loss"] = last_line["loss"]
+    shown["final training loss"] = last_line["loss"]
   elif trained_model is not None and train.get("loss"):
-    figures["last logged training loss"] = train["loss"][-1][1]
-  figures.update(progress_lib.headline(eval_results))
+    shown["last logged training loss"] = train["loss"][-1][1]
+  shown.update((f"final training {name}", value) for name, value in last_line.items()
+               if "accuracy" in name)
+  shown.update(progress_lib.headline(eval_results) if figures is None else figures)
   checkpoint = model_dir.latest_checkpoint(output_dir) if trained_model is not None else None
   return progress_lib.summary(
       f"Finished in {progress_lib.format_duration(time.time() - start)}",
       [("checkpoint", checkpoint)] + list(written) + [
           ("TensorBoard", f"tensorboard --logdir={output_dir}" if curves else None),
-          ("curves", curves)], figures)
+          ("curves", curves)], shown)
 
 
 def write_eval_scalars(output_dir, results, step, writer=None):
