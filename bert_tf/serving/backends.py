@@ -12,6 +12,7 @@ read-only), so only the first load on a machine pays for the timing. Every load 
 and why in one log line; a backend asked for by name is used as asked.
 """
 import os
+import time
 
 from absl import logging
 import tensorflow as tf
@@ -59,13 +60,15 @@ def pick(version, backend, batch_size, open_backend, choices=None):
     _log(version, kept["backend"], f"auto, timed before on this machine: "
                                    f"{_describe(kept['seconds'])} (kept in {choices.path})")
     return open_backend(kept["backend"])
+  start = time.perf_counter()
   loaded = {name: open_backend(name) for name in MEASURED}
   seconds = measure(loaded, batch_size)
   chosen = decide(seconds)
+  took = time.perf_counter() - start
   kept_seconds = {name: {str(size): value for size, value in times.items()}
                   for name, times in seconds.items()}  # as JSON keeps them
   written = choices.put(key, {"backend": chosen, "seconds": kept_seconds})
-  _log(version, chosen, f"auto, timed now: {_describe(seconds)}"
+  _log(version, chosen, f"auto, both loaded and timed in {took:.0f} s: {_describe(seconds)}"
                         f"{f' (kept in {choices.path})' if written else ''}")
   return loaded[chosen]
 
