@@ -107,7 +107,8 @@ def test_auto_takes_the_faster_and_keeps_it_in_the_cache(exports, cache, timings
   loaded = predictor.load(exports.tflite, batch_size=4)
   assert (loaded.backend, timings.calls, opened) == (fastest, 1, ["savedmodel", "tflite"])
   [line] = _messages(caplog)
-  assert f"predictor backend {fastest} for {exports.tflite}" in line and "loaded and timed in" in line
+  assert f"predictor backend {fastest} for {exports.tflite}" in line
+  assert "loaded and timed in" in line
   assert "batch 1: " in line and "batch 4: " in line
   assert os.listdir(cache) == ["backends.json"]
   assert _tree(os.path.dirname(exports.tflite)) == before  # nothing written beside the export
