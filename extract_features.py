@@ -6,9 +6,14 @@ Reads one sentence a line (or `sentence A ||| sentence B`) and writes one JSON l
 import os
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
-# oneDNN's fused kernels, which TensorFlow leaves off on CPUs without AVX-512: ~1.1-1.2x faster
-# inference (BENCHMARKS.md). Read once, at import; a user's own setting stands.
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+
+from bert_tf.io import machine  # noqa: E402
+
+# oneDNN's fused kernels where they win on this CPU (TensorFlow leaves them off without AVX-512),
+# before TensorFlow reads the setting, at its import; a user's own setting stands. The encoder
+# stays in TensorFlow: writing the JSON lines takes 3-6x its time, so TensorFlow Lite's gain at
+# batch 32 could not repay converting the model (BENCHMARKS.md).
+machine.prefer_onednn()
 
 from bert_tf.cli import app  # noqa: E402
 

@@ -19,8 +19,11 @@ Peers (--peers; `ours ...` rows are our encoder in a tf.function, sequence + poo
   savedmodel       the exported classifier's serving_default on raw text (tokenization included)
   predictor        bert_tf.serving.predictor.load(export) on the same texts
   predictor_tflite the same with backend="tflite" (the export's assets.extra/model.tflite)
-  squad_predictor, ner_predictor (and _tflite): the same for SQuAD and NER exports of the encoder
-                   (random heads), on the same texts (SQuAD: as contexts, a question each)
+  predictor_auto   the same with backend="auto" at the predictor's default batch_size (32),
+                   called on the group's batch: it times both backends when it loads (the cache
+                   of its choice is new each run) and the section says what it chose
+  squad_predictor, ner_predictor (and _tflite, _auto): the same for SQuAD and NER exports of the
+                   encoder (random heads), on the same texts (SQuAD: as contexts, a question each)
   torch            transformers BertModel, eager, torch.inference_mode(), 2 threads
   ort, ort_opt     ONNX Runtime on torch.onnx's export of that model; ort_opt after
                    onnxruntime.transformers.optimizer (fused attention, GELU, LayerNorm)
@@ -32,8 +35,9 @@ Peers (--peers; `ours ...` rows are our encoder in a tf.function, sequence + poo
   gemm_tf, gemm_ort  the ceiling: the forward pass's matmuls alone (bench/bench_gemm.py), chained
                    as the encoder chains them, in TensorFlow (oneDNN on) and ONNX Runtime: no
                    encoder on that kernel can take less time
-Entry-point peers run as the user gets them (TF_ENABLE_ONEDNN_OPTS as our scripts set it) and
-with "_nodnn" (oneDNN off). --profile adds tf.profiler's time per op type of ours at batch 8.
+Entry-point peers run as the user gets them (TF_ENABLE_ONEDNN_OPTS as our scripts and the predictor
+set it: bert_tf.io.machine.prefer_onednn) and, but for _tflite and _auto, with "_nodnn" (oneDNN
+off). --profile adds tf.profiler's time per op type of ours at batch 8.
 
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_cpu_inference.py
   .venv/bin/python bench/bench_cpu_inference.py --quick   # smoke test: MiniLM, 2 rounds
@@ -63,7 +67,9 @@ FLAGS.strings("peers", "ours_before,ours_nodnn,ours_nodnn_xlagelu,ours,ours_xla,
 FLAGS.strings("entry_points", "extract,savedmodel,predictor,predictor_tflite,squad_predictor,"
               "squad_predictor_tflite,ner_predictor,ner_predictor_tflite",
               "Our entry points to time, each with oneDNN as shipped and off (TensorFlow Lite's "
-              "as shipped only).")
+              "and auto's as shipped only).")
+FLAGS.strings("entry_batch_sizes", "1,8", "The batch sizes (of --batch_sizes) at which the entry "
+              "points are timed.")
 FLAGS.integer("rounds", 5, "Timed rounds (one call of each peer per round).")
 FLAGS.integer("batch1_rounds", 30, "Timed rounds at batch 1 (cheap; p50 wants more).")
 FLAGS.boolean("profile", True, "tf.profiler's time per op type of ours, batch 8.")
@@ -273,10 +279,11 @@ def savedmodel_worker(model_dir, batch_size):
 
 def predictor_worker(model_dir, batch_size, backend="savedmodel", task="classifier"):
   """bert_tf.serving.predictor on the task's export: texts of seq_length words (SQuAD: as contexts, each
-  with a question of its first 8 words; its windows then take each context in two)."""
+  with a question of its first 8 words; its windows then take each context in two). auto: loaded
+  at the predictor's default batch_size, its choice made for that, as a user's is."""
   from bert_tf.serving import predictor  # pylint: disable=g-import-not-at-top
-  loaded = predictor.load(os.path.join(model_dir, export_name(task)), batch_size=batch_size,
-                          backend=backend)
+  options = {} if backend == "auto" else {"batch_size": batch_size}
+  loaded = predictor.load(os.path.join(model_dir, export_name(task)), backend=backend, **options)
   texts = texts_batch(model_dir, batch_size, FLAGS.seq_length)
   if task == "squad":
     questions = [" ".join(text.split()[:8]) + "?" for text in texts]
@@ -358,10 +365,12 @@ def build_worker(peer, model_dir, batch_size):
   builders = {"extract": extract_worker, "savedmodel": savedmodel_worker,
               "predictor": predictor_worker, "torch": torch_worker, "garden": garden_worker,
               "predictor_tflite": lambda d, b: predictor_worker(d, b, "tflite"),
+              "predictor_auto": lambda d, b: predictor_worker(d, b, "auto"),
               **{f"{task}_predictor{suffix}": functools.partial(
                   predictor_worker, backend=backend, task=task)
                  for task in ("squad", "ner")
-                 for suffix, backend in (("", "savedmodel"), ("_tflite", "tflite"))},
+                 for suffix, backend in (("", "savedmodel"), ("_tflite", "tflite"),
+                                         ("_auto", "auto"))},
               "tflite": lambda d, b: tflite_worker(d, b, "none"),
               "tflite_int8": lambda d, b: tflite_worker(d, b, "dynamic_int8"),
               "tflite_unsplit": lambda d, b: tflite_worker(d, b, "none", split=False),
@@ -372,10 +381,15 @@ def build_worker(peer, model_dir, batch_size):
   return builders[base](model_dir, batch_size)
 
 
+def is_entry_point(peer):
+  return peer in ("extract", "savedmodel") or "predictor" in peer
+
+
 def worker_env(peer):
-  """The environment a peer's process starts with."""
+  """The environment a peer's process starts with (an entry point's TF_ENABLE_ONEDNN_OPTS, unless
+  _nodnn, is left to the worker: prefer_onednn, as the scripts and the predictor set it)."""
   env = {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "",
-         "OMP_NUM_THREADS": str(THREADS)}
+         "OMP_NUM_THREADS": str(THREADS), "BERT_TF_CACHE_DIR": backend_cache_dir()}
   if not FLAGS.spin:
     env["OMP_WAIT_POLICY"] = "PASSIVE"
   if peer == "gemm_tf":
@@ -432,6 +446,31 @@ def _self_command(*args):
   return [sys.executable, os.path.abspath(__file__), *args, f"--spin={FLAGS.spin}"]
 
 
+def backend_cache_dir():
+  """Where the predictor_auto workers keep their choices: new for each run of the bench (each
+  worker's first load then times the backends, as a user's first load does)."""
+  return os.path.join(FLAGS.work_dir, f"backend_choices_{os.getpid()}")
+
+
+def auto_lines(peers):
+  """What the _auto peers chose, per export, from the choices they kept: Markdown lines."""
+  path = os.path.join(backend_cache_dir(), "backends.json")
+  if not any(p.endswith("_auto") for p in peers) or not os.path.exists(path):
+    return []
+  with open(path, encoding="utf-8") as f:
+    kept = json.load(f)
+  lines = []
+  for key, entry in sorted(kept.items()):
+    export_dir, value = json.loads(key)["export"], entry["value"]
+    timed = "; ".join(
+        f"{name} " + ", ".join(f"batch {size} {1000 * times[size]:.1f} ms"
+                               for size in sorted(times, key=int))
+        for name, times in sorted(value["seconds"].items()))
+    lines.append(f"- auto chose **{value['backend']}** for "
+                 f"{os.path.relpath(export_dir, FLAGS.work_dir)} (timed at load: {timed})")
+  return [""] + lines
+
+
 def model_dir_of(model):
   return os.path.join(FLAGS.work_dir, f"{model}_seq{FLAGS.seq_length}")
 
@@ -473,7 +512,22 @@ def time_group(model, batch_size, peers, rounds):
     lines += [""] + [f"- {other} / {ours_name}: CPU time **{cpu[other] / cpu[ours_name]:.2f}x**, "
                      f"wall {wall[other] / wall[ours_name]:.2f}x"
                      for other in cpu if other != ours_name]
+  lines += auto_against_faster(cpu, wall)
   print("\n".join(lines), flush=True)
+  return lines
+
+
+def auto_against_faster(cpu, wall):
+  """For each X_auto peer timed beside X and X_tflite: its time against the faster of the two
+  (the issue's bar: within 5%), on this CPU. Markdown lines."""
+  lines = []
+  for auto in (p for p in cpu if p.endswith("_auto")):
+    pair = [auto[:-len("_auto")], auto[:-len("_auto")] + "_tflite"]
+    if all(p in cpu for p in pair):
+      faster = min(pair, key=cpu.get)
+      lines.append(f"- {auto} / the faster backend ({faster}) on {harness.cpu_model()}: CPU time "
+                   f"**{cpu[auto] / cpu[faster]:.3f}x**, wall "
+                   f"{wall[auto] / min(wall[p] for p in pair):.3f}x")
   return lines
 
 
@@ -493,10 +547,11 @@ def controller():
   for model in models:
     for batch_size in batch_sizes:
       rounds = 2 if quick else (FLAGS.batch1_rounds if batch_size == 1 else FLAGS.rounds)
-      lines += time_group(model, batch_size, FLAGS.peers, rounds)
+      if FLAGS.peers:
+        lines += time_group(model, batch_size, FLAGS.peers, rounds)
       entry = [p for e in FLAGS.entry_points
-               for p in ((e,) if "tflite" in e else (e, e + "_nodnn"))]
-      if entry and batch_size <= 8:
+               for p in ((e,) if e.endswith(("_tflite", "_auto")) else (e, e + "_nodnn"))]
+      if entry and str(batch_size) in FLAGS.entry_batch_sizes:
         lines += time_group(model, batch_size, entry + ["ours"], rounds)
   if FLAGS.profile and not quick:
     for onednn in ("0", "1"):
@@ -506,6 +561,7 @@ def controller():
           env=dict(os.environ, **dict(worker_env("ours"), TF_ENABLE_ONEDNN_OPTS=onednn)), check=True)
       lines += [f"\nWhere ours spends its time ({models[0]}, batch 8, "
                 f"TF_ENABLE_ONEDNN_OPTS={onednn}; tf.profiler, op types):\n", out.stdout.strip()]
+  lines += auto_lines(FLAGS.entry_points)
   harness.publish(lines, FLAGS.append and not quick)
 
 
@@ -516,6 +572,9 @@ def main(argv):
   elif FLAGS.worker == "profile":
     print("\n".join(profile_lines(FLAGS.model_dir, FLAGS.batch_size)))
   elif FLAGS.worker:
+    if is_entry_point(FLAGS.worker):
+      from bert_tf.io import machine  # pylint: disable=g-import-not-at-top
+      machine.prefer_onednn()  # as extract_features.py and the predictor do, before TensorFlow
     harness.serve(build_worker(FLAGS.worker, FLAGS.model_dir, FLAGS.batch_size))
   else:
     controller()

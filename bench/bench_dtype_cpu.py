@@ -59,10 +59,11 @@ def steps(config, batch_size, seq_length, policy):
 
 
 def main(_):
+  from bert_tf.io import machine  # pylint: disable=g-import-not-at-top
   from bert_tf.training import dtype_probe  # pylint: disable=g-import-not-at-top
   from bert_tf.training import precision  # pylint: disable=g-import-not-at-top
   args = FLAGS
-  cpuinfo = precision.read_cpuinfo()
+  cpuinfo = machine.read_cpuinfo()
   flags = precision.cpu_bf16_flags(cpuinfo)
   rows = ["| model | batch x seq | train f32 ms | train bf16 ms | bf16 speed | infer f32 ms | "
           "infer bf16 ms | bf16 speed | probe bf16 speed | --dtype=auto picks |",

@@ -36,6 +36,14 @@ def conll_data(tmp_path_factory):
   return task_data.conll_data(tmp_path_factory.mktemp("run_ner"))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _cache_of_the_session(tmp_path_factory):
+  """The choices bert_tf measures and keeps (bert_tf.io.machine.Choices: the predictor's backend)
+  go to a directory of the session's own, never the user's cache (scripts the tests start
+  inherit it)."""
+  os.environ["BERT_TF_CACHE_DIR"] = str(tmp_path_factory.mktemp("bert_tf_cache"))
+
+
 @pytest.fixture(autouse=True)
 def _signal_handlers_as_found(request):
   """Each test starts with the worker's Ctrl-C and SIGTERM handlers as the session found them, and

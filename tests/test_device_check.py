@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 
+from bert_tf.io import machine
 from bert_tf.training import precision
 import script_runner
 from conftest import REPO
@@ -72,7 +73,7 @@ def test_dry_run_prints_every_step_and_writes_the_tables(tmp_path):
   # why in one line, as this machine's CPU calls for: float32 without bfloat16 instructions; with
   # them, what the probe measured decides (the line says the times); the export of step 5
   # resolves auto the same way.
-  cpuinfo = precision.read_cpuinfo()
+  cpuinfo = machine.read_cpuinfo()
   classifier_log = (tmp_path / "work" / "logs" / "mrpc_auto.log").read_text()
   [(chosen, why)] = re.findall(r"--dtype=auto: (\w+) \((.*)\)$", classifier_log, flags=re.M)
   if precision.cpu_bf16_flags(cpuinfo):

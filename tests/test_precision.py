@@ -82,7 +82,7 @@ def test_the_probe_times_both_precisions_and_caches_per_machine(tmp_path, monkey
   assert calls == [(16, 8)]  # measured once: the second came from the cache
   dtype_probe.timings(TINY, 16, cpu, ["avx512_bf16"])  # another sequence length: measured
   assert calls == [(16, 8), (16, 16)]
-  assert "Some CPU" in next(iter(json.loads((tmp_path / dtype_probe.CACHE_FILE).read_text())))
+  assert "Some CPU" in next(iter(json.loads((tmp_path / f"{dtype_probe.CACHE_KIND}.json").read_text())))
   # Measured for real, on this machine, on a tiny layer: two positive step times.
   float32, bfloat16 = _real_measure(TINY, 8, rounds=1)
   assert float32 > 0 and bfloat16 > 0

@@ -85,9 +85,9 @@ def _both(made, task=None):
 
 
 def _tflite(made, task):
-  """Predictors running the model in TensorFlow Lite: the export's file (made with --tflite: the
-  default backend then), two inputs per batch, and the output_dir's model converted on loading."""
-  from_export = predictor.load(made.export_dir, task=task, batch_size=2)
+  """Predictors running the model in TensorFlow Lite: the export's file (made with --tflite), two
+  inputs per batch, and the output_dir's model converted on loading."""
+  from_export = predictor.load(made.export_dir, task=task, batch_size=2, backend="tflite")
   assert from_export.backend == "tflite"
   return from_export, predictor.load(made.output_dir, task=task, backend="tflite")
 

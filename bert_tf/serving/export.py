@@ -11,7 +11,9 @@ Export with export_savedmodel.py (or --export_dir on run_classifier.py / run_squ
 run_ner.py), or export() here (build_server() makes the same server in memory); the checkpoint
 must hold the fine-tuned head. A
 client runs `import tensorflow_text` (it registers the tokenizer ops; TF Serving needs them linked
-in), then `tf.saved_model.load(version_dir).signatures["serving_default"](text_a=..., ...)`.
+in), then `tf.saved_model.load(version_dir).signatures["serving_default"](text_a=..., ...)`; with
+TF_ENABLE_ONEDNN_OPTS=1 set before TensorFlow's import where oneDNN wins on the CPU
+(bert_tf.io.machine.prefer_onednn, which bert_tf.serving.predictor calls).
 Each export is a new version directory, export_dir/<number> (TF Serving's layout: a server
 pointed at export_dir serves the newest); nothing already in export_dir is replaced.
 """

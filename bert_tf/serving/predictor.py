@@ -27,14 +27,19 @@ pairs, the sentence split on whitespace. What a task's inputs and results are is
 import json
 import os
 
-import tensorflow as tf
+from bert_tf.io import machine
 
-from bert_tf.errors import BertTfError
-from bert_tf.io import fileio
-from bert_tf.model.config import BertConfig
-from bert_tf.model import model_dir
-from bert_tf.serving import export
-from bert_tf.tasks import base
+machine.prefer_onednn()  # before TensorFlow is imported (it reads the setting once, then)
+
+import tensorflow as tf  # noqa: E402
+
+from bert_tf.errors import BertTfError  # noqa: E402
+from bert_tf.io import fileio  # noqa: E402
+from bert_tf.model.config import BertConfig  # noqa: E402
+from bert_tf.model import model_dir  # noqa: E402
+from bert_tf.serving import backends  # noqa: E402
+from bert_tf.serving import export  # noqa: E402
+from bert_tf.tasks import base  # noqa: E402
 
 TASK_CONFIG_FILE = model_dir.TASK_CONFIG_FILE
 
@@ -55,10 +60,11 @@ def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None,
   bert_config_file, vocab_file: for an output_dir without bert_config.json / vocab.txt copies.
   dtype: the output_dir's model's (float32, bfloat16 or float16; an export keeps its own).
   backend: "savedmodel" (the server's graph), or "tflite": the same server (tokenization, outputs
-  and post-processing, any task) around the model run by TensorFlow Lite, 1.3-1.6x faster at
-  batch 1 on AVX2 CPUs (BENCHMARKS.md). An export made with --tflite holds the model and what
-  rebuilds its server; an output_dir's float32 model is converted on loading. "auto": tflite for
-  an export that holds the file, else savedmodel.
+  and post-processing, any task) around the model run by TensorFlow Lite. An export made with
+  --tflite holds the model and what rebuilds its server; an output_dir's float32 model is
+  converted on loading. "auto": for an export that holds the file, the backend timed fastest on
+  this machine (at batch 1 and batch_size, once per export and CPU: bert_tf.serving.backends),
+  else savedmodel. One log line says the backend and why.
   """
   if not isinstance(path, (str, os.PathLike)):
     raise TypeError(f"predictor.load: path should be a str or os.PathLike naming an export or a "
@@ -74,30 +80,37 @@ def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None,
   if task is not None:
     task = base.for_export(task, flag="task").name
   if tf.io.gfile.exists(os.path.join(path, TASK_CONFIG_FILE)):
-    backend = "tflite" if backend == "tflite" else "savedmodel"  # auto: no conversion unasked
+    backend = backends.for_output_dir(path, backend)
     module = _server_from_output_dir(path, bert_config_file, vocab_file, dtype,
                                      tflite=backend == "tflite")
-    serve = module.serve
+    loaded = _predictor(module, module.serve, batch_size, backend)
   elif tf.io.gfile.exists(os.path.join(path, "saved_model.pb")) or export.versions(path):
-    if backend == "auto":
-      backend = "tflite" if export.has_tflite(path) else "savedmodel"
-    if backend == "tflite":
-      module = export.tflite_server(path)
-      serve = module.serve
-    else:
-      module = export.load(path)
-      serve = module.signatures["serving_default"]
+    version = export.resolve(path)
+    loaded = backends.pick(version, backend, batch_size,
+                           lambda name: _from_export(version, name, batch_size))
   else:
     raise BertTfError(f"{path}: neither an export (saved_model.pb, or numbered versions of one) "
                       f"nor a fine-tuning output_dir ({TASK_CONFIG_FILE})")
-  described = _describe(module, serve)
-  loaded = Predictor(serve, batch_size=batch_size, module=module, backend=backend, **described)
   if task is not None and task != loaded.task:
     raise BertTfError(f"task: {path} holds a {loaded.task} model, not {task}")
   return loaded
 
 
-BACKENDS = ("auto", "savedmodel", "tflite")
+BACKENDS = backends.BACKENDS
+
+
+def _from_export(version, backend, batch_size):
+  """The Predictor of an export's version directory through backend savedmodel or tflite."""
+  if backend == "tflite":
+    module = export.tflite_server(version)
+    return _predictor(module, module.serve, batch_size, backend)
+  module = export.load(version)
+  return _predictor(module, module.signatures["serving_default"], batch_size, backend)
+
+
+def _predictor(module, serve, batch_size, backend):
+  return Predictor(serve, batch_size=batch_size, module=module, backend=backend,
+                   **_describe(module, serve))
 
 
 # The fields load() needs in task_config.json, and their types (and "task", or "export_kind" in

@@ -26,6 +26,7 @@ compute bfloat16 natively. float16 needs loss scaling and is never chosen.
 from absl import logging
 
 from bert_tf.errors import BertTfError
+from bert_tf.io import machine
 from bert_tf.training import dtype_probe
 
 PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
@@ -55,15 +56,6 @@ def cpu_bf16_flags(cpuinfo):
       any_flags = True
       found.update(flag for flag in value.split() if flag in BF16_CPU_FLAGS)
   return sorted(found) if any_flags else None
-
-
-def read_cpuinfo(path="/proc/cpuinfo"):
-  """The text of /proc/cpuinfo, or "" where there is none (macOS, Windows)."""
-  try:
-    with open(path, encoding="utf-8", errors="replace") as f:
-      return f.read()
-  except OSError:
-    return ""
 
 
 def _check(dtype):
@@ -152,7 +144,7 @@ def resolve(dtype, strategy=None, cpuinfo=None, warn=True, config=None, seq_leng
   if dtype != "auto" and not (warn and dtype == "bfloat16"):
     return dtype
   device, capabilities = device_in_use(strategy)
-  cpuinfo = read_cpuinfo() if cpuinfo is None else cpuinfo
+  cpuinfo = machine.read_cpuinfo() if cpuinfo is None else cpuinfo
   timings = None
   if dtype == "auto" and device == "cpu" and cpu_bf16_flags(cpuinfo):
     timings, where = _probe(config, seq_length, cpuinfo)
@@ -174,6 +166,6 @@ def _probe(config, seq_length, cpuinfo):
     config = BertConfig(vocab_size=30522)  # BERT-Base's sizes are BertConfig's defaults
   float32, bfloat16, cached = dtype_probe.timings(config, seq_length, cpuinfo,
                                                  cpu_bf16_flags(cpuinfo))
-  path = dtype_probe.cache_path()
+  path = dtype_probe.choices().path
   return (float32, bfloat16), (f"measured on this machine before, cached in {path}" if cached
                                else f"measured now, cached in {path}")
