@@ -1,4 +1,4 @@
-"""bench/device_check.sh, the GPU check of issue 35, dry-run on the CPU so that it cannot rot:
+"""bench/device_check/device_check.sh, the GPU check, dry-run on the CPU so that it cannot rot:
 every step prints its one line, the summary tables are written, and a missing TensorFlow is one
 line, after which the steps that need it say so and the summary is still written."""
 import json
@@ -11,10 +11,10 @@ from bert_tf.training import precision
 import script_runner
 from conftest import REPO
 
-sys.path.insert(0, os.path.join(REPO, "bench"))
+sys.path[:0] = [os.path.join(REPO, "bench", "device_check"), os.path.join(REPO, "bench")]
 import device_check_report  # noqa: E402  pylint: disable=g-import-not-at-top
 
-SCRIPT = os.path.join(REPO, "bench", "device_check.sh")
+SCRIPT = os.path.join(REPO, "bench", "device_check", "device_check.sh")
 STEPS = ("setup", "devices", "parity", "pretraining", "mrpc", "serving", "summary")
 
 
