@@ -24,7 +24,7 @@ from absl import flags
 import harness
 
 sys.path.insert(0, os.path.join(REPO, "tests"))
-import test_readme  # noqa: E402  (the README's blocks, as the test reads them)
+from support import readme  # noqa: E402  (the README's blocks, as tests/test_readme.py reads them)
 
 FLAGS = flags.FlagValues()
 flags.DEFINE_string("work_dir", "/tmp/bench_readme", "The sandbox and its logs.", flag_values=FLAGS)
@@ -71,7 +71,7 @@ def script(blocks, skip, logs):
       commands.append(("python", code))
       lines.append(f"echo '@@py {len(commands) - 1}' >&3; read -r _ <&4")
       continue
-    for line in test_readme.logical_lines(code):
+    for line in readme.logical_lines(code):
       if not line.strip() or line.lstrip().startswith("#") or line.startswith("PY="):
         continue
       if skip and re.search(skip, line):
@@ -99,8 +99,7 @@ def main(_):
   root = sandbox(args.work_dir)
   logs = os.path.join(args.work_dir, "logs")
   os.makedirs(logs, exist_ok=True)
-  blocks = [(lang, code) for lang, code in test_readme.readme_blocks()
-            if test_readme.runnable(lang, code)]
+  blocks = [(lang, code) for lang, code in readme.readme_blocks() if readme.runnable(lang, code)]
   text, commands = script(blocks, args.skip, logs)
   results = []
   read_3, write_3 = os.pipe()

@@ -12,7 +12,7 @@ from seqeval import scheme as seqeval_scheme
 from bert_tf.data import records
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import conll
-from conftest import shared_data
+from support.paths import shared_data
 
 TYPES = ("PER", "LOC", "ORG", "MISC")
 

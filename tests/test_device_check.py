@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 from bert_tf.training import precision
-import script_runner
-from conftest import REPO
+from support import script_runner
+from support.paths import REPO
 
 sys.path[:0] = [os.path.join(REPO, "bench", "device_check"), os.path.join(REPO, "bench")]
 import device_check_report  # noqa: E402  pylint: disable=g-import-not-at-top
@@ -50,7 +50,7 @@ def run_check(tmp_path, *flags, python=None, timeout=600):
   env = dict(os.environ, PY=sys.executable)
   if python is None:  # the steps' scripts through the tests' fork server (TensorFlow imported once)
     env.update(script_runner.server_environment())
-    python = f"{sys.executable} {os.path.join(REPO, 'tests', 'script_runner.py')}"
+    python = f"{sys.executable} {os.path.join(REPO, 'tests', 'support', 'script_runner.py')}"
   return subprocess.run(["bash", SCRIPT, f"--out_dir={tmp_path / 'out'}", f"--python={python}",
                          *flags], cwd=REPO, env=env, text=True, capture_output=True,
                         timeout=timeout)

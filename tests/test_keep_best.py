@@ -25,7 +25,7 @@ from bert_tf.tasks import squad_metrics
 from bert_tf.training import keep_best
 from bert_tf.training import loop
 from bert_tf.training import scalars
-from conftest import run_script
+from support.script_runner import run_script
 from support.pretraining_runs import PREDS
 from support.pretraining_runs import SEQ
 from support.pretraining_runs import tiny_config

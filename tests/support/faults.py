@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-from script_runner import run_script
+from support.script_runner import run_script
 
 
 def write_json(path, obj):
@@ -69,7 +69,7 @@ def run_cases(world, cases, one):
     return dict(pool.map(one, cases))
 
 
-def _alive(pid):
+def alive(pid):
   """Running (a zombie, dead but not yet reaped by this container's init, does not count)."""
   try:
     with open(f"/proc/{pid}/stat") as f:
