@@ -30,6 +30,7 @@ import types
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
 from bench_env import BENCH, DATA
+from absl import flags
 
 import ablations_jobs as jobs
 import bench_configs
@@ -49,32 +50,42 @@ QUICK = dict(pretrain_steps=4, pretrain_batch_size=8, heldout_eval_steps=2, mrpc
              books=["pg74-tom_sawyer.txt"])
 
 
-FLAGS = harness.Flags()
-FLAGS.string("work_dir", "/tmp/bert_tf_ablations", "Jobs and their cached results.")
-FLAGS.boolean("quick", False, "tiny budgets: every path, minutes")
-FLAGS.string("data_dir", DATA, "The shared data.")
-FLAGS.string("mixes", "80/10/10,0/0/100", "Table 8 MASK/SAME/RND mixes (the paper's six: "
-             "80/10/10,100/0/0,80/0/20,80/20/0,0/20/80,0/0/100)")
-FLAGS.string("table8_task", "CoNLL", "Table 8's task.", choices=jobs.FINETUNE_TASKS)
-FLAGS.string("figure5_task", "SST-2", "Figure 5's task.", choices=["MRPC", "SST-2"])
-FLAGS.string("bilstm_tasks", "SQuAD", "tasks of the '+ BiLSTM' row (comma-separated)")
-FLAGS.number("learning_rate", 5e-4, "fine-tuning")
-FLAGS.number("pretrain_learning_rate", 2e-4, "5e-4 stays on the unigram plateau for 1000 steps "
-             "(bench_packing_walltime)")
-FLAGS.integer("lstm_units", 128, "--bilstm_hidden_size and the feature-based --lstm_units")
-FLAGS.integer("seed", 12345, "Seed of the data and the runs.")
-FLAGS.boolean("report_only", False, "print the tables of the jobs finished so far in --work_dir "
-              "(a run may be going on there); run and write nothing")
-FLAGS.string("figure", os.path.join(BENCH, "ablations_figure5.png"), "Figure 5's PNG.")
+FLAGS = flags.FlagValues()
+flags.DEFINE_string("work_dir", "/tmp/bert_tf_ablations", "Jobs and their cached results.",
+                    flag_values=FLAGS)
+flags.DEFINE_boolean("quick", False, "tiny budgets: every path, minutes", flag_values=FLAGS)
+flags.DEFINE_string("data_dir", DATA, "The shared data.", flag_values=FLAGS)
+flags.DEFINE_string("mixes", "80/10/10,0/0/100", "Table 8 MASK/SAME/RND mixes (the paper's six: "
+                    "80/10/10,100/0/0,80/0/20,80/20/0,0/20/80,0/0/100)", flag_values=FLAGS)
+flags.DEFINE_enum("table8_task", "CoNLL", jobs.FINETUNE_TASKS, "Table 8's task.", flag_values=FLAGS)
+flags.DEFINE_enum("figure5_task", "SST-2", ["MRPC", "SST-2"], "Figure 5's task.", flag_values=FLAGS)
+flags.DEFINE_string("bilstm_tasks", "SQuAD", "tasks of the '+ BiLSTM' row (comma-separated)",
+                    flag_values=FLAGS)
+flags.DEFINE_float("learning_rate", 5e-4, "fine-tuning", flag_values=FLAGS)
+flags.DEFINE_float("pretrain_learning_rate", 2e-4, "5e-4 stays on the unigram plateau for 1000 "
+                   "steps (bench_packing_walltime)", flag_values=FLAGS)
+flags.DEFINE_integer("lstm_units", 128, "--bilstm_hidden_size and the feature-based --lstm_units",
+                     flag_values=FLAGS)
+flags.DEFINE_integer("seed", 12345, "Seed of the data and the runs.", flag_values=FLAGS)
+flags.DEFINE_boolean("report_only", False, "print the tables of the jobs finished so far in "
+                     "--work_dir (a run may be going on there); run and write nothing",
+                     flag_values=FLAGS)
+flags.DEFINE_string("figure", os.path.join(BENCH, "ablations_figure5.png"), "Figure 5's PNG.",
+                    flag_values=FLAGS)
 for _name, _value in FULL.items():
   if _name != "books":
-    (FLAGS.integer if isinstance(_value, int) else FLAGS.number)(
-        _name, None, f"default {_value} ({QUICK[_name]} with --quick)")
+    (flags.DEFINE_integer if isinstance(_value, int) else flags.DEFINE_float)(
+        _name, None, f"default {_value} ({QUICK[_name]} with --quick)", flag_values=FLAGS)
 
 
 def parse_args(argv=None):
   """The flags in argv (default: sys.argv[1:]), with the budget's defaults filled in."""
-  args = FLAGS.parse(argv)
+  return with_budget(harness.parse(FLAGS, argv))
+
+
+def with_budget(args):
+  """args with the budget's defaults (--quick's or the full run's) where a flag was not given,
+  --mixes and --bilstm_tasks as lists."""
   budget = QUICK if args.quick else FULL
   for name, value in budget.items():
     if getattr(args, name, None) is None:
@@ -86,8 +97,8 @@ def parse_args(argv=None):
   return args
 
 
-def flag_list(**flags):
-  return [f"--{k}={v}" for k, v in flags.items()]
+def flag_list(**values):
+  return [f"--{k}={v}" for k, v in values.items()]
 
 
 # ------------------------------------------------------------------------------------ data
@@ -186,7 +197,7 @@ def checkpoint_interval(args):
 def pretrain_jobs(args, work_dir, config, files, row):
   """(pretraining, held-out evaluation) Jobs of one row. The held-out records are masked
   80/10/10 whatever the row's mix, single segments for the No NSP rows."""
-  flags, kind = jobs.pretrain_row_flags(row)
+  row_flags, kind = jobs.pretrain_row_flags(row)
   interval = checkpoint_interval(args)
   folder = os.path.join(work_dir, f"pretrain_{row}")
   common = flag_list(bert_config_file=config, max_seq_length=128, max_predictions_per_seq=20,
@@ -204,8 +215,8 @@ def pretrain_jobs(args, work_dir, config, files, row):
               f"--output_dir={work_dir}/heldout_{row}/output", "--do_eval",
               f"--init_checkpoint={folder}/output"] + common + flag_list(
                   eval_batch_size=32, max_eval_steps=args.heldout_eval_steps)
-  evaluate += [f for f in flags if f in ("--no_nsp", "--left_to_right")]
-  return (jobs.Job(f"pretrain_{row}", train + flags, kind="pretrain"),
+  evaluate += [f for f in row_flags if f in ("--no_nsp", "--left_to_right")]
+  return (jobs.Job(f"pretrain_{row}", train + row_flags, kind="pretrain"),
           jobs.Job(f"heldout_{row}", evaluate, parse=jobs.heldout_metrics, kind="heldout"))
 
 
@@ -340,8 +351,8 @@ def report(args, results, seconds):
   return points
 
 
-def main(argv=None):
-  args = parse_args(argv)  # argv: a list of flags (tests), or None: sys.argv
+def main(_):
+  args = with_budget(harness.values(FLAGS))
   work_dir = os.path.abspath(args.work_dir + ("_quick" if args.quick else ""))
   if not args.report_only:
     os.makedirs(work_dir, exist_ok=True)
@@ -360,5 +371,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  FLAGS.describe(__doc__)
-  main()
+  harness.run(main, FLAGS, __doc__)

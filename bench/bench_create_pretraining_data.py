@@ -23,6 +23,7 @@ import time
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
 from bench_env import REPO
+from absl import flags
 import numpy as np
 import tensorflow as tf
 
@@ -34,13 +35,16 @@ import harness
 CORPUS = os.path.join(bench_env.DATA, "corpus")
 VOCAB = bench_env.VOCAB
 
-FLAGS = harness.Flags()
-FLAGS.string("work_dir", None, "Where records go (default: a temporary directory).")
-FLAGS.string("benchmarks_md", None,
-             "File to append the section to (default: benchmarks/<UTC date>.md).")
-FLAGS.boolean("skip_original", False, "Do not run the original (for a quick look at ours).")
-FLAGS.integer("repeats", 3, "Rounds of the original, ours with 1 worker and ours with 2; the "
-              "table gives each one's median (the machine's timings drift between runs).")
+FLAGS = flags.FlagValues()
+flags.DEFINE_string("work_dir", None, "Where records go (default: a temporary directory).",
+                    flag_values=FLAGS)
+flags.DEFINE_string("benchmarks_md", None, "File to append the section to (default: "
+                    "benchmarks/<UTC date>.md).", flag_values=FLAGS)
+flags.DEFINE_boolean("skip_original", False, "Do not run the original (for a quick look at ours).",
+                     flag_values=FLAGS)
+flags.DEFINE_integer("repeats", 3, "Rounds of the original, ours with 1 worker and ours with 2; "
+                     "the table gives each one's median (the machine's timings drift between "
+                     "runs).", flag_values=FLAGS)
 
 COMMON = ["--max_seq_length=128", "--max_predictions_per_seq=20", "--dupe_factor=5", "--random_seed=12345",
           f"--vocab_file={VOCAB}"]

@@ -24,28 +24,34 @@ import sys
 import time
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
+
+from absl import flags
 from bench_env import REPO
 
 import bench_configs
 import harness
 
-FLAGS = harness.Flags()
-FLAGS.string("data_dir", "/work/shared/data/glue", "GLUE's folders (SST-2, MRPC).")
-FLAGS.string("work_dir", "/tmp/bench_distillation", "Where the runs go (reused: a finished run "
-             "is not run again).")
-FLAGS.strings("tasks", "SST-2,MRPC", "Tasks, in order.")
-FLAGS.strings("student_layers", "3,2", "Student sizes (layers).")
-FLAGS.integer("sst2_train", 6000, "SST-2: the first this many training sentences.")
-FLAGS.integer("sst2_transfer", 6000, "SST-2: the transfer set, the next this many sentences of "
-              "train.tsv, labels dropped.")
-FLAGS.number("temperature", 2.0, "--distill_temperature.")
-FLAGS.number("alpha", 0.7, "--distill_alpha.")
-FLAGS.integer("latency_seq", 128, "Tokens of each latency input.")
-FLAGS.integer("latency_rounds", 30, "Calls per model and batch size for the latency figures.")
-FLAGS.boolean("latency_only", False, "Only the latency table, of the pretrained MiniLM and its "
-              "students (no training).")
-FLAGS.integer("seed", 12345, "--seed of every run.")
-FLAGS.boolean("append", True, "Append the results to benchmarks/<date>.md.")
+FLAGS = flags.FlagValues()
+_FLAGS = dict(flag_values=FLAGS)
+flags.DEFINE_string("data_dir", os.path.join(REPO, "..", "shared", "data", "glue"),
+                    "GLUE's folders (SST-2, MRPC).", **_FLAGS)
+flags.DEFINE_string("work_dir", "/tmp/bench_distillation",
+                    "Where the runs go (reused: a finished run is not run again).", **_FLAGS)
+flags.DEFINE_list("tasks", "SST-2,MRPC", "Tasks, in order.", **_FLAGS)
+flags.DEFINE_list("student_layers", "3,2", "Student sizes (layers).", **_FLAGS)
+flags.DEFINE_integer("sst2_train", 6000, "SST-2: the first this many training sentences.",
+                     **_FLAGS)
+flags.DEFINE_integer("sst2_transfer", 6000, "SST-2: the transfer set, the next this many "
+                     "sentences of train.tsv, labels dropped.", **_FLAGS)
+flags.DEFINE_float("temperature", 2.0, "--distill_temperature.", **_FLAGS)
+flags.DEFINE_float("alpha", 0.7, "--distill_alpha.", **_FLAGS)
+flags.DEFINE_integer("latency_seq", 128, "Tokens of each latency input.", **_FLAGS)
+flags.DEFINE_integer("latency_rounds", 30,
+                     "Calls per model and batch size for the latency figures.", **_FLAGS)
+flags.DEFINE_boolean("latency_only", False, "Only the latency table, of the pretrained MiniLM "
+                     "and its students (no training).", **_FLAGS)
+flags.DEFINE_integer("seed", 12345, "--seed of every run.", **_FLAGS)
+flags.DEFINE_boolean("append", True, "Append the results to benchmarks/<date>.md.", **_FLAGS)
 
 PY = sys.executable
 # Task -> (max_seq_length, epochs, train batch rows, learning rate, metrics reported).
@@ -103,7 +109,8 @@ def fine_tune(task, model_dir, init, output_dir, data_dir, extra=()):
   if os.path.exists(os.path.join(output_dir, "eval_results.txt")):
     return None
   return run(["run_classifier.py", f"--task_name={task}", f"--data_dir={data_dir}",
-              f"--vocab_file={model_dir}/vocab.txt", f"--bert_config_file={model_dir}/bert_config.json",
+              f"--vocab_file={model_dir}/vocab.txt",
+              f"--bert_config_file={model_dir}/bert_config.json",
               f"--init_checkpoint={init}", f"--output_dir={output_dir}", "--do_train", "--do_eval",
               f"--max_seq_length={seq}", "--pack_sequences", f"--train_batch_size={batch}",
               f"--learning_rate={lr}", f"--num_train_epochs={epochs}", f"--seed={FLAGS.seed}",

@@ -12,15 +12,19 @@ forward alone. Times are wall medians of --rounds alternating calls after one un
 import statistics
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
+
+from absl import flags
 import harness
 from bench_configs import bert_config
 
-FLAGS = harness.Flags()
-FLAGS.strings("models", "small,base", "bench_configs models to time.")
-FLAGS.integer("batch_size", 4, "Sequences per step.")
-FLAGS.integer("seq_length", 128, "Tokens per sequence.")
-FLAGS.integer("rounds", 3, "Timed calls per precision and step kind, alternating.")
-FLAGS.boolean("append", True, "Append the section to benchmarks/<date>.md.")
+FLAGS = flags.FlagValues()
+flags.DEFINE_list("models", "small,base", "bench_configs models to time.", flag_values=FLAGS)
+flags.DEFINE_integer("batch_size", 4, "Sequences per step.", flag_values=FLAGS)
+flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.", flag_values=FLAGS)
+flags.DEFINE_integer("rounds", 3, "Timed calls per precision and step kind, alternating.",
+                     flag_values=FLAGS)
+flags.DEFINE_boolean("append", True, "Append the section to benchmarks/<date>.md.",
+                     flag_values=FLAGS)
 
 PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16"}
 

@@ -18,6 +18,7 @@ import os
 import sys
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from absl import flags
 import numpy as np
 import tensorflow as tf
 import tf_keras
@@ -27,21 +28,25 @@ from bert_tf.model import modeling
 import bench_configs
 import harness
 
-FLAGS = harness.Flags()
-FLAGS.integer("batch_size", 32, "Sequences per batch.")
-FLAGS.integer("seq_length", 128, "Tokens per sequence.")
-FLAGS.integer("warmup", 1, "Untimed batches of each peer first.")
-FLAGS.integer("iterations", 10, "Timed rounds (one batch of each peer per round).")
-FLAGS.strings("peers", "ours,torch,garden", "Which encoders to time.")
-FLAGS.strings("modes", "inference,training", "inference (forward) and/or training "
-              "(forward + backward with dropout).")
-FLAGS.integer("train_batch_size", 16, "Sequences per training batch.")
-FLAGS.string("before_repo", None, "Another checkout whose bert_tf/model/modeling.py is timed "
-             "beside ours as \"before\" (e.g. a worktree of the previous commit).")
-FLAGS.strings("precisions", "float32,mixed_bfloat16", "Our Keras policies to time "
-              "(PyTorch's bfloat16 peers run with mixed_bfloat16).")
-FLAGS.boolean("profile", True, "Also time our op groups against PyTorch's.")
-FLAGS.boolean("append", True, "Append the results to benchmarks/<date>.md.")
+FLAGS = flags.FlagValues()
+flags.DEFINE_integer("batch_size", 32, "Sequences per batch.", flag_values=FLAGS)
+flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.", flag_values=FLAGS)
+flags.DEFINE_integer("warmup", 1, "Untimed batches of each peer first.", flag_values=FLAGS)
+flags.DEFINE_integer("iterations", 10, "Timed rounds (one batch of each peer per round).",
+                     flag_values=FLAGS)
+flags.DEFINE_list("peers", "ours,torch,garden", "Which encoders to time.", flag_values=FLAGS)
+flags.DEFINE_list("modes", "inference,training", "inference (forward) and/or training (forward + "
+                  "backward with dropout).", flag_values=FLAGS)
+flags.DEFINE_integer("train_batch_size", 16, "Sequences per training batch.", flag_values=FLAGS)
+flags.DEFINE_string("before_repo", None, "Another checkout whose bert_tf/model/modeling.py is "
+                    'timed beside ours as "before" (e.g. a worktree of the previous commit).',
+                    flag_values=FLAGS)
+flags.DEFINE_list("precisions", "float32,mixed_bfloat16", "Our Keras policies to time (PyTorch's "
+                  "bfloat16 peers run with mixed_bfloat16).", flag_values=FLAGS)
+flags.DEFINE_boolean("profile", True, "Also time our op groups against PyTorch's.",
+                     flag_values=FLAGS)
+flags.DEFINE_boolean("append", True, "Append the results to benchmarks/<date>.md.",
+                     flag_values=FLAGS)
 
 BASE = bench_configs.bert_config("base")
 

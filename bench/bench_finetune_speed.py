@@ -29,6 +29,7 @@ import types
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
 from bench_env import DATA, REPO
+from absl import flags
 import numpy as np
 
 import bench_configs
@@ -211,21 +212,22 @@ def _median_time(step, steps, warmup):
   return float(np.median(harness.interleave({"step": step}, steps, warmup=warmup)["step"]))
 
 
-FLAGS = harness.Flags()
-FLAGS.string("sizes", ",".join(SIZES), "Model sizes: MiniLM, BERT-Base.")
-FLAGS.string("dtypes", "fp32,bf16", "fp32 and/or bf16.")
-FLAGS.integer("batch_size", 8, "Sequences (rows) per step.")
-FLAGS.integer("seq_length", 128, "Tokens per sequence.")
-FLAGS.integer("steps", 3, "Timed steps.")
-FLAGS.integer("warmup", 2, "Untimed steps first.")
-FLAGS.string("benchmarks_md", None, "default: benchmarks/<UTC date>.md")
-FLAGS.boolean("packing", False, "packed against unpacked fine-tuning (see the module docstring)")
-FLAGS.string("tasks", ",".join(PACKING_TASKS), "with --packing")
-FLAGS.string("one", None, "Internal: side,size,dtype (a child)", hidden=True)
+FLAGS = flags.FlagValues()
+flags.DEFINE_string("sizes", ",".join(SIZES), "Model sizes: MiniLM, BERT-Base.", flag_values=FLAGS)
+flags.DEFINE_string("dtypes", "fp32,bf16", "fp32 and/or bf16.", flag_values=FLAGS)
+flags.DEFINE_integer("batch_size", 8, "Sequences (rows) per step.", flag_values=FLAGS)
+flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.", flag_values=FLAGS)
+flags.DEFINE_integer("steps", 3, "Timed steps.", flag_values=FLAGS)
+flags.DEFINE_integer("warmup", 2, "Untimed steps first.", flag_values=FLAGS)
+flags.DEFINE_string("benchmarks_md", None, "default: benchmarks/<UTC date>.md", flag_values=FLAGS)
+flags.DEFINE_boolean("packing", False, "packed against unpacked fine-tuning (see the module "
+                     "docstring)", flag_values=FLAGS)
+flags.DEFINE_string("tasks", ",".join(PACKING_TASKS), "with --packing", flag_values=FLAGS)
+flags.DEFINE_string("one", None, "Internal: side,size,dtype (a child)", flag_values=FLAGS)
 
 
 def main(_):
-  args = FLAGS
+  args = harness.values(FLAGS)
   if args.one and args.one.startswith("packing,"):
     _, name, mode = args.one.split(",")
     print(json.dumps(time_packing(name, mode == "packed", args.batch_size, args.seq_length,

@@ -23,18 +23,24 @@ import sys
 import tempfile
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from absl import flags
 
 import harness
 
-FLAGS = harness.Flags()
-FLAGS.string("model", "base", "A bench_configs config: base (BERT-Base) or minilm sizes.")
-FLAGS.strings("tokens", "1024", "Rows T of each product (batch x seq), one table each.")
-FLAGS.strings("peers", "tf,tf_nodnn,tf_xla,torch,ort,numpy", "Frameworks (see the docstring).")
-FLAGS.integer("rounds", 5, "Timed rounds, peers taking turns.")
-FLAGS.boolean("append", True, "Append the table to benchmarks/<date>.md.")
-FLAGS.boolean("peak", False, "Also measure the CPU's FMA peak (bench/fma_peak.c; needs cc).")
-FLAGS.string("worker", None, "Internal: run this peer as a harness worker.")
-FLAGS.integer("rows", 1024, "Internal: the worker's T.")
+FLAGS = flags.FlagValues()
+flags.DEFINE_string("model", "base", "A bench_configs config: base (BERT-Base) or minilm sizes.",
+                    flag_values=FLAGS)
+flags.DEFINE_list("tokens", "1024", "Rows T of each product (batch x seq), one table each.",
+                  flag_values=FLAGS)
+flags.DEFINE_list("peers", "tf,tf_nodnn,tf_xla,torch,ort,numpy", "Frameworks (see the docstring).",
+                  flag_values=FLAGS)
+flags.DEFINE_integer("rounds", 5, "Timed rounds, peers taking turns.", flag_values=FLAGS)
+flags.DEFINE_boolean("append", True, "Append the table to benchmarks/<date>.md.", flag_values=FLAGS)
+flags.DEFINE_boolean("peak", False, "Also measure the CPU's FMA peak (bench/fma_peak.c; needs cc).",
+                     flag_values=FLAGS)
+flags.DEFINE_string("worker", None, "Internal: run this peer as a harness worker.",
+                    flag_values=FLAGS)
+flags.DEFINE_integer("rows", 1024, "Internal: the worker's T.", flag_values=FLAGS)
 
 THREADS = 2
 SIZES = {"base": (12, 768, 3072), "minilm": (6, 384, 1536)}

@@ -34,6 +34,7 @@ import time
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
 from bench_env import DATA, REPO
+from absl import flags
 import numpy as np
 
 from bert_tf.tasks import metrics  # (numpy only: TensorFlow stays out of this process)
@@ -249,25 +250,30 @@ def table_row(task, train_size, seed, name, row, ours_s, peer_s):
           f"| {diff} | {cell(ours_s, '.0f')} | {cell(peer_s, '.0f')} | {ratio} |\n")
 
 
-FLAGS = harness.Flags()
-FLAGS.string("tasks", "RTE,MRPC,STS-B,CoLA,SST-2", "Comma-separated GLUE tasks.")
-FLAGS.number("epochs", 3.0, "Training epochs, both sides.")
-FLAGS.number("learning_rate", 5e-5, "Peak learning rate, both sides.")
-FLAGS.integer("seed", 12345, "draws SST-2's train subset; also the training seed unless --seeds")
-FLAGS.string("seeds", "", "comma-separated training seeds, one run each")
-FLAGS.string("sides", "ours,peer", "which of ours,peer to run")
-FLAGS.string("peer_optimizer", "adamw", "The peer's optimizer.", choices=sorted(PEER_OPTIMIZERS))
-FLAGS.boolean("ours_bias_correction", False,
-              "run ours with --adam_bias_correction (not the original's optimizer)")
-FLAGS.integer("sst2_train_size", 8000, "SST-2's seeded train subset.")
-FLAGS.string("stop_at", "", "UTC HH:MM by which every run must end (default: no cut-off)")
-FLAGS.string("work_dir", None, "default: a temporary directory")
-FLAGS.string("glue_dir", GLUE, "The GLUE data.")
-FLAGS.string("benchmarks_md", None, "default: benchmarks/<UTC date>.md")
+FLAGS = flags.FlagValues()
+flags.DEFINE_string("tasks", "RTE,MRPC,STS-B,CoLA,SST-2", "Comma-separated GLUE tasks.",
+                    flag_values=FLAGS)
+flags.DEFINE_float("epochs", 3.0, "Training epochs, both sides.", flag_values=FLAGS)
+flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate, both sides.", flag_values=FLAGS)
+flags.DEFINE_integer("seed", 12345, "draws SST-2's train subset; also the training seed unless "
+                     "--seeds", flag_values=FLAGS)
+flags.DEFINE_string("seeds", "", "comma-separated training seeds, one run each", flag_values=FLAGS)
+flags.DEFINE_string("sides", "ours,peer", "which of ours,peer to run", flag_values=FLAGS)
+flags.DEFINE_enum("peer_optimizer", "adamw", sorted(PEER_OPTIMIZERS), "The peer's optimizer.",
+                  flag_values=FLAGS)
+flags.DEFINE_boolean("ours_bias_correction", False, "run ours with --adam_bias_correction (not "
+                     "the original's optimizer)", flag_values=FLAGS)
+flags.DEFINE_integer("sst2_train_size", 8000, "SST-2's seeded train subset.", flag_values=FLAGS)
+flags.DEFINE_string("stop_at", "", "UTC HH:MM by which every run must end (default: no cut-off)",
+                    flag_values=FLAGS)
+flags.DEFINE_string("work_dir", None, "default: a temporary directory", flag_values=FLAGS)
+flags.DEFINE_string("glue_dir", GLUE, "The GLUE data.", flag_values=FLAGS)
+flags.DEFINE_string("benchmarks_md", None, "default: benchmarks/<UTC date>.md", flag_values=FLAGS)
 # Internal: one peer run in a process of its own (see run_peer).
-FLAGS.string("peer_task", None, "", hidden=True)
-FLAGS.string("peer_data_dir", None, "", hidden=True)
-FLAGS.string("peer_result", None, "", hidden=True)
+flags.DEFINE_string("peer_task", None, "Internal: the peer run's task.", flag_values=FLAGS)
+flags.DEFINE_string("peer_data_dir", None, "Internal: the peer run's data.", flag_values=FLAGS)
+flags.DEFINE_string("peer_result", None, "Internal: where the peer run writes its results.",
+                    flag_values=FLAGS)
 
 
 def stop_time(stop_at, started):
@@ -336,7 +342,7 @@ def run_task(task, seeds, work_dir, args, stop, seconds_per_example):
 
 
 def main(_):
-  args = FLAGS
+  args = harness.values(FLAGS)
   # One file for the whole run, even past midnight UTC.
   args.benchmarks_md = args.benchmarks_md or harness.today_file()
   if args.peer_task:

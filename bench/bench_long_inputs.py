@@ -13,6 +13,7 @@ import os
 import tempfile
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from absl import flags
 import numpy as np
 import tensorflow as tf
 
@@ -22,11 +23,14 @@ from bert_tf.text import tokenization
 import bench_configs
 import harness
 
-FLAGS = harness.Flags()
-FLAGS.string("data_dir", bench_env.DATA, "The shared data (corpus/gutenberg, vocab/).")
-FLAGS.strings("lengths", "128,512,2048,8192", "Context lengths in word pieces.")
-FLAGS.strings("sizes", "tiny,minilm", "Model sizes to time (bench_configs.CONFIGS).")
-FLAGS.integer("calls", 10, "Timed calls per size and length.")
+FLAGS = flags.FlagValues()
+flags.DEFINE_string("data_dir", bench_env.DATA, "The shared data (corpus/gutenberg, vocab/).",
+                    flag_values=FLAGS)
+flags.DEFINE_list("lengths", "128,512,2048,8192", "Context lengths in word pieces.",
+                  flag_values=FLAGS)
+flags.DEFINE_list("sizes", "tiny,minilm", "Model sizes to time (bench_configs.CONFIGS).",
+                  flag_values=FLAGS)
+flags.DEFINE_integer("calls", 10, "Timed calls per size and length.", flag_values=FLAGS)
 
 SEQ, STRIDE, QUERY = 384, 128, 64
 QUESTION = "What did Ishmael do whenever he found himself growing grim about the mouth?"

@@ -29,7 +29,9 @@ import subprocess
 import sys
 import time
 
-import harness  # (flags only: this bench's environment is the caller's, as it always was)
+from absl import flags
+
+import harness  # (start-up only: this bench's environment is the caller's, as it always was)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MRPC = os.path.join(os.path.dirname(REPO), "shared", "data", "glue", "MRPC")
@@ -134,14 +136,14 @@ def paired_losses(work_dir, seeds, dtypes):
 
 
 def command(args, model, data, dtype, seed, output_dir):
-  flags = QUICK_FLAGS if args.quick else README_FLAGS
+  common = QUICK_FLAGS if args.quick else README_FLAGS
   init = os.path.join(model, "bert_model.ckpt")
   return [sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=MRPC",
           f"--data_dir={data}", f"--vocab_file={model}/vocab.txt",
           f"--bert_config_file={model}/bert_config.json",
           f"--init_checkpoint={init if os.path.exists(init + '.index') else model}",
           f"--output_dir={output_dir}", "--do_train", "--do_eval", f"--dtype={dtype}",
-          f"--seed={seed}", "--log_steps=10", "--save_checkpoints_steps=100000"] + flags + \
+          f"--seed={seed}", "--log_steps=10", "--save_checkpoints_steps=100000"] + common + \
       args.extra_flags
 
 
@@ -226,20 +228,23 @@ def table(results, dtypes):
   return "\n".join(lines)
 
 
-FLAGS = harness.Flags()
-FLAGS.string("work_dir", "/tmp/bench_mrpc_dtype", "Runs and their cached results.")
-FLAGS.string("dtypes", "float32,bfloat16", "Comma-separated --dtype values.")
-FLAGS.string("seeds", "1,2,3", "Comma-separated --seed values.")
-FLAGS.string("model_dir", None, "bert_config.json, vocab.txt and a checkpoint (default: MiniLM, "
-             "converted into --work_dir)")
-FLAGS.boolean("quick", False, "a check that the bench runs (docstring)")
-FLAGS.integer("side_by_side", 2, "runs of one seed at a time (1: one run at a time)")
-FLAGS.boolean("rerun", False, "ignore cached results")
-FLAGS.string("extra_flags", "", "more run_classifier flags, for all runs")
+FLAGS = flags.FlagValues()
+flags.DEFINE_string("work_dir", "/tmp/bench_mrpc_dtype", "Runs and their cached results.",
+                    flag_values=FLAGS)
+flags.DEFINE_string("dtypes", "float32,bfloat16", "Comma-separated --dtype values.",
+                    flag_values=FLAGS)
+flags.DEFINE_string("seeds", "1,2,3", "Comma-separated --seed values.", flag_values=FLAGS)
+flags.DEFINE_string("model_dir", None, "bert_config.json, vocab.txt and a checkpoint (default: "
+                    "MiniLM, converted into --work_dir)", flag_values=FLAGS)
+flags.DEFINE_boolean("quick", False, "a check that the bench runs (docstring)", flag_values=FLAGS)
+flags.DEFINE_integer("side_by_side", 2, "runs of one seed at a time (1: one run at a time)",
+                     flag_values=FLAGS)
+flags.DEFINE_boolean("rerun", False, "ignore cached results", flag_values=FLAGS)
+flags.DEFINE_string("extra_flags", "", "more run_classifier flags, for all runs", flag_values=FLAGS)
 
 
 def main(_):
-  args = FLAGS
+  args = harness.values(FLAGS)
   args.extra_flags = args.extra_flags.split()
   os.makedirs(args.work_dir, exist_ok=True)
   dtypes = args.dtypes.split(",")

@@ -24,6 +24,7 @@ import time
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
 from bench_env import DATA, REPO
+from absl import flags
 
 import bench_configs
 import harness
@@ -31,28 +32,34 @@ import harness
 MINILM = bench_configs.minilm_model_dir()
 CONLL = os.path.join(DATA, "conll2003")
 
-FLAGS = harness.Flags()
-FLAGS.string("work_dir", "/tmp/ner_bench", "Data, runs and results.")
-FLAGS.string("runs", "ours,torch,feature_based", "comma-separated: ours, torch, feature_based")
-FLAGS.integer("train_sentences", 0,
-              "a seeded random subset of train.txt's sentences (0: all 14,041)")
-FLAGS.number("epochs", 1.0, "Training epochs.")
-FLAGS.integer("batch_size", 32, "Sentences per step.")
-FLAGS.number("learning_rate", 5e-5, "Peak learning rate of the fine-tuning runs.")
-FLAGS.number("feature_learning_rate", 1e-3, "Peak learning rate of the feature-based run.")
-FLAGS.number("feature_epochs", None, "epochs of the feature-based run (default: --epochs)")
-FLAGS.integer("lstm_units", 768, "The feature-based run's BiLSTM units.")
-FLAGS.integer("max_seq_length", 128, "Tokens per sequence.")
-FLAGS.number("warmup_proportion", 0.1, "Share of the steps warming up.")
-FLAGS.integer("seed", 12345, "Seed of the subset and the runs.")
-FLAGS.integer("feature_train_sentences", None,
-              "train subset of the feature-based run (default: --train_sentences)")
-FLAGS.boolean("reuse", False,
-              "take a run's figures from --work_dir/<run>.result.json when present")
-FLAGS.string("stop_at", "00:00", "UTC HH:MM (next occurrence) after which no run is started")
-FLAGS.boolean("append", True, "Append the results to benchmarks/<date>.md (--no_append: only "
-              "print).")
-FLAGS.string("peer_worker", None, "", hidden=True)
+FLAGS = flags.FlagValues()
+flags.DEFINE_string("work_dir", "/tmp/ner_bench", "Data, runs and results.", flag_values=FLAGS)
+flags.DEFINE_string("runs", "ours,torch,feature_based", "comma-separated: ours, torch, "
+                    "feature_based", flag_values=FLAGS)
+flags.DEFINE_integer("train_sentences", 0, "a seeded random subset of train.txt's sentences (0: "
+                     "all 14,041)", flag_values=FLAGS)
+flags.DEFINE_float("epochs", 1.0, "Training epochs.", flag_values=FLAGS)
+flags.DEFINE_integer("batch_size", 32, "Sentences per step.", flag_values=FLAGS)
+flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate of the fine-tuning runs.",
+                   flag_values=FLAGS)
+flags.DEFINE_float("feature_learning_rate", 1e-3, "Peak learning rate of the feature-based run.",
+                   flag_values=FLAGS)
+flags.DEFINE_float("feature_epochs", None, "epochs of the feature-based run (default: --epochs)",
+                   flag_values=FLAGS)
+flags.DEFINE_integer("lstm_units", 768, "The feature-based run's BiLSTM units.", flag_values=FLAGS)
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per sequence.", flag_values=FLAGS)
+flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps warming up.", flag_values=FLAGS)
+flags.DEFINE_integer("seed", 12345, "Seed of the subset and the runs.", flag_values=FLAGS)
+flags.DEFINE_integer("feature_train_sentences", None, "train subset of the feature-based run "
+                     "(default: --train_sentences)", flag_values=FLAGS)
+flags.DEFINE_boolean("reuse", False, "take a run's figures from --work_dir/<run>.result.json when "
+                     "present", flag_values=FLAGS)
+flags.DEFINE_string("stop_at", "00:00", "UTC HH:MM (next occurrence) after which no run is started",
+                    flag_values=FLAGS)
+flags.DEFINE_boolean("append", True, "Append the results to benchmarks/<date>.md (--no_append: "
+                     "only print).", flag_values=FLAGS)
+flags.DEFINE_string("peer_worker", None, "Internal: run the PyTorch peer, its results to this file.",
+                    flag_values=FLAGS)
 
 
 def sentence_blocks(path):
@@ -274,7 +281,7 @@ def deadline(stop_at):
 
 
 def main(_):
-  args = FLAGS
+  args = harness.values(FLAGS)
   if args.peer_worker:
     peer_worker(args)
     return

@@ -26,6 +26,7 @@ import time
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
 from bench_env import REPO
+from absl import flags
 import numpy as np
 import tensorflow as tf
 
@@ -33,20 +34,24 @@ from bench_configs import CONFIGS, write_config  # noqa: F401  (for bench_packin
 import harness
 
 # The flags of bench_packing.py, which bench_packing_peers.py and bench_packing_walltime.py share.
-FLAGS = harness.Flags()
-FLAGS.string("data_dir", bench_env.DATA, "The shared data (corpus/gutenberg, vocab).")
-FLAGS.boolean("quick", False, "The small config alone, fewer steps: under 5 minutes.")
-FLAGS.strings("models", "small,base", "Configs: small (L=4, H=256), base (BERT-Base).")
-FLAGS.strings("seq_lengths", "128,512", "Sequence lengths (records made for each).")
-FLAGS.string("dtype", "auto", "run_pretraining.py --dtype; auto: bfloat16 on a GPU or a CPU with "
-             "native bfloat16 (AVX-512 BF16, AMX), else float32 (emulated bfloat16 would time "
-             "the emulation).", choices=["auto", "float32", "bfloat16"])
-FLAGS.integer("steps", None, "Timed steps per run (as many untimed before); default 6, "
-              "3 for BERT-Base and with --quick.")
-FLAGS.integer("repeats", 1, "Unpacked/packed process pairs per configuration (interleaved; "
-              "the median is kept).")
-FLAGS.string("cache_dir", os.path.join(tempfile.gettempdir(), "bert_tf_bench_packing"),
-             "Where the records are made once and kept.")
+FLAGS = flags.FlagValues()
+flags.DEFINE_string("data_dir", bench_env.DATA, "The shared data (corpus/gutenberg, vocab).",
+                    flag_values=FLAGS)
+flags.DEFINE_boolean("quick", False, "The small config alone, fewer steps: under 5 minutes.",
+                     flag_values=FLAGS)
+flags.DEFINE_list("models", "small,base", "Configs: small (L=4, H=256), base (BERT-Base).",
+                  flag_values=FLAGS)
+flags.DEFINE_list("seq_lengths", "128,512", "Sequence lengths (records made for each).",
+                  flag_values=FLAGS)
+flags.DEFINE_enum("dtype", "auto", ["auto", "float32", "bfloat16"], "run_pretraining.py --dtype; "
+                  "auto: bfloat16 on a GPU or a CPU with native bfloat16 (AVX-512 BF16, AMX), "
+                  "else float32 (emulated bfloat16 would time the emulation).", flag_values=FLAGS)
+flags.DEFINE_integer("steps", None, "Timed steps per run (as many untimed before); default 6, 3 "
+                     "for BERT-Base and with --quick.", flag_values=FLAGS)
+flags.DEFINE_integer("repeats", 1, "Unpacked/packed process pairs per configuration (interleaved; "
+                     "the median is kept).", flag_values=FLAGS)
+flags.DEFINE_string("cache_dir", os.path.join(tempfile.gettempdir(), "bert_tf_bench_packing"),
+                    "Where the records are made once and kept.", flag_values=FLAGS)
 
 ROWS = {("small", 128): 32, ("small", 512): 8, ("base", 128): 8, ("base", 512): 2}
 

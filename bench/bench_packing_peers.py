@@ -34,6 +34,7 @@ import tempfile
 import time
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from absl import flags
 import numpy as np
 import tensorflow as tf
 
@@ -44,11 +45,12 @@ from bert_tf.jobs import pretraining
 from bert_tf.training import optimization
 import harness
 
-FLAGS.string("model", "small", "The config every peer trains.", choices=["small", "base"])
-FLAGS.strings("peers", "ours,garden,torch", "ours (unpacked and packed), garden (Model "
-              "Garden BertPretrainerV2), torch (transformers BertForPreTraining).")
-FLAGS.string("child", None, "Internal: `garden:SPEC` or `torch:SPEC` times that peer in "
-             "this process (SPEC: a JSON file written by the parent).")
+flags.DEFINE_enum("model", "small", ["small", "base"], "The config every peer trains.",
+                  flag_values=FLAGS)
+flags.DEFINE_list("peers", "ours,garden,torch", "ours (unpacked and packed), garden (Model Garden "
+                  "BertPretrainerV2), torch (transformers BertForPreTraining).", flag_values=FLAGS)
+flags.DEFINE_string("child", None, "Internal: `garden:SPEC` or `torch:SPEC` times that peer in "
+                    "this process (SPEC: a JSON file written by the parent).", flag_values=FLAGS)
 
 SEQ, PREDICTIONS, VOCAB, SEED = 128, 20, 30522, 1
 LABELS = {"ours unpacked": ("ours", "unpacked"), "ours packed": ("ours", "packed"),

@@ -22,17 +22,24 @@ import sys
 import time
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from absl import flags
 import bench_packing
 from bench_packing import FLAGS, REPO, run
 import harness
 
-FLAGS.number("minutes", 30, "Wall time of each run (both run at once, one core each).")
-FLAGS.integer("save_every_steps", 50, "Checkpoint (and curve point) every N steps.")
-FLAGS.number("learning_rate", 2e-4, "Peak learning rate of both runs (bench_pretraining's: "
-             "at 5e-4 neither run left the unigram plateau, 0.055, in 30 minutes).")
-FLAGS.integer("eval_steps", 60, "Held-out evaluation batches (of 32 instances).")
-FLAGS.string("work_dir", "/tmp/bert_tf_bench_walltime", "Runs and results (kept).")
-FLAGS.string("png", os.path.join(REPO, "bench", "packing_walltime.png"), "The plot.")
+flags.DEFINE_float("minutes", 30, "Wall time of each run (both run at once, one core each).",
+                   flag_values=FLAGS)
+flags.DEFINE_integer("save_every_steps", 50, "Checkpoint (and curve point) every N steps.",
+                     flag_values=FLAGS)
+flags.DEFINE_float("learning_rate", 2e-4, "Peak learning rate of both runs (bench_pretraining's: "
+                   "at 5e-4 neither run left the unigram plateau, 0.055, in 30 minutes).",
+                   flag_values=FLAGS)
+flags.DEFINE_integer("eval_steps", 60, "Held-out evaluation batches (of 32 instances).",
+                     flag_values=FLAGS)
+flags.DEFINE_string("work_dir", "/tmp/bert_tf_bench_walltime", "Runs and results (kept).",
+                    flag_values=FLAGS)
+flags.DEFINE_string("png", os.path.join(REPO, "bench", "packing_walltime.png"), "The plot.",
+                    flag_values=FLAGS)
 
 HELD_OUT_BOOK = "pg84-frankenstein.txt"
 ROWS = 32

@@ -21,19 +21,25 @@ import time
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
 from bench_env import DATA
+from absl import flags
 
 import harness
 
 PREPARED = os.path.join("/tmp", "bert_tf_cpu_inference", "minilm_seq128")
-FLAGS = harness.Flags()
-FLAGS.string("classifier_export", None, "A GLUE pair classifier's export (--tflite); none: skip.")
-FLAGS.string("classifier_data_dir", os.path.join(DATA, "glue", "MRPC"), "Its GLUE directory.")
-FLAGS.string("squad_export", os.path.join(PREPARED, "export_squad"), "A SQuAD export (--tflite).")
-FLAGS.string("ner_export", os.path.join(PREPARED, "export_ner"), "An NER export (--tflite).")
-FLAGS.integer("ner_sentences", 1000, "CoNLL-2003 test sentences to tag.")
-FLAGS.integer("batch_size", 32, "The predictor's batch_size.")
-FLAGS.integer("rounds", 3, "Timed calls on the whole data per backend, taking turns.")
-FLAGS.boolean("append", True, "Append the table to benchmarks/<date>.md.")
+FLAGS = flags.FlagValues()
+flags.DEFINE_string("classifier_export", None, "A GLUE pair classifier's export (--tflite); none: "
+                    "skip.", flag_values=FLAGS)
+flags.DEFINE_string("classifier_data_dir", os.path.join(DATA, "glue", "MRPC"), "Its GLUE "
+                    "directory.", flag_values=FLAGS)
+flags.DEFINE_string("squad_export", os.path.join(PREPARED, "export_squad"), "A SQuAD export "
+                    "(--tflite).", flag_values=FLAGS)
+flags.DEFINE_string("ner_export", os.path.join(PREPARED, "export_ner"), "An NER export (--tflite).",
+                    flag_values=FLAGS)
+flags.DEFINE_integer("ner_sentences", 1000, "CoNLL-2003 test sentences to tag.", flag_values=FLAGS)
+flags.DEFINE_integer("batch_size", 32, "The predictor's batch_size.", flag_values=FLAGS)
+flags.DEFINE_integer("rounds", 3, "Timed calls on the whole data per backend, taking turns.",
+                     flag_values=FLAGS)
+flags.DEFINE_boolean("append", True, "Append the table to benchmarks/<date>.md.", flag_values=FLAGS)
 
 BACKENDS = ("savedmodel", "tflite")
 

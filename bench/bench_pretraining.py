@@ -19,6 +19,7 @@ import time
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
 from bench_env import REPO
+from absl import flags
 import numpy as np
 import tensorflow as tf
 
@@ -33,28 +34,35 @@ from bert_tf.training.options import TrainLoopOptions
 import bench_configs
 import harness
 
-FLAGS = harness.Flags()
-FLAGS.strings("models", "small,base", "Configs to time: small (L=4, H=256), base (L=12).")
-FLAGS.strings("peers", "ours,torch", "Implementations to time.")
-FLAGS.integer("seq_length", 128, "Tokens per sequence.")
-FLAGS.integer("max_predictions_per_seq", 20, "Masked positions per sequence.")
-FLAGS.integer("base_batch_size", 8, "Sequences per step for BERT-Base.")
-FLAGS.integer("small_batch_size", 32, "Sequences per step for the small config.")
-FLAGS.integer("steps", 4, "Timed steps (after as many untimed ones).")
-FLAGS.boolean("append", True, "Append the results to benchmarks/<date>.md.")
-FLAGS.string("mode", "throughput",
-             "throughput: the speed table; pretrain: a real small-BERT pretraining run on the "
-             "shared corpus (records made by create_pretraining_data.py), then held-out eval; "
-             "plot: bench/pretraining_curve.png from the pretrain run in --work_dir.",
-             choices=["throughput", "pretrain", "plot"])
-FLAGS.integer("pretrain_steps", 4000, "pretrain mode: training steps (batch 32).")
-FLAGS.number("pretrain_learning_rate", 2e-4, "pretrain mode: peak learning rate (1e-3 diverged "
-             "to the unigram level after warm-up).")
-FLAGS.string("work_dir", "/tmp/bench_pretraining", "pretrain mode: records and checkpoints.")
-FLAGS.strings("train_books", None, "pretrain mode: Gutenberg file names to train on "
-              "(default: all but the held-out one).")
-FLAGS.string("torch_child", None, "Internal: time PyTorch for `model,batch,dtype` in this "
-             "process (the parent runs it apart from TensorFlow's thread pools).")
+FLAGS = flags.FlagValues()
+flags.DEFINE_list("models", "small,base", "Configs to time: small (L=4, H=256), base (L=12).",
+                  flag_values=FLAGS)
+flags.DEFINE_list("peers", "ours,torch", "Implementations to time.", flag_values=FLAGS)
+flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.", flag_values=FLAGS)
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence.",
+                     flag_values=FLAGS)
+flags.DEFINE_integer("base_batch_size", 8, "Sequences per step for BERT-Base.", flag_values=FLAGS)
+flags.DEFINE_integer("small_batch_size", 32, "Sequences per step for the small config.",
+                     flag_values=FLAGS)
+flags.DEFINE_integer("steps", 4, "Timed steps (after as many untimed ones).", flag_values=FLAGS)
+flags.DEFINE_boolean("append", True, "Append the results to benchmarks/<date>.md.",
+                     flag_values=FLAGS)
+flags.DEFINE_enum("mode", "throughput", ["throughput", "pretrain", "plot"], "throughput: the "
+                  "speed table; pretrain: a real small-BERT pretraining run on the shared corpus "
+                  "(records made by create_pretraining_data.py), then held-out eval; plot: "
+                  "bench/pretraining_curve.png from the pretrain run in --work_dir.",
+                  flag_values=FLAGS)
+flags.DEFINE_integer("pretrain_steps", 4000, "pretrain mode: training steps (batch 32).",
+                     flag_values=FLAGS)
+flags.DEFINE_float("pretrain_learning_rate", 2e-4, "pretrain mode: peak learning rate (1e-3 "
+                   "diverged to the unigram level after warm-up).", flag_values=FLAGS)
+flags.DEFINE_string("work_dir", "/tmp/bench_pretraining", "pretrain mode: records and checkpoints.",
+                    flag_values=FLAGS)
+flags.DEFINE_list("train_books", None, "pretrain mode: Gutenberg file names to train on (default: "
+                  "all but the held-out one).", flag_values=FLAGS)
+flags.DEFINE_string("torch_child", None, "Internal: time PyTorch for `model,batch,dtype` in this "
+                    "process (the parent runs it apart from TensorFlow's thread pools).",
+                    flag_values=FLAGS)
 
 CONFIGS = bench_configs.CONFIGS
 VOCAB = bench_configs.VOCAB_SIZE

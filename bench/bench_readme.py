@@ -20,14 +20,15 @@ import time
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
 from bench_env import REPO
+from absl import flags
 import harness
 
 sys.path.insert(0, os.path.join(REPO, "tests"))
-import test_readme  # noqa: E402  (the README's blocks, as the test reads them)
+from support import readme  # noqa: E402  (the README's blocks, as tests/test_readme.py reads them)
 
-FLAGS = harness.Flags()
-FLAGS.string("work_dir", "/tmp/bench_readme", "The sandbox and its logs.")
-FLAGS.string("skip", None, "a regular expression: commands not run")
+FLAGS = flags.FlagValues()
+flags.DEFINE_string("work_dir", "/tmp/bench_readme", "The sandbox and its logs.", flag_values=FLAGS)
+flags.DEFINE_string("skip", None, "a regular expression: commands not run", flag_values=FLAGS)
 # The commands run in the environment the bench was started in, as a user's shell runs them.
 USER_ENV = dict(bench_env.STARTED_ENVIRON, TF_CPP_MIN_LOG_LEVEL="2")
 
@@ -71,7 +72,7 @@ def script(blocks, skip, logs):
       commands.append(("python", code))
       lines.append(f"echo '@@py {len(commands) - 1}' >&3; read -r _ <&4")
       continue
-    for line in test_readme.logical_lines(code):
+    for line in readme.logical_lines(code):
       if not line.strip() or line.lstrip().startswith("#") or line.startswith("PY="):
         continue
       if skip and re.search(skip, line):
@@ -95,12 +96,11 @@ def run_python(code, root, n, logs):
 
 
 def main(_):
-  args = FLAGS
+  args = harness.values(FLAGS)
   root = sandbox(args.work_dir)
   logs = os.path.join(args.work_dir, "logs")
   os.makedirs(logs, exist_ok=True)
-  blocks = [(lang, code) for lang, code in test_readme.readme_blocks()
-            if test_readme.runnable(lang, code)]
+  blocks = [(lang, code) for lang, code in readme.readme_blocks() if readme.runnable(lang, code)]
   text, commands = script(blocks, args.skip, logs)
   results = []
   read_3, write_3 = os.pipe()

@@ -22,6 +22,7 @@ import tempfile
 import time
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from absl import flags
 import numpy as np
 import tensorflow as tf
 import tf_keras
@@ -33,17 +34,21 @@ from bert_tf.training import runtime
 import bench_configs
 import harness
 
-FLAGS = harness.Flags()
-FLAGS.string("data_dir", bench_env.DATA, "The shared data (glue/MRPC, vocab/).")
-FLAGS.string("work_dir", None, "Where to write checkpoints and exports (default: a temporary "
-             "directory).")
-FLAGS.integer("max_seq_length", 128, "The exported models' max_seq_length.")
-FLAGS.integer("latency_calls", 100, "Timed batch-1 calls per model and input kind "
-              "(BERT-Base: a quarter of it).")
-FLAGS.integer("throughput_batches", 6, "Timed batch-32 calls per model and input kind "
-              "(BERT-Base: half of it).")
-FLAGS.strings("sizes", "minilm,base", "Model sizes to time (bench_configs.CONFIGS).")
-FLAGS.boolean("append", True, "Append the results to benchmarks/<date>.md.")
+FLAGS = flags.FlagValues()
+flags.DEFINE_string("data_dir", bench_env.DATA, "The shared data (glue/MRPC, vocab/).",
+                    flag_values=FLAGS)
+flags.DEFINE_string("work_dir", None, "Where to write checkpoints and exports (default: a "
+                    "temporary directory).", flag_values=FLAGS)
+flags.DEFINE_integer("max_seq_length", 128, "The exported models' max_seq_length.",
+                     flag_values=FLAGS)
+flags.DEFINE_integer("latency_calls", 100, "Timed batch-1 calls per model and input kind "
+                     "(BERT-Base: a quarter of it).", flag_values=FLAGS)
+flags.DEFINE_integer("throughput_batches", 6, "Timed batch-32 calls per model and input kind "
+                     "(BERT-Base: half of it).", flag_values=FLAGS)
+flags.DEFINE_list("sizes", "minilm,base", "Model sizes to time (bench_configs.CONFIGS).",
+                  flag_values=FLAGS)
+flags.DEFINE_boolean("append", True, "Append the results to benchmarks/<date>.md.",
+                     flag_values=FLAGS)
 
 LABELS = ["0", "1"]
 BATCH = 32

@@ -22,6 +22,7 @@ import time
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
 from bench_env import REPO
+from absl import flags
 
 from bert_tf.data import records
 from bert_tf.model.config import BertConfig
@@ -35,21 +36,27 @@ from bert_tf.training import runtime
 import bench_configs
 import harness
 
-FLAGS = harness.Flags()
-FLAGS.string("work_dir", "/tmp/bench_squad", "Data, checkpoints and predictions go here.")
-FLAGS.string("model_dir", bench_configs.minilm_model_dir(),
-             "Hugging Face BERT directory to fine-tune.")
-FLAGS.integer("num_train", 3000, "Synthetic training questions (at most).")
-FLAGS.integer("num_dev", 600, "Synthetic dev questions (at most).")
-FLAGS.integer("max_seq_length", 256, "Sequence length for fine-tuning.")
-FLAGS.number("num_train_epochs", 2.0, "Fine-tuning epochs.")
-FLAGS.number("learning_rate", 1e-4, "Peak learning rate.")
-FLAGS.integer("train_batch_size", 16, "Fine-tuning batch size.")
-FLAGS.integer("speed_seq_length", 384, "Sequence length of the predict throughput runs.")
-FLAGS.integer("speed_batch_size", 32, "Batch size of the predict throughput runs.")
-FLAGS.integer("seed", 12345, "Seed of the data and the fine-tuning.")
-FLAGS.boolean("append", True, "Append the results to benchmarks/<date>.md.")
-FLAGS.boolean("measure_speed", True, "Also measure predict throughput and post-processing.")
+FLAGS = flags.FlagValues()
+flags.DEFINE_string("work_dir", "/tmp/bench_squad", "Data, checkpoints and predictions go here.",
+                    flag_values=FLAGS)
+flags.DEFINE_string("model_dir", bench_configs.minilm_model_dir(), "Hugging Face BERT directory "
+                    "to fine-tune.", flag_values=FLAGS)
+flags.DEFINE_integer("num_train", 3000, "Synthetic training questions (at most).",
+                     flag_values=FLAGS)
+flags.DEFINE_integer("num_dev", 600, "Synthetic dev questions (at most).", flag_values=FLAGS)
+flags.DEFINE_integer("max_seq_length", 256, "Sequence length for fine-tuning.", flag_values=FLAGS)
+flags.DEFINE_float("num_train_epochs", 2.0, "Fine-tuning epochs.", flag_values=FLAGS)
+flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate.", flag_values=FLAGS)
+flags.DEFINE_integer("train_batch_size", 16, "Fine-tuning batch size.", flag_values=FLAGS)
+flags.DEFINE_integer("speed_seq_length", 384, "Sequence length of the predict throughput runs.",
+                     flag_values=FLAGS)
+flags.DEFINE_integer("speed_batch_size", 32, "Batch size of the predict throughput runs.",
+                     flag_values=FLAGS)
+flags.DEFINE_integer("seed", 12345, "Seed of the data and the fine-tuning.", flag_values=FLAGS)
+flags.DEFINE_boolean("append", True, "Append the results to benchmarks/<date>.md.",
+                     flag_values=FLAGS)
+flags.DEFINE_boolean("measure_speed", True, "Also measure predict throughput and post-processing.",
+                     flag_values=FLAGS)
 
 
 def _python():

@@ -12,6 +12,7 @@ import glob
 import os
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from absl import flags
 import bert.tokenization as original  # (the oracle; its absl flag: see harness.run)
 import tensorflow as tf
 import tokenizers
@@ -21,12 +22,14 @@ from bert_tf.text import tokenization
 import harness
 from harness import timed
 
-FLAGS = harness.Flags()
-FLAGS.string("corpus_dir", os.path.join(bench_env.DATA, "corpus"),
-             "Every line of every file under it is tokenized.")
-FLAGS.string("vocab_dir", os.path.join(bench_env.DATA, "vocab"), "Folder of the BERT vocabularies.")
-FLAGS.string("benchmarks_md", None, "Results are appended here.")
-FLAGS.boolean("all_vocabs", True, "Also check parity with the cased and Chinese vocabularies.")
+FLAGS = flags.FlagValues()
+flags.DEFINE_string("corpus_dir", os.path.join(bench_env.DATA, "corpus"), "Every line of every "
+                    "file under it is tokenized.", flag_values=FLAGS)
+flags.DEFINE_string("vocab_dir", os.path.join(bench_env.DATA, "vocab"), "Folder of the BERT "
+                    "vocabularies.", flag_values=FLAGS)
+flags.DEFINE_string("benchmarks_md", None, "Results are appended here.", flag_values=FLAGS)
+flags.DEFINE_boolean("all_vocabs", True, "Also check parity with the cased and Chinese "
+                     "vocabularies.", flag_values=FLAGS)
 
 VOCABS = (("bert-base-uncased-vocab.txt", True), ("bert-base-cased-vocab.txt", False),
           ("bert-base-chinese-vocab.txt", True))

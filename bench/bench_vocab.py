@@ -15,18 +15,24 @@ import os
 import tempfile
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from absl import flags
 import tokenizers
 
 from bert_tf.text import tokenization
 from bert_tf.text import vocab_learning
 import harness
 
-FLAGS = harness.Flags()
-FLAGS.string("books", os.path.join(bench_env.DATA, "corpus", "gutenberg", "*.txt"), "The books.")
-FLAGS.string("held_out", "pg84-frankenstein", "The book (file name prefix) to score on.")
-FLAGS.strings("sizes", ["8000", "30522"], "Vocabulary sizes (lines of the file).")
-FLAGS.strings("learners", list(vocab_learning.LEARNERS), "Our learners to compare.")
-FLAGS.integer("repeats", 1, "Learning runs per learner and size (median time).")
+FLAGS = flags.FlagValues()
+flags.DEFINE_string("books", os.path.join(bench_env.DATA, "corpus", "gutenberg", "*.txt"),
+                    "The books.", flag_values=FLAGS)
+flags.DEFINE_string("held_out", "pg84-frankenstein", "The book (file name prefix) to score on.",
+                    flag_values=FLAGS)
+flags.DEFINE_list("sizes", ["8000", "30522"], "Vocabulary sizes (lines of the file).",
+                  flag_values=FLAGS)
+flags.DEFINE_list("learners", list(vocab_learning.LEARNERS), "Our learners to compare.",
+                  flag_values=FLAGS)
+flags.DEFINE_integer("repeats", 1, "Learning runs per learner and size (median time).",
+                     flag_values=FLAGS)
 
 NUM_UNUSED = vocab_learning.UNUSED_BEFORE_UNK
 

@@ -1,22 +1,24 @@
-"""The one harness of the bench scripts: flags, timing, the machine line and the day's history.
+"""The one harness of the bench scripts: start-up, timing, the machine line and the day's history.
 
 Every bench script starts with `import bench_env` (the environment, first), then uses this module:
 
-Flags (argparse, one style for every script). Before issue 33, 13 scripts used absl flags and 8
-argparse; the harness builds on argparse all the same, because the benches are not absl programs:
-they need none of absl's global registry (which made bench_encoder define its flags only when run,
-so that a test could import it), tests call `parse([...])` as often as they like and get a fresh
-namespace each time, and controllers start their workers with plain command lines. Every command
-written before keeps working, because `Flags` spells values as absl did: `--flag=value` or
-`--flag value`; booleans `--quick`, `--quick=false`, `--noquick` and `--no_quick`; lists as
-`--models=small,base`. `run` then does what absl.app.run did for the libraries the benches import
-(their absl flags at their defaults, absl's INFO log lines).
+Flags are absl's, as the scripts' are, in the bench's own FlagValues: tests import several benches
+into one process and bench_ablations imports bench_glue and bench_ner, whose flags (--seed,
+--work_dir, ...) would collide in absl's global registry. `run` starts the bench as absl.app.run
+does (the global flags that imported libraries define read at their defaults, absl's log lines at
+INFO); --help prints the docstring and the bench's flags. Booleans also take --no_<name>, as some
+commands in BENCHMARKS.md and benchmarks/ spell them. (bench/device_check/ is the exception: it
+runs on a bare python3 before anything is installed, so its flags are argparse's.)
 
-    FLAGS = harness.Flags()
-    FLAGS.integer("steps", 4, "Timed steps.")
-    FLAGS.boolean("append", True, "Append the results to benchmarks/<date>.md.")
-    FLAGS.strings("models", "small,base", "Configs to time.")   # a comma-separated list
-    harness.run(main, FLAGS, __doc__)      # parses sys.argv into FLAGS, then sys.exit(main(argv))
+    FLAGS = flags.FlagValues()
+    flags.DEFINE_integer("steps", 4, "Timed steps.", flag_values=FLAGS)
+    flags.DEFINE_boolean("append", True, "Append the results to benchmarks/<date>.md.",
+                         flag_values=FLAGS)
+    flags.DEFINE_list("models", "small,base", "Configs to time.", flag_values=FLAGS)
+    harness.run(main, FLAGS, __doc__)    # parses sys.argv into FLAGS, then absl.app.run(main)
+
+`parse(FLAGS, [...])` parses a list of flags afresh (the tests'), `values(FLAGS)` copies the parsed
+values into a namespace a bench may add to.
 
 Timing (one loop). Peers take turns call by call in rounds, so that load from other processes on
 this shared machine falls on all of them alike; each call is timed in wall time (perf_counter)
@@ -33,10 +35,10 @@ next peer).
     Controller:    with harness.Worker(name, argv, env) as w: ...;  harness.interleaved(workers, n)
 
 History. `append_history(text)` appends a section to benchmarks/<UTC date>.md, the dated history
-that BENCHMARKS.md's Current figures table links to (a run's figure goes into that table by hand).
-`machine()` and `machine_line()` say which CPU a figure comes from.
+that BENCHMARKS.md's Current figures table links to (a run's figure goes into that table by hand);
+`publish(lines, append)` prints a section and appends it. `machine()` and `machine_line()` say
+which CPU a figure comes from.
 """
-import argparse
 import datetime
 import json
 import os
@@ -44,6 +46,11 @@ import statistics
 import subprocess
 import sys
 import time
+import types
+
+from absl import app
+from absl import flags
+from absl import logging
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
@@ -54,90 +61,50 @@ KEY_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx
 
 # --------------------------------------------------------------------------- flags
 
-
-def _boolean(text):
-  value = str(text).strip().lower()
-  if value in ("true", "t", "1", "yes"):
-    return True
-  if value in ("false", "f", "0", "no"):
-    return False
-  raise argparse.ArgumentTypeError(f"not a boolean: {text!r}")
+_HELP = ("-h", "-?", "-help", "--help", "--helpshort", "--helpfull")
 
 
-def _comma_list(text):
-  return [item.strip() for item in text.split(",")] if text else []
+def _parse(flag_values, argv):
+  """Parses argv ([program, flags...]) into flag_values afresh, every flag not in it at its
+  default, --no_<boolean> read as absl's --no<boolean>; returns [program, positional args...]."""
+  booleans = {name for name in flag_values if flag_values[name].boolean}
+  args = [f"--no{arg[5:]}" if arg.startswith("--no_") and arg[5:] in booleans else arg
+          for arg in argv[1:]]
+  flag_values.unparse_flags()
+  return flag_values(argv[:1] + args)
 
 
-class Flags:
-  """A script's flags: definitions, then, after `parse`, their values as attributes."""
-
-  _OWN = ("string", "integer", "number", "boolean", "strings", "parse", "describe")
-
-  def __init__(self):
-    self._parser = argparse.ArgumentParser(
-        formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-
-  def describe(self, doc):
-    """The --help text: the script's docstring."""
-    self._parser.description = doc
-
-  def _add(self, name, default, help_text, hidden=False, **kwargs):
-    if name in self._OWN or name.startswith("_"):
-      raise ValueError(f"--{name}: the name of a Flags method")
-    self._parser.add_argument(f"--{name}", dest=name, default=default,
-                              help=argparse.SUPPRESS if hidden else help_text, **kwargs)
-
-  def string(self, name, default, help_text="", **kwargs):
-    """--name=TEXT (choices=[...], required=True, hidden=True as argparse takes them)."""
-    self._add(name, default, help_text, **kwargs)
-
-  def integer(self, name, default, help_text="", **kwargs):
-    self._add(name, default, help_text, type=int, **kwargs)
-
-  def number(self, name, default, help_text="", **kwargs):
-    self._add(name, default, help_text, type=float, **kwargs)
-
-  def strings(self, name, default, help_text="", **kwargs):
-    """--name=a,b,c: a list of strings (default: a list or a comma-separated string)."""
-    if isinstance(default, str):
-      default = _comma_list(default)
-    self._add(name, default, help_text, type=_comma_list, **kwargs)
-
-  def boolean(self, name, default, help_text="", **kwargs):
-    """--name, --name=true|false, --noname, --no_name."""
-    self._add(name, default, help_text, type=_boolean, nargs="?", const=True, metavar="BOOL",
-              **kwargs)
-    self._parser.add_argument(f"--no{name}", f"--no_{name}", dest=name, action="store_false",
-                              help=argparse.SUPPRESS)
-
-  def parse(self, argv=None):
-    """A namespace of the values in argv (default: sys.argv[1:]); they also become attributes
-    of this object, for the module-level FLAGS.x reads."""
-    values = self._parser.parse_args(sys.argv[1:] if argv is None else argv)
-    self.__dict__.update(vars(values))
-    return values
+def parse(flag_values, argv=None):
+  """The values of the flags in argv (default: sys.argv[1:]) as a new namespace; they are also
+  flag_values' until the next parse. A bad flag raises absl's flags.Error."""
+  _parse(flag_values, sys.argv[:1] + (sys.argv[1:] if argv is None else list(argv)))
+  return values(flag_values)
 
 
-def run(main, flags, doc=None):
-  """Parses sys.argv into `flags` and exits with main([program])'s return value."""
-  if doc:
-    flags.describe(doc)
-  flags.parse()
-  _as_absl_app_run()
-  sys.exit(main(sys.argv[:1]))
+def values(flag_values):
+  """The parsed values of flag_values as a new namespace (a bench may add its own to it)."""
+  return types.SimpleNamespace(**flag_values.flag_values_dict())
 
 
-def _as_absl_app_run():
-  """What absl.app.run did for the benches that were absl programs: the absl flags that imported
-  libraries define (bert_tf's, the original tokenization's --preserve_unused_tokens) read as their
-  defaults, and absl log lines (bert_tf logs through absl) at INFO, in absl's format, on stderr.
-  Nothing where absl is not imported."""
-  absl_flags, absl_logging = sys.modules.get("absl.flags"), sys.modules.get("absl.logging")
-  if absl_flags is not None and not absl_flags.FLAGS.is_parsed():
-    absl_flags.FLAGS.mark_as_parsed()
-  if absl_logging is not None:
-    absl_logging.use_absl_handler()
-    absl_logging.set_verbosity(absl_logging.INFO)
+def run(main, flag_values, doc=None):
+  """absl.app.run(main) with the bench's flags parsed from sys.argv into flag_values: --help
+  prints `doc` and the flags; a bad flag prints absl's one line and exits 1."""
+
+  def parse_argv(argv):
+    if any(arg in _HELP for arg in argv[1:]):
+      print((doc or "").rstrip() + "\n\nflags:\n" + flag_values.get_help(
+          include_special_flags=False))
+      sys.exit(0)
+    try:
+      rest = _parse(flag_values, argv)
+    except flags.Error as error:
+      sys.stderr.write(f"FATAL Flags parsing error: {error}\nPass --help to see the flags.\n")
+      sys.exit(1)
+    rest = flags.FLAGS(rest)  # the absl flags of bert_tf and the original's modules: defaults
+    logging.set_verbosity(logging.INFO)  # bert_tf logs through absl
+    return rest
+
+  app.run(main, flags_parser=parse_argv)
 
 
 # --------------------------------------------------------------------------- the machine
@@ -145,18 +112,18 @@ def _as_absl_app_run():
 
 def cpu_info(path="/proc/cpuinfo"):
   """{"model": CPU model name, "flags": [the CPU's flags], "cores": os.cpu_count()}."""
-  model, flags = "unknown CPU", []
+  model, cpu_flags = "unknown CPU", []
   try:
     with open(path, encoding="utf-8") as f:
       for line in f:
         key, _, value = line.partition(":")
         if key.strip() == "model name" and model == "unknown CPU":
           model = value.strip()
-        elif key.strip() == "flags" and not flags:
-          flags = value.split()
+        elif key.strip() == "flags" and not cpu_flags:
+          cpu_flags = value.split()
   except OSError:
     pass
-  return {"model": model, "flags": flags, "cores": os.cpu_count()}
+  return {"model": model, "flags": cpu_flags, "cores": os.cpu_count()}
 
 
 def cpu_model():

@@ -16,20 +16,26 @@ import random
 import re
 
 import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from absl import flags
 
 from bert_tf.io import fileio
 import harness
 
 WIKITEXT = os.path.join(bench_env.DATA, "corpus", "wikitext-2-tokens")
 
-FLAGS = harness.Flags()
-FLAGS.string("wikitext_dir", WIKITEXT, "Folder with wiki.valid.tokens and wiki.test.tokens.")
-FLAGS.string("output_dir", None, "Where train.json and dev.json are written.", required=True)
-FLAGS.integer("num_train", 4000, "Questions in train.json (at most).")
-FLAGS.integer("num_dev", 600, "Questions in dev.json (at most).")
-FLAGS.number("unanswerable_fraction", 0.33, "Share of questions without an answer.")
-FLAGS.integer("max_context_words", 150, "Paragraphs are cut to whole sentences under this.")
-FLAGS.integer("seed", 12345, "Seed of every random choice.")
+FLAGS = flags.FlagValues()
+flags.DEFINE_string("wikitext_dir", WIKITEXT, "Folder with wiki.valid.tokens and wiki.test.tokens.",
+                    flag_values=FLAGS)
+flags.DEFINE_string("output_dir", None, "Where train.json and dev.json are written.",
+                    flag_values=FLAGS)
+flags.mark_flag_as_required("output_dir", flag_values=FLAGS)
+flags.DEFINE_integer("num_train", 4000, "Questions in train.json (at most).", flag_values=FLAGS)
+flags.DEFINE_integer("num_dev", 600, "Questions in dev.json (at most).", flag_values=FLAGS)
+flags.DEFINE_float("unanswerable_fraction", 0.33, "Share of questions without an answer.",
+                   flag_values=FLAGS)
+flags.DEFINE_integer("max_context_words", 150, "Paragraphs are cut to whole sentences under this.",
+                     flag_values=FLAGS)
+flags.DEFINE_integer("seed", 12345, "Seed of every random choice.", flag_values=FLAGS)
 
 _DETOKENIZE = [(" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."), (" ,", ","), (" .", "."),
                (" ;", ";"), (" :", ":"), (" 's", "'s"), ("( ", "("), (" )", ")"), (" !", "!"),

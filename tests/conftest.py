@@ -1,5 +1,6 @@
-"""pytest's set-up for the tests, and the fixtures several modules use. The helpers behind them
-live in tests/support/ (shared by the test modules, which never import one another)."""
+"""pytest's set-up for the tests, and the fixtures several modules use: fixtures only. The helpers
+behind them live in tests/support/, which the test modules import (never conftest, nor one
+another)."""
 import os
 import signal
 import sys
@@ -18,10 +19,9 @@ import pytest  # noqa: E402
 
 pytest.register_assert_rewrite("support")  # the shared checks report as the tests' own asserts
 
-from support.paths import REPO, shared_data  # noqa: E402  (the tests import them from here)
+from support.paths import REPO, shared_data  # noqa: E402
 sys.path.insert(0, REPO)
 
-from script_runner import run_script  # noqa: E402,F401  (the tests' way to run a script)
 from support import task_data  # noqa: E402
 
 

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from support.paths import REPO
+
 sys.path.insert(0, os.path.join(REPO, "bench"))
 
 import ablations_jobs as jobs  # noqa: E402

@@ -4,11 +4,11 @@ import os
 import sys
 import types
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "bench"))
+from support import readme
+from support.paths import REPO
 
+sys.path.insert(0, os.path.join(REPO, "bench"))
 import bench_mrpc_dtype as bench  # noqa: E402
-from support import readme  # noqa: E402
 
 LOG = """I1126 23:59:50.000000 1 scalars.py:73] Building and compiling the training step (...)...
 I1126 23:59:58.000000 1 scalars.py:86] First step done in 0:00:08

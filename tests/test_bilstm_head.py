@@ -15,12 +15,12 @@ from bert_tf.model.config import BertConfig
 from bert_tf.model import heads
 from bert_tf.serving import export
 from bert_tf.serving import predictor
-from conftest import run_script
-from conftest import shared_data
+from support.script_runner import run_script
+from support.paths import shared_data
 from support.exports import check_classifier_run
 from support.models import HEADS_CONFIG as CONFIG
-from support.models import _inputs
-from support.task_data import _sentence, _small_vocab, _synthetic_sst2, _write_conll
+from support.models import random_inputs
+from support.task_data import conll_sentence, small_vocab, synthetic_sst2, write_conll
 from support.tiny import WORDS, common_args, write_config, write_vocab
 
 UNITS = 8
@@ -38,7 +38,7 @@ def test_shapes_names_and_float32_under_mixed_precision():
     models = _models()
   finally:
     tf_keras.mixed_precision.set_global_policy("float32")
-  inputs = _inputs([6, 4], 8)
+  inputs = random_inputs([6, 4], 8)
   assert models["classifier"](inputs)["logits"].shape == (2, 3)
   assert models["squad"](inputs)["start_logits"].shape == (2, 8)
   assert models["ner"](inputs)["logits"].shape == (2, 8, 5)
@@ -60,7 +60,7 @@ def test_padding_changes_no_output(causal):
   models = _models(causal=causal)
   trimmed = _models(causal=causal, trim_padding=True)
   lengths = [7, 3]
-  short, padded = _inputs(lengths, 8, seed=1), _inputs(lengths, 12, seed=2)
+  short, padded = random_inputs(lengths, 8, seed=1), random_inputs(lengths, 12, seed=2)
   # The same real ids, other padding ids and more padding positions.
   padded["input_ids"] = tf.concat([short["input_ids"], padded["input_ids"][:, 8:]], axis=1)
   padded["input_ids"] = tf.where(padded["input_mask"] > 0, padded["input_ids"], 17)
@@ -84,7 +84,7 @@ def test_padding_changes_no_output(causal):
 
 def test_init_checkpoint_without_bilstm_loads_and_bilstm_is_new(tmp_path):
   plain = heads.BertClassifier(CONFIG, 3)
-  plain(_inputs([4], 6))
+  plain(random_inputs([4], 6))
   prefix = str(tmp_path / "bert_model.ckpt")
   checkpoints.save_tf1_checkpoint(plain, prefix)  # the encoder alone, as a pre-trained release
   assert checkpoints.bilstm_units(prefix) is None
@@ -113,7 +113,7 @@ def _check_ok(result):
 def test_run_classifier_with_bilstm_keep_best_predict_and_export(tmp_path):
   vocab = write_vocab(tmp_path)
   config = write_config(tmp_path / "bert_config.json", len(WORDS))
-  _synthetic_sst2(tmp_path / "data", seed=1, n=256)
+  synthetic_sst2(tmp_path / "data", seed=1, n=256)
   # A pre-trained model to start from, without a BiLSTM.
   tf_keras.utils.set_random_seed(0)
   encoder = export.build_model("classifier", BertConfig.from_json_file(config), 2)
@@ -144,10 +144,11 @@ def test_run_ner_with_bilstm_export_and_predictor(tmp_path):
   rng = random.Random(0)
   data_dir = tmp_path / "data"
   data_dir.mkdir()
-  _write_conll(data_dir / "train.txt", [_sentence(rng, rng.randint(3, 9)) for _ in range(160)])
-  _write_conll(data_dir / "valid.txt", [_sentence(rng, rng.randint(3, 9)) for _ in range(30)])
-  test_sentences = [_sentence(rng, 30)] + [_sentence(rng, rng.randint(3, 9)) for _ in range(10)]
-  _write_conll(data_dir / "test.txt", test_sentences)
+  write_conll(data_dir / "train.txt", [conll_sentence(rng, rng.randint(3, 9)) for _ in range(160)])
+  write_conll(data_dir / "valid.txt", [conll_sentence(rng, rng.randint(3, 9)) for _ in range(30)])
+  test_sentences = ([conll_sentence(rng, 30)] +
+                    [conll_sentence(rng, rng.randint(3, 9)) for _ in range(10)])
+  write_conll(data_dir / "test.txt", test_sentences)
   words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "john", "mary", "peter", "anna", "paris", "london",
            "berlin", "rome", "the", "visited", "met", "in", "and", "today", "a", "city", "went",
            "to"]
@@ -179,7 +180,7 @@ def test_run_squad_with_bilstm_export_matches_predictions(tmp_path):
   predict_file = shared_data("squad", "dev-v2.0.subset.json")
   with open(predict_file) as f:
     dataset = json.load(f)
-  vocab_size = _small_vocab(dataset, tmp_path / "vocab.txt")
+  vocab_size = small_vocab(dataset, tmp_path / "vocab.txt")
   BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
              intermediate_size=37, max_position_embeddings=128).to_json_file(
                  str(tmp_path / "bert_config.json"))

@@ -13,7 +13,7 @@ from bert_tf.data import records
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import conll
 from bert_tf.tasks import conlleval
-from conftest import shared_data
+from support.paths import shared_data
 
 TYPES = ("PER", "LOC", "ORG", "MISC")
 

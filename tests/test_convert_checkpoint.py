@@ -5,14 +5,13 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from conftest import run_script
+from support.script_runner import run_script
 from bert_tf.model import checkpoints
 from bert_tf.model.config import BertConfig
 from bert_tf.model import model_dir
 from bert_tf.model import modeling
 from support.models import randomize
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                     intermediate_size=20, max_position_embeddings=12, type_vocab_size=2)
 

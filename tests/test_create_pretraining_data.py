@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO, shared_data, run_script
-from support.task_data import _toy_corpus
+from support.paths import REPO, shared_data
+from support.script_runner import run_script
+from support.task_data import toy_corpus
 
 from bert_tf.data.pretraining_data import algorithm
 from bert_tf.data.pretraining_data import corpus as corpus_module
@@ -182,7 +183,7 @@ def test_blocks_handed_out_while_making_are_whole_and_in_order(tmp_path, monkeyp
   # Spool.write finds instance i in block i // _WRITE_BLOCK: every block but the last must be whole.
   monkeypatch.setattr(record_writer, "WRITE_BLOCK", block)
   tokenizer = tokenization.FullTokenizer(_vocab_file())
-  corpus = corpus_module.read_corpus([_toy_corpus(tmp_path, documents=60)], tokenizer)
+  corpus = corpus_module.read_corpus([toy_corpus(tmp_path, documents=60)], tokenizer)
   vocab, options = algorithm.Vocab(tokenizer.vocab), algorithm.Options(dupe_factor=3)
   blocks = []
   instances, _ = algorithm.InstanceMaker(corpus, vocab, options, random.Random(1)).create_training_instances(on_block=blocks.append)
@@ -196,7 +197,7 @@ def test_blocks_handed_out_while_making_are_whole_and_in_order(tmp_path, monkeyp
 
 
 def test_masking_ablation_flags(tmp_path):
-  toy = _toy_corpus(tmp_path)
+  toy = toy_corpus(tmp_path)
   tokenizer = tokenization.FullTokenizer(_vocab_file())
   mask_id = tokenizer.vocab["[MASK]"]
   for probs, check in [((1.0, 0.0, 0.0), lambda ids, labels: np.all(ids == mask_id)),
@@ -215,7 +216,7 @@ def test_masking_ablation_flags(tmp_path):
 
 
 def test_no_nsp_writes_single_segments(tmp_path):
-  toy = _toy_corpus(tmp_path)
+  toy = toy_corpus(tmp_path)
   out = str(tmp_path / "no_nsp.tfrecord")
   sep_id = tokenization.FullTokenizer(_vocab_file()).vocab["[SEP]"]
   _ours([toy], [out], dupe_factor=2, max_seq_length=64, no_nsp=True)
@@ -231,7 +232,7 @@ def test_no_nsp_writes_single_segments(tmp_path):
 
 
 def test_masking_statistics_follow_the_flags(tmp_path):
-  toy = _toy_corpus(tmp_path, documents=200)
+  toy = toy_corpus(tmp_path, documents=200)
   stats = _ours([toy], [str(tmp_path / "stats.tfrecord")], dupe_factor=3)
   assert stats["instances_masked"] == stats["instances_expected_masked"]
   drawn = stats["instances_random_next_drawn"] + stats["instances_actual_next"]
@@ -245,7 +246,7 @@ def test_shards_have_own_seeds_names_and_resume(tmp_path):
   files = []
   for i in range(3):
     path = tmp_path / f"part{i}.txt"
-    path.write_text(open(_toy_corpus(tmp_path, documents=10, seed=i)).read())
+    path.write_text(open(toy_corpus(tmp_path, documents=10, seed=i)).read())
     files.append(str(path))
   tokenizer = tokenization.FullTokenizer(_vocab_file())
   options = algorithm.Options(dupe_factor=1)
@@ -285,7 +286,7 @@ def test_awkward_input_is_handled(tmp_path):
 
 
 def test_bad_input_fails_cleanly(tmp_path, monkeypatch):
-  toy = _toy_corpus(tmp_path)
+  toy = toy_corpus(tmp_path)
   blank = tmp_path / "blank.txt"
   blank.write_text("\n\n  \n")
   with pytest.raises(BertTfError, match="no text"):
@@ -371,7 +372,7 @@ def _script(*args):
 
 
 def test_script_runs_and_reports_bad_flags_in_one_line(tmp_path):
-  toy = _toy_corpus(tmp_path)
+  toy = toy_corpus(tmp_path)
   out = str(tmp_path / "script.tfrecord")
   common = [f"--vocab_file={_vocab_file()}", f"--output_file={out}", "--dupe_factor=1"]
   result = _script(f"--input_file={toy}", *common, "--num_workers=2")
@@ -401,7 +402,7 @@ def test_url_paths_go_through_tf_gfile(tmp_path):
 
 def test_script_does_not_import_tensorflow(tmp_path):
   # Importing TensorFlow takes seconds, longer than making a small corpus's records.
-  toy = _toy_corpus(tmp_path)
+  toy = toy_corpus(tmp_path)
   out = str(tmp_path / "no_tf.tfrecord")
   argv = ["create_pretraining_data.py", f"--input_file={toy}", f"--output_file={out}",
           f"--vocab_file={_vocab_file()}", "--dupe_factor=1", "--num_workers=2"]

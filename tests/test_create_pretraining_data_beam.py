@@ -9,7 +9,8 @@ import pytest
 
 apache_beam = pytest.importorskip("apache_beam")
 
-from conftest import REPO, shared_data, run_script  # noqa: E402
+from support.paths import REPO, shared_data  # noqa: E402
+from support.script_runner import run_script  # noqa: E402
 
 from bert_tf.data.pretraining_data import algorithm  # noqa: E402
 from bert_tf.data.pretraining_data import beam  # noqa: E402

@@ -7,8 +7,6 @@ import glob
 import json
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -16,8 +14,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
 from bert_tf.text import tokenization
 from bert_tf.text import vocab_learning
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from support.script_runner import run_script
 
 TEXT = """The quick brown fox jumps over the lazy dog. The dog sleeps; the fox runs away!
 Café society: naïve résumés, déjà vu. 北京欢迎你 — unicode\u200b zero-width and\tTABS.
@@ -174,13 +171,6 @@ def test_existing_output_is_kept_without_overwrite(tmp_path):
   assert len(read_vocab(tmp_path / "vocab.txt")) == 250
 
 
-def run_script(name, *args, timeout=240, hash_seed="0"):
-  return subprocess.run(["timeout", "-k", "10", str(timeout), sys.executable,
-                         os.path.join(REPO, name), *args], cwd=REPO, text=True,
-                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                        env=dict(os.environ, PYTHONHASHSEED=hash_seed))
-
-
 def test_text_to_vocab_to_records_to_pretraining(tmp_path, shared):
   """The end-to-end path of the README, tiny: create_vocab -> create_pretraining_data ->
   run_pretraining, and a one-line error from the script."""
@@ -189,23 +179,25 @@ def test_text_to_vocab_to_records_to_pretraining(tmp_path, shared):
     text.write_text("\n".join(f.read().split("\n")[:1500]), encoding="utf-8")
   vocab = str(tmp_path / "vocab.txt")
   result = run_script("create_vocab.py", f"--input_file={text}", f"--output_file={vocab}",
-                      "--vocab_size=1000", "--num_unused=10")
-  assert result.returncode == 0, result.stdout
-  assert "learned pieces = 985" in result.stdout
+                      "--vocab_size=1000", "--num_unused=10",
+                      env=dict(os.environ, PYTHONHASHSEED="0"), timeout=240)
+  assert result.returncode == 0, result.stderr
+  assert "learned pieces = 985" in result.stdout + result.stderr
   result = run_script("create_vocab.py", f"--input_file={text}", f"--output_file={vocab}")
-  assert result.returncode == 1 and result.stdout.strip().splitlines()[-1] == (
+  assert result.returncode == 1 and result.stderr.strip().splitlines()[-1] == (
       f"error: --output_file: {vocab} exists; choose another path or pass --overwrite")
   again = str(tmp_path / "again.txt")  # the same file whatever Python's string hashing
   result = run_script("create_vocab.py", f"--input_file={text}", f"--output_file={again}",
-                      "--vocab_size=1000", "--num_unused=10", hash_seed="12345")
-  assert result.returncode == 0, result.stdout
+                      "--vocab_size=1000", "--num_unused=10",
+                      env=dict(os.environ, PYTHONHASHSEED="12345"), timeout=240)
+  assert result.returncode == 0, result.stderr
   assert read_vocab(again) == read_vocab(vocab)
 
   records = str(tmp_path / "records.tfrecord")
   result = run_script("create_pretraining_data.py", f"--input_file={text}",
                       f"--output_file={records}", f"--vocab_file={vocab}", "--max_seq_length=32",
                       "--max_predictions_per_seq=5", "--dupe_factor=1")
-  assert result.returncode == 0, result.stdout
+  assert result.returncode == 0, result.stderr
   config = tmp_path / "bert_config.json"
   config.write_text(json.dumps({"vocab_size": 1000, "hidden_size": 32, "num_hidden_layers": 1,
                                 "num_attention_heads": 2, "intermediate_size": 37,
@@ -216,6 +208,6 @@ def test_text_to_vocab_to_records_to_pretraining(tmp_path, shared):
                       f"--vocab_file={vocab}", "--do_train", "--max_seq_length=32",
                       "--max_predictions_per_seq=5", "--train_batch_size=8",
                       "--num_train_steps=3", "--num_warmup_steps=1", "--log_steps=1")
-  assert result.returncode == 0, result.stdout
+  assert result.returncode == 0, result.stderr
   assert os.path.exists(os.path.join(output_dir, "vocab.txt"))
   assert glob.glob(os.path.join(output_dir, "model.ckpt-3*"))

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from conftest import REPO
+from support.paths import REPO
 
 from bert_tf.text import tokenization
 

@@ -1,4 +1,4 @@
-"""bench/device_check.sh, the GPU check of issue 35, dry-run on the CPU so that it cannot rot:
+"""bench/device_check/device_check.sh, the GPU check, dry-run on the CPU so that it cannot rot:
 every step prints its one line, the summary tables are written, and a missing TensorFlow is one
 line, after which the steps that need it say so and the summary is still written."""
 import json
@@ -10,13 +10,13 @@ import sys
 
 from bert_tf.io import machine
 from bert_tf.training import precision
-import script_runner
-from conftest import REPO
+from support import script_runner
+from support.paths import REPO
 
-sys.path.insert(0, os.path.join(REPO, "bench"))
+sys.path[:0] = [os.path.join(REPO, "bench", "device_check"), os.path.join(REPO, "bench")]
 import device_check_report  # noqa: E402  pylint: disable=g-import-not-at-top
 
-SCRIPT = os.path.join(REPO, "bench", "device_check.sh")
+SCRIPT = os.path.join(REPO, "bench", "device_check", "device_check.sh")
 STEPS = ("setup", "devices", "parity", "pretraining", "mrpc", "serving", "summary")
 
 
@@ -52,7 +52,7 @@ def run_check(tmp_path, *flags, python=None, timeout=600):
   env = dict(os.environ, PY=sys.executable)
   if python is None:  # the steps' scripts through the tests' fork server (TensorFlow imported once)
     env.update(script_runner.server_environment())
-    python = f"{sys.executable} {os.path.join(REPO, 'tests', 'script_runner.py')}"
+    python = f"{sys.executable} {os.path.join(REPO, 'tests', 'support', 'script_runner.py')}"
   return subprocess.run(["bash", SCRIPT, f"--out_dir={tmp_path / 'out'}", f"--python={python}",
                          *flags], cwd=REPO, env=env, text=True, capture_output=True,
                         timeout=timeout)

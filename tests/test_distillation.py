@@ -18,9 +18,9 @@ from bert_tf.model import student
 from bert_tf.model.config import BertConfig
 from bert_tf.serving import predictor
 from bert_tf.tasks import glue
-from conftest import run_script
+from support.script_runner import run_script
 from support.models import randomize
-from support.task_data import _synthetic_sst2
+from support.task_data import synthetic_sst2
 from support.tiny import WORDS, common_args, read_results, write_config, write_vocab
 
 
@@ -139,7 +139,7 @@ def world(tmp_path_factory):
   root = tmp_path_factory.mktemp("distill")
   vocab = write_vocab(root)
   config = write_config(root / "bert_config.json", len(WORDS))
-  _synthetic_sst2(root / "data", seed=3, n=128)
+  synthetic_sst2(root / "data", seed=3, n=128)
   teacher = root / "teacher"
   run = run_script("run_classifier.py", *common_args(root / "data", vocab, config, teacher),
                    "--task_name=SST-2", "--do_train", "--train_batch_size=16",

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import run_script
+from support.script_runner import run_script
 from support.pretraining_runs import command, read_eval_results, start
 from support.pretraining_runs import write_pretraining_records
-from support.task_data import _toy_corpus
+from support.task_data import toy_corpus
 
 from bert_tf.data import dynamic_masking
 from bert_tf.data import records
@@ -209,7 +209,7 @@ def _read(path):
 
 
 def test_scripts_end_to_end(tmp_path, vocab_file):
-  corpus = _toy_corpus(tmp_path, documents=40)  # its words are in VOCAB
+  corpus = toy_corpus(tmp_path, documents=40)  # its words are in VOCAB
   counts = {}
   for dupe in (1, 2):
     out = str(tmp_path / f"unmasked_{dupe}.tfrecord")

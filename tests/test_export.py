@@ -25,7 +25,8 @@ from bert_tf.tasks import squad_answers
 from bert_tf.tasks import squad_server
 from bert_tf.text import fast_tokenization
 from bert_tf.text import tokenization
-from conftest import shared_data, run_script
+from support.paths import shared_data
+from support.script_runner import run_script
 from support.exports import model_inputs, tiny_config, vocab_path
 
 flags.FLAGS.mark_as_parsed()

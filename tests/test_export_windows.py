@@ -18,7 +18,7 @@ from bert_tf.tasks import squad
 from bert_tf.tasks import squad_answers
 from bert_tf.tasks import squad_server
 from bert_tf.text import tokenization
-from conftest import shared_data
+from support.paths import shared_data
 from support.exports import model_inputs
 from support.exports import tiny_config
 from support.exports import vocab_path

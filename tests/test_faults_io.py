@@ -25,7 +25,8 @@ import numpy as np
 import psutil
 import pytest
 
-from conftest import REPO, run_script
+from support.paths import REPO
+from support.script_runner import run_script
 
 WORDS = ["the", "dog", "is", "hairy", "cat", "sat", "on", "a", "mat", "it", "not", "big", "red",
          "ran", "far", "away", "home", "and", "then", "slept", "all", "day", "long", "with"]

@@ -18,7 +18,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import run_script
+from support.script_runner import run_script
 from support import faults
 
 WORDS, VOCAB = faults.RUN_WORDS, faults.RUN_VOCAB

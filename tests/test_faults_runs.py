@@ -18,9 +18,9 @@ import time
 
 import pytest
 
-from conftest import run_script
+from support.script_runner import run_script
 from support import faults
-from support.faults import _alive
+from support.faults import alive
 
 WORDS, VOCAB, CONFIG = faults.RUN_WORDS, faults.RUN_VOCAB, faults.RUN_CONFIG
 
@@ -327,11 +327,11 @@ def test_a_second_run_into_a_held_output_dir_refuses_and_a_killed_holder_blocks_
       assert "wait for it to end, or give another --output_dir" in last
       third = run_script("run_classifier.py", *classifier_flags(world, output_dir, "--do_train"))
       _one_error_line(third, rf"--output_dir: .*out is in use by another run \({re.escape(holder)}")
-      assert _alive(pid) and not first.done()  # the refused runs left the holder alone
+      assert alive(pid) and not first.done()  # the refused runs left the holder alone
     finally:
       os.kill(pid, signal.SIGKILL)
     assert first.result().returncode == -signal.SIGKILL
-  assert not _alive(pid)
+  assert not alive(pid)
   assert lock.read_text().strip() == holder  # what a SIGKILL leaves behind ...
   # ... blocks nothing: the next run trains, and its lock file goes when it ends.
   done = run_script("run_pretraining.py", *pretraining_flags(world, output_dir, None,

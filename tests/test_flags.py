@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from conftest import run_script
+from support.script_runner import run_script
 
 GROUPS = ["data and task", "model", "training", "output", "runtime", "TPU"]
 

@@ -10,7 +10,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.tasks import glue
 from bert_tf.tasks import swag
 from bert_tf.text import tokenization
-from conftest import shared_data
+from support.paths import shared_data
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "dog", "is", "hairy", "a", "cat",
          "sat", "on", "mat", ".", "##s", "no", "it", "not"]
@@ -280,7 +280,7 @@ def test_readers_match_the_originals_on_crafted_rows(tmp_path):
   import json
   import subprocess
   import sys
-  from conftest import REPO
+  from support.paths import REPO
   tasks = _crafted_glue(str(tmp_path))
   result = subprocess.run(
       [sys.executable, "-c", _ORIGINAL_READER,

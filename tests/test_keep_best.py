@@ -28,7 +28,7 @@ from bert_tf.training import scalars
 from bert_tf.training.options import RuntimeOptions
 from bert_tf.training.options import Schedule
 from bert_tf.training.options import TrainLoopOptions
-from conftest import run_script
+from support.script_runner import run_script
 from support.pretraining_runs import PREDS
 from support.pretraining_runs import SEQ
 from support.pretraining_runs import tiny_config

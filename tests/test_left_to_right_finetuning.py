@@ -9,11 +9,11 @@ from bert_tf.model import checkpoints
 from bert_tf.model.config import BertConfig
 from bert_tf.model import heads
 from bert_tf.serving import export
-from conftest import run_script
+from support.script_runner import run_script
 from support.exports import check_classifier_run
 from support.models import HEADS_CONFIG as CONFIG
-from support.models import _inputs
-from support.task_data import _synthetic_sst2
+from support.models import random_inputs
+from support.task_data import synthetic_sst2
 from support.tiny import WORDS, common_args, write_config, write_vocab
 
 
@@ -24,7 +24,7 @@ def _changed_at(inputs, row, position, new_id=9):
 
 def test_token_outputs_never_see_their_right():
   tf.random.set_seed(1)
-  inputs = _inputs([8, 8], 8)
+  inputs = random_inputs([8, 8], 8)
   other = _changed_at(inputs, 0, 5, new_id=int(inputs["input_ids"][0, 5]) % 49 + 1)
   for model in (heads.BertTokenClassifier(CONFIG, 5, causal=True),
                 heads.BertSpanLabeler(CONFIG, causal=True)):
@@ -42,7 +42,7 @@ def test_classifier_pools_the_last_real_token():
   tf.random.set_seed(2)
   model = heads.BertClassifier(CONFIG, 3, causal=True)
   lengths = [6, 3]
-  inputs = _inputs(lengths, 8)
+  inputs = random_inputs(lengths, 8)
   outputs = model.encoder(inputs)
   last = outputs["sequence_output"].numpy()[[0, 1], [5, 2]]
   np.testing.assert_allclose(outputs["pooled_output"], model.encoder.pooler(last), atol=1e-6)
@@ -56,7 +56,7 @@ def test_classifier_pools_the_last_real_token():
 def test_run_classifier_left_to_right_export_and_refusal(tmp_path):
   vocab = write_vocab(tmp_path)
   config = write_config(tmp_path / "bert_config.json", len(WORDS))
-  _synthetic_sst2(tmp_path / "data", seed=1, n=128)
+  synthetic_sst2(tmp_path / "data", seed=1, n=128)
   output_dir = tmp_path / "out"
   args = [*common_args(tmp_path / "data", vocab, config, output_dir), "--task_name=SST-2"]
   result = run_script("run_classifier.py", *args, "--left_to_right", "--do_train", "--do_eval",

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from bert_tf.io import machine
-from conftest import REPO
+from support.paths import REPO
 
 CPUINFO = """processor\t: 0
 model name\t: Test CPU 9000

@@ -22,7 +22,8 @@ from bert_tf.jobs import pretraining
 from bert_tf.model import checkpoints
 from bert_tf.model.config import BertConfig
 from bert_tf.model import modeling
-from conftest import REPO, run_script
+from support.paths import REPO
+from support.script_runner import run_script
 from support.oracle import CONFIG, ORACLE, VOCAB, inputs
 
 TOLERANCE = 1e-5

@@ -33,7 +33,8 @@ from bert_tf.jobs import pretraining
 from bert_tf.tasks import glue
 from bert_tf.tasks import squad
 from bert_tf.training import scalars
-from conftest import REPO, run_script
+from support.paths import REPO
+from support.script_runner import run_script
 from support import oracle
 
 TOLERANCE = 1e-5

@@ -5,15 +5,15 @@ packed or unpacked gives the same eval_results.txt and the same prediction files
 
 import numpy as np
 
-from conftest import run_script
-from support.task_data import _synthetic_sst2
+from support.script_runner import run_script
+from support.task_data import synthetic_sst2
 from support.tiny import WORDS, close, common_args, read_results, write_config, write_vocab
 
 
 def test_classifier_packed_training_and_the_same_eval_and_predictions(tmp_path):
   vocab = write_vocab(tmp_path)
   config = write_config(tmp_path / "bert_config.json", len(WORDS))
-  _synthetic_sst2(tmp_path / "data", seed=1, n=96)
+  synthetic_sst2(tmp_path / "data", seed=1, n=96)
   trained = tmp_path / "packed"
   result = run_script(
       "run_classifier.py", *common_args(tmp_path / "data", vocab, config, trained),

@@ -4,8 +4,8 @@ and the same prediction files as the packed run's (test_packed_finetuning_script
 classifier)."""
 import numpy as np
 
-from conftest import run_script
-from support.task_data import _synthetic_swag
+from support.script_runner import run_script
+from support.task_data import synthetic_swag
 from support.tiny import WORDS, close, common_args, read_results, write_config, write_vocab
 
 
@@ -35,7 +35,7 @@ def test_swag_packs_each_example_choices_into_one_row(tmp_path):
   data_dir = tmp_path / "swag"
   data_dir.mkdir()
   for name, seed, n in (("train.csv", 1, 32), ("val.csv", 2, 12), ("test.csv", 3, 5)):
-    _synthetic_swag(data_dir / name, seed, n)
+    synthetic_swag(data_dir / name, seed, n)
   vocab, config = write_vocab(tmp_path), write_config(tmp_path / "c.json", len(WORDS))
   outputs = {}
   for packed in (True, False):

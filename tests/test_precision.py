@@ -149,7 +149,7 @@ def test_the_precision_list_is_defined_once():
 
 
 # The script-level test of --dtype=auto (run_classifier and export_savedmodel picking float32
-# here) is the dry run of bench/device_check.sh: tests/test_device_check.py.
+# here) is the dry run of bench/device_check/device_check.sh: tests/test_device_check.py.
 
 
 # ------------------------------------------------------------- what runs in float32 under bf16

@@ -18,7 +18,7 @@ from bert_tf.model.config import BertConfig
 from bert_tf.serving import export
 from bert_tf.serving import predictor
 from bert_tf.tasks import base
-from conftest import REPO
+from support.paths import REPO
 from support import tiny
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "movie", "was", "good", "bad",

@@ -14,9 +14,9 @@ import sys
 
 import numpy as np
 
-import script_runner
-from conftest import REPO, shared_data
-from support.readme import README, logical_lines, readme_blocks
+from support import script_runner
+from support.paths import REPO, shared_data
+from support.readme import README, logical_lines, readme_blocks, runnable
 
 # (a text in the command's logical line, [(as written, as run)]): smaller runs of the same commands.
 SMALLER = [
@@ -44,12 +44,6 @@ SMALLER = [
     ("> out/sentences.txt", [("grep -m 200", "grep -m 6")]),
     ("extract_features.py", [("--max_seq_length=128", "--max_seq_length=64")]),
 ]
-
-
-def runnable(language, code):
-  if language == "bash":
-    return "make demo" not in code and "gs://" not in code and "..." not in code
-  return language == "python"
 
 
 def smaller(code, used):
@@ -114,8 +108,8 @@ def test_readme_commands_run_as_written(tmp_path):
   blocks = [(language, code) for language, code in readme_blocks() if runnable(language, code)]
   used = set()
   # The README's $PY: Python, with the scripts run through the tests' script runner (one
-  # TensorFlow import for all of them; see tests/script_runner.py).
-  python = f"{sys.executable} {os.path.join(REPO, 'tests', 'script_runner.py')}"
+  # TensorFlow import for all of them; see tests/support/script_runner.py).
+  python = f"{sys.executable} {os.path.join(REPO, 'tests', 'support', 'script_runner.py')}"
   shell = f"set -euo pipefail\nPY='{python}'\n"
   env = dict(os.environ, **script_runner.server_environment())
   for language, code in blocks:

@@ -7,7 +7,7 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
 import tensorflow as tf  # noqa: E402
 
-from conftest import shared_data  # noqa: E402
+from support.paths import shared_data  # noqa: E402
 from bert_tf.data.pretraining_data import algorithm  # noqa: E402
 from bert_tf.data.pretraining_data import corpus as corpus_module  # noqa: E402
 from bert_tf.data.pretraining_data import record_bytes  # noqa: E402

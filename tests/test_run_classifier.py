@@ -13,15 +13,15 @@ from bert_tf.errors import BertTfError
 from bert_tf.jobs import finetuning
 from bert_tf.tasks import glue
 from bert_tf.training import scalars
-from conftest import run_script
-from support.task_data import _synthetic_sst2
+from support.script_runner import run_script
+from support.task_data import synthetic_sst2
 from support.tiny import WORDS, common_args, read_results, write_config, write_vocab
 
 
 def test_synthetic_task_is_learned(tmp_path):
   vocab = write_vocab(tmp_path)
   config = write_config(tmp_path / "bert_config.json", len(WORDS))
-  _synthetic_sst2(tmp_path / "data", seed=1, n=256)
+  synthetic_sst2(tmp_path / "data", seed=1, n=256)
   output_dir = tmp_path / "out"
   result = run_script(
       "run_classifier.py", *common_args(tmp_path / "data", vocab, config, output_dir),

@@ -8,7 +8,7 @@ import types
 import pytest
 from seqeval import metrics as seqeval_metrics
 
-from conftest import run_script
+from support.script_runner import run_script
 from support import terminal
 
 

@@ -13,10 +13,10 @@ from bert_tf.jobs import finetuning
 from bert_tf.model.config import BertConfig
 from bert_tf.tasks import squad
 from bert_tf.text import tokenization
-from conftest import run_script
-from conftest import shared_data
+from support.script_runner import run_script
+from support.paths import shared_data
 from support import terminal
-from support.task_data import _small_vocab
+from support.task_data import small_vocab
 
 
 def _run(*args):
@@ -29,7 +29,7 @@ def trained(tmp_path_factory):
   with open(predict_file) as f:
     dataset = json.load(f)
   tmp = tmp_path_factory.mktemp("run_squad")
-  vocab_size = _small_vocab(dataset, tmp / "vocab.txt")
+  vocab_size = small_vocab(dataset, tmp / "vocab.txt")
   BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
              intermediate_size=37, max_position_embeddings=128).to_json_file(
                  str(tmp / "bert_config.json"))
@@ -150,7 +150,7 @@ def test_v1_answers_and_official_v1_score(tmp_path):
   predict_file = shared_data("squad", "allennlp-squad-v1-style.json")
   dataset = squad.load_squad_json(predict_file)
   vocab = tmp_path / "vocab.txt"
-  _small_vocab(dataset, vocab)
+  small_vocab(dataset, vocab)
   tokenizer = tokenization.FullTokenizer(str(vocab), do_lower_case=True)
   # The training reader wants one answer a question: the first one gives the target positions.
   first_answers = json.loads(json.dumps(dataset))

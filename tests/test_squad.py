@@ -8,7 +8,7 @@ import logging as std_logging
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import shared_data
+from support.paths import shared_data
 
 from bert_tf.data import records
 from bert_tf.errors import BertTfError
@@ -239,7 +239,7 @@ def test_nbest_probabilities_are_the_originals_bit_for_bit():
   import subprocess
   import sys
   from bert_tf.tasks import squad_answers
-  from conftest import REPO
+  from support.paths import REPO
   rng = np.random.RandomState(0)
   lists = [list(rng.normal(0, 10, rng.randint(1, 21))) for _ in range(300)]
   lists.append([0.0] + [-36.0] * 19)  # 1 + 19 tiny terms: the loop rounds each addition

@@ -7,10 +7,10 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import run_script
-from conftest import shared_data
+from support.script_runner import run_script
+from support.paths import shared_data
 from support import terminal
-from support.task_data import _synthetic_swag
+from support.task_data import synthetic_swag
 from support.tiny import WORDS, common_args, read_results, write_config, write_vocab
 
 
@@ -43,7 +43,7 @@ def test_synthetic_swag_is_learned(tmp_path):
   data_dir = tmp_path / "swag"
   data_dir.mkdir()
   for name, seed, n in (("train.csv", 1, 192), ("val.csv", 2, 48), ("test.csv", 3, 8)):
-    _synthetic_swag(data_dir / name, seed, n)
+    synthetic_swag(data_dir / name, seed, n)
   output_dir = tmp_path / "out"
   result = run_script("run_swag.py", *common_args(data_dir, write_vocab(tmp_path),
                                                   write_config(tmp_path / "c.json", len(WORDS)),

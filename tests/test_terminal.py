@@ -12,8 +12,8 @@ import pytest
 
 from bert_tf.io import native_log
 from bert_tf.io import terminal
-from conftest import REPO
-from conftest import run_script
+from support.paths import REPO
+from support.script_runner import run_script
 from support import terminal as seen
 from support.pretraining_runs import write_config
 from support.pretraining_runs import write_pretraining_records

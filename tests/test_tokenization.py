@@ -7,7 +7,7 @@ import sys
 import pytest
 import tensorflow as tf
 
-from conftest import shared_data
+from support.paths import shared_data
 from bert_tf.errors import BertTfError
 from bert_tf.text import fast_tokenization
 from bert_tf.text import tokenization

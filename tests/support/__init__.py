@@ -1,7 +1,10 @@
-"""What several test modules share, so that no test module imports another (tests/conftest.py holds
-the pytest fixtures built from these):
+"""What several test modules share, under public names, so that no test module imports another or
+conftest (tests/conftest.py holds only the pytest fixtures built from these):
 
   paths.py             the repository, ../shared/data and shared_data() (skips when it is absent)
+  script_runner.py     run_script: the top-level scripts run as `python script.py` would, forked
+                       from a server that imported TensorFlow once (also a command: $PY in the
+                       README test)
   tiny.py              the tiny fine-tuning set-up: vocabulary, bert_config.json, script flags,
                        eval_results.txt read back and compared
   task_data.py         synthetic task data: SST-2, CoNLL (and the module-scoped NER set-up), SWAG,
@@ -14,7 +17,5 @@ the pytest fixtures built from these):
                        classifier run served back
   faults.py            the tiny world that the fault tests run scripts against
   oracle.py            the original release's harness (bert-tensorflow 1.0.4 on TF 2.20)
-  readme.py            the README's fenced blocks and logical lines
-
-Scripts run through tests/script_runner.py (conftest.run_script).
+  readme.py            the README's fenced blocks, which of them run, and their logical lines
 """

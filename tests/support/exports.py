@@ -28,7 +28,7 @@ def model_inputs(features):
 
 
 def check_classifier_run(tmp_path, output_dir, min_accuracy):
-  """A run_classifier.py run on _synthetic_sst2 data in tmp_path/data, with --do_eval,
+  """A run_classifier.py run on synthetic_sst2 data in tmp_path/data, with --do_eval,
   --do_predict and --export_dir=tmp_path/export: its dev accuracy reaches min_accuracy and the
   export serves the probabilities --do_predict wrote."""
   results = dict(line.split(" = ") for line in

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-from script_runner import run_script
+from support.script_runner import run_script
 
 # The run-state worlds' (test_faults_runs.py, test_faults_resume.py) words, vocabulary and config.
 RUN_WORDS = ["the", "dog", "is", "hairy", "cat", "sat", "on", "a", "mat", "it", "not", "big",
@@ -93,7 +93,7 @@ def run_cases(world, cases, one):
     return dict(pool.map(one, cases))
 
 
-def _alive(pid):
+def alive(pid):
   """Running (a zombie, dead but not yet reaped by this container's init, does not count)."""
   try:
     with open(f"/proc/{pid}/stat") as f:

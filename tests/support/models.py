@@ -57,7 +57,7 @@ def randomize(model, seed=0):
   return model
 
 
-def _inputs(lengths, total, seed=0):
+def random_inputs(lengths, total, seed=0):
   """A batch of random ids, real for `lengths` positions, padded (with random ids, which must not
   matter) to `total`."""
   rng = np.random.RandomState(seed)

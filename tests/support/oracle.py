@@ -146,7 +146,7 @@ class Estimator:
             yield {name: value[i] for name, value in batch.items()}
 
 
-def run_script(script, argv):
+def run_original_script(script, argv):
   """The original script's main() with --flags argv, on the stand-ins below."""
   import importlib
   module = importlib.import_module("bert." + script)
@@ -167,7 +167,7 @@ if sys.argv[1] == "pretraining":
 elif sys.argv[1] == "fine_tuned":
   fine_tuned(sys.argv[2], sys.argv[3])
 else:
-  run_script(sys.argv[1], sys.argv[2:])
+  run_original_script(sys.argv[1], sys.argv[2:])
 '''
 
 

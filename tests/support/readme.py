@@ -1,4 +1,5 @@
-"""The README as the tests read it: its fenced blocks and their logical lines."""
+"""The README as the tests (and bench/bench_readme.py) read it: its fenced blocks, which of them
+run, and their logical lines."""
 import os
 import re
 
@@ -15,3 +16,11 @@ def readme_blocks():
 
 def logical_lines(code):
   return code.replace("\\\n", " ").splitlines()
+
+
+def runnable(language, code):
+  """Whether a block runs on a test machine: not the opening `make demo` / `make test`, nor what
+  needs Google Cloud, several GPUs or workers, or a TPU (`gs://` or `...` in it)."""
+  if language == "bash":
+    return "make demo" not in code and "gs://" not in code and "..." not in code
+  return language == "python"

@@ -8,7 +8,7 @@ from bert_tf.model.config import BertConfig
 from bert_tf.text import tokenization
 
 
-def _synthetic_sst2(data_dir, seed, n):
+def synthetic_sst2(data_dir, seed, n):
   rng = random.Random(seed)
   data_dir.mkdir()
   for split, count in (("train", n), ("dev", 64), ("test", 16)):
@@ -31,7 +31,7 @@ PLACES = ["paris", "london", "berlin", "rome"]
 OTHERS = ["the", "visited", "met", "in", "and", "today", "a", "city", "went", "to"]
 
 
-def _sentence(rng, length):
+def conll_sentence(rng, length):
   words, tags = [], []
   while len(words) < length:
     r = rng.random()
@@ -47,7 +47,7 @@ def _sentence(rng, length):
   return words, tags
 
 
-def _write_conll(path, sentences, extra=""):
+def write_conll(path, sentences, extra=""):
   lines = ["-DOCSTART- -X- -X- O", ""]
   for words, tags in sentences:
     lines += [f"{w.capitalize()} NN I-NP {t}" for w, t in zip(words, tags)] + [""]
@@ -60,11 +60,11 @@ def conll_data(tmp):
   rng = random.Random(0)
   data_dir = tmp / "data"
   data_dir.mkdir()
-  _write_conll(data_dir / "train.txt", [_sentence(rng, rng.randint(3, 9)) for _ in range(160)])
-  _write_conll(data_dir / "valid.txt", [_sentence(rng, rng.randint(3, 9)) for _ in range(30)])
+  write_conll(data_dir / "train.txt", [conll_sentence(rng, rng.randint(3, 9)) for _ in range(160)])
+  write_conll(data_dir / "valid.txt", [conll_sentence(rng, rng.randint(3, 9)) for _ in range(30)])
   # One test sentence longer than --max_seq_length, so it is split into windows.
-  _write_conll(data_dir / "test.txt", [_sentence(rng, 40)] +
-               [_sentence(rng, rng.randint(3, 9)) for _ in range(20)])
+  write_conll(data_dir / "test.txt", [conll_sentence(rng, 40)] +
+              [conll_sentence(rng, rng.randint(3, 9)) for _ in range(20)])
   (tmp / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + PEOPLE +
                                            PLACES + OTHERS) + "\n")
   BertConfig(vocab_size=22, hidden_size=16, num_hidden_layers=4, num_attention_heads=2,
@@ -83,7 +83,7 @@ HEADER = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-sou
           "ending1", "ending2", "ending3", "label"]
 
 
-def _synthetic_swag(path, seed, n):
+def synthetic_swag(path, seed, n):
   """The right ending is the one praising the film, at a random position."""
   rng = random.Random(seed)
   with open(path, "w", newline="") as f:
@@ -99,7 +99,7 @@ def _synthetic_swag(path, seed, n):
 
 # --- SQuAD ----------------------------------------------------------------------------------------
 
-def _small_vocab(dataset, path):
+def small_vocab(dataset, path):
   """Every basic token of the file as a whole word, so nothing is [UNK] and the vocab is tiny."""
   basic = tokenization.BasicTokenizer(do_lower_case=True)
   words = set()
@@ -115,7 +115,7 @@ def _small_vocab(dataset, path):
 
 # --- Pretraining ----------------------------------------------------------------------------------
 
-def _toy_corpus(tmp_path, documents=30, seed=0):
+def toy_corpus(tmp_path, documents=30, seed=0):
   rng = random.Random(seed)
   words = ["the", "cat", "sat", "on", "a", "mat", "unaffable", "running", "quickly", "dog", "ran", "home"]
   lines = []

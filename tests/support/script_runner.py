@@ -16,9 +16,9 @@ every run through a plain subprocess.
   run_script("run_classifier.py", "--task_name=MRPC", ..., cwd=REPO, env=None, timeout=600)
     -> subprocess.CompletedProcess (stdout and stderr as text)
 
-As a command, `python tests/script_runner.py ARGS...` behaves as `python ARGS...` (shell commands
-such as the README's use it as their interpreter): a script is run through the server named by
-$BERT_TF_SCRIPT_RUNNER (its output printed when it ends), anything else by Python itself.
+As a command, `python tests/support/script_runner.py ARGS...` behaves as `python ARGS...` (shell
+commands such as the README's use it as their interpreter): a script is run through the server
+named by $BERT_TF_SCRIPT_RUNNER (its output printed when it ends), anything else by Python itself.
 """
 import atexit
 import json
@@ -33,7 +33,8 @@ import threading
 import time
 import traceback
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Not support.paths's: this file also runs as a command, where `support` is not a package.
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Environment variables that take effect when TensorFlow (or its thread pools) load.
 _IMPORT_TIME_PREFIXES = ("TF_", "CUDA", "XLA", "OMP_", "KMP_", "MKL", "ONEDNN", "PYTHON", "LD_")
 _HEAVY_MODULES = ("bert_tf", "tensorflow", "tf_keras", "tensorflow_text", "bert_tf.jobs.finetuning",
@@ -43,11 +44,11 @@ _HEAVY_MODULES = ("bert_tf", "tensorflow", "tf_keras", "tensorflow_text", "bert_
 
 
 # ----------------------------------------------------------------------------------------------
-# The server: `python tests/script_runner.py --serve SOCKET_PATH`.
+# The server: `python tests/support/script_runner.py --serve SOCKET_PATH`.
 
 
 def _serve(socket_path):
-  sys.path.insert(0, REPO)
+  sys.path[0] = REPO  # in place of tests/support, whose modules the scripts must not see
   for name in _HEAVY_MODULES:
     __import__(name)
   listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -154,7 +155,8 @@ def _start_server():
 
 
 def server_environment():
-  """Environment variables for a shell whose `python tests/script_runner.py` reaches the server."""
+  """Environment variables for a shell whose `python tests/support/script_runner.py` reaches the
+  server."""
   return {"BERT_TF_SCRIPT_RUNNER": _start_server()}
 
 

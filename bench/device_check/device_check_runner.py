@@ -1,12 +1,12 @@
-"""bench/device_check.py's command runner: each step's commands under `timeout -k`, each into its
-own log file, within the run's time budget. Standard library only."""
+"""bench/device_check/device_check.py's command runner: each step's commands under `timeout -k`,
+each into its own log file, within the run's time budget. Standard library only."""
 import os
 import re
 import shlex
 import subprocess
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class Budget:

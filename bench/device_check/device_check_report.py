@@ -1,6 +1,6 @@
-"""bench/device_check.py's output: the log every line goes to, and the summary tables (step 6),
-with the NVIDIA DeepLearningExamples row the pretraining figures compare with. Standard library
-only."""
+"""bench/device_check/device_check.py's output: the log every line goes to, and the summary
+tables (step 6), with the NVIDIA DeepLearningExamples row the pretraining figures compare with.
+Standard library only."""
 import datetime
 import json
 import os
@@ -168,7 +168,7 @@ def write_summary(out, steps, facts, args):
   if not gpu_name and facts.get("nvidia_smi"):  # a GPU that TensorFlow is missing or blind to
     gpu_name = facts["nvidia_smi"][0].split(",")[0] + " (nvidia-smi; TensorFlow sees none)"
   when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-  lines = [f"# bench/device_check.py, {when}, {gpu_name or 'no GPU'}"
+  lines = [f"# bench/device_check/device_check.py, {when}, {gpu_name or 'no GPU'}"
            f"{' (dry run on the CPU)' if args.dry_run else ''}", "",
            "| step | status | seconds | result |", "|---|---|---|---|"]
   for number, name, status, seconds, text in steps:

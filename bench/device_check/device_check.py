@@ -1,6 +1,6 @@
-"""The GPU check (issue 35): one script that a machine lent a GPU runs once to get every figure.
+"""The GPU check: one script that a machine lent a GPU runs once to get every figure.
 
-  bench/device_check.sh [--out_dir DIR] [--wheelhouse DIR] [--budget_s 480] [--dry_run]
+  bench/device_check/device_check.sh [--out_dir DIR] [--wheelhouse DIR] [--budget_s 480] [--dry_run]
 
 Steps, in order, each time-boxed (`timeout -k`) and each ending in one line `[N name] STATUS
 (seconds): result`, even when it fails or is skipped:
@@ -34,6 +34,7 @@ The driver imports nothing outside the standard library, so it runs where Tensor
 (step 0 says so and why, then steps 1 and 6 still run); TensorFlow work happens in the scripts
 and in this file's own child modes (--child=probe, --child=serve), run with --python.
 """
+import argparse
 import glob
 import json
 import os
@@ -44,12 +45,14 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # this folder, and bench/ for bench_configs
 
 import bench_configs  # noqa: E402  pylint: disable=g-import-not-at-top
 import device_check_report as report_lib  # noqa: E402  pylint: disable=g-import-not-at-top
 from device_check_runner import REPO, Budget, Runner, last_line  # noqa: E402
-import harness  # noqa: E402  pylint: disable=g-import-not-at-top
+
+SCRIPT = "bench/device_check/device_check.py"  # this file, as the steps' Python runs it from REPO
 
 PARITY_TESTS = (
     "tests/test_original_oracle.py::test_every_layer_and_both_heads_match_the_original",
@@ -75,38 +78,48 @@ RESERVE_FOR_MRPC_AND_SERVING = 150
 RESERVE_FOR_SERVING = 45
 
 
-# This check's environment is device_check.sh's (it runs where bench_env's may not hold).
-FLAGS = harness.Flags()
-FLAGS.string("out_dir", os.environ.get("OUT") or "device_check_out",
-             "Where device_check.log, _summary.md and .json go (default: $OUT, else "
-             "./device_check_out).")
-FLAGS.string("work_dir", None, "Scratch space: records, checkpoints, exports (default: a new "
-             "temporary directory, removed at the end).")
-FLAGS.string("python", shlex.quote(sys.executable), "The command that runs the steps' Python "
-             "scripts (shell words).")
-FLAGS.boolean("dry_run", False, "Every step on the CPU, tiny sizes.")
-FLAGS.number("budget_s", 480, "Seconds for steps 1-5 together; "
-             "a step or run that no longer fits is skipped, and says so.")
-FLAGS.string("wheelhouse", None, "A directory of wheels to install from "
-             "(pip --no-index --find-links) when TensorFlow is missing.")
-FLAGS.boolean("install", True, "Install what step 0 finds missing (--no_install: never "
-              "install anything in step 0).")
-FLAGS.number("install_timeout", 900, "Seconds for step 0's pip install (not in --budget_s).")
-FLAGS.integer("pretrain_steps", None, "Steps per run (default 100; "
-              "dry run 4); the rate is read over the second half.")
-FLAGS.integer("pretrain_batch_size", None, "Default 128; dry run 8.")
-FLAGS.string("pretrain_configs", None, "Comma-separated dtype[+xla][+packed] "
-             "runs, in order (default: all 12, most telling first).")
-FLAGS.string("mrpc_dir", os.path.join(os.path.dirname(REPO), "shared", "data", "glue", "MRPC"),
-             "GLUE MRPC (tsv).")
-FLAGS.string("mrpc_dtypes", None, "Default float32,bfloat16,float16; dry run auto.")
-FLAGS.number("mrpc_epochs", None, "Default 3; dry run 1.")
-FLAGS.number("cpu_mrpc_accuracy", None, "MRPC dev accuracy of the same command in float32 on "
-             "a CPU (BENCHMARKS.md), to compare with.")
-FLAGS.string("child", None, "", choices=["probe", "serve"], hidden=True)
-FLAGS.string("export_dir", None, "", hidden=True)
-FLAGS.integer("calls", None, "", hidden=True)
-FLAGS.describe(__doc__)
+# This check's environment is device_check.sh's (it runs where bench_env's may not hold), and its
+# flags are argparse's, not absl's like the other benches': the driver runs on the lent machine's
+# bare python3 before step 0 has installed anything. They are spelled as the benches' are:
+# --flag=value or --flag value, --dry_run, --no_install.
+def parse_flags(argv):
+  """The driver's (and its child modes') flags in argv, as a namespace."""
+  parser = argparse.ArgumentParser(description=__doc__, allow_abbrev=False,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  flag = parser.add_argument
+  flag("--out_dir", default=os.environ.get("OUT") or "device_check_out",
+       help="Where device_check.log, _summary.md and .json go (default: $OUT, else "
+       "./device_check_out).")
+  flag("--work_dir", help="Scratch space: records, checkpoints, exports (default: a new "
+       "temporary directory, removed at the end).")
+  flag("--python", default=shlex.quote(sys.executable), help="The command that runs the steps' "
+       "Python scripts (shell words).")
+  flag("--dry_run", action="store_true", help="Every step on the CPU, tiny sizes.")
+  flag("--budget_s", type=float, default=480, help="Seconds for steps 1-5 together; a step or "
+       "run that no longer fits is skipped, and says so.")
+  flag("--wheelhouse", help="A directory of wheels to install from (pip --no-index "
+       "--find-links) when TensorFlow is missing.")
+  flag("--install", action="store_true", default=True, help="Install what step 0 finds missing "
+       "(the default).")
+  flag("--no_install", "--noinstall", dest="install", action="store_false",
+       help="Never install anything in step 0.")
+  flag("--install_timeout", type=float, default=900, help="Seconds for step 0's pip install "
+       "(not in --budget_s).")
+  flag("--pretrain_steps", type=int, help="Steps per run (default 100; dry run 4); the rate is "
+       "read over the second half.")
+  flag("--pretrain_batch_size", type=int, help="Default 128; dry run 8.")
+  flag("--pretrain_configs", help="Comma-separated dtype[+xla][+packed] runs, in order "
+       "(default: all 12, most telling first).")
+  flag("--mrpc_dir", default=os.path.join(os.path.dirname(REPO), "shared", "data", "glue", "MRPC"),
+       help="GLUE MRPC (tsv).")
+  flag("--mrpc_dtypes", help="Default float32,bfloat16,float16; dry run auto.")
+  flag("--mrpc_epochs", type=float, help="Default 3; dry run 1.")
+  flag("--cpu_mrpc_accuracy", type=float, help="MRPC dev accuracy of the same command in float32 "
+       "on a CPU (BENCHMARKS.md), to compare with.")
+  flag("--child", choices=["probe", "serve"], help=argparse.SUPPRESS)
+  flag("--export_dir", help=argparse.SUPPRESS)
+  flag("--calls", type=int, help=argparse.SUPPRESS)
+  return parser.parse_args(argv)
 
 
 # ---------------------------------------------------------------------------------- steps 0-1
@@ -208,7 +221,7 @@ def step_devices(args, runner, facts):
     facts["cuda_runtimes"] = cuda_runtimes()
     parts.append("CUDA runtime: " + (", ".join(facts["cuda_runtimes"]) or "none found"))
   if facts["importable"].get("tensorflow"):
-    rc, text = runner.script("probe", "bench/device_check.py", ["--child=probe"], 180)
+    rc, text = runner.script("probe", SCRIPT, ["--child=probe"], 180)
     if rc == 0:
       tf_facts = json.loads(text.strip().splitlines()[-1])
       facts["tf"] = tf_facts
@@ -456,7 +469,7 @@ def serve():
   import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
   sys.path.insert(0, REPO)
   from bert_tf.tasks import glue  # pylint: disable=g-import-not-at-top
-  args = FLAGS.parse(sys.argv[1:])
+  args = parse_flags(sys.argv[1:])
   versions = sorted(glob.glob(os.path.join(args.export_dir, "*", "saved_model.pb")))
   signature = tf.saved_model.load(os.path.dirname(versions[-1])).signatures["serving_default"]
   pairs = [(e.text_a, e.text_b) for e in
@@ -491,7 +504,7 @@ def step_serving(args, runner, facts):
       f"--dtype={model['dtype']}"], 120)
   if rc != 0:
     return "FAIL", f"export_savedmodel.py failed: {last_line(text)}"
-  rc, text = runner.script("serve", "bench/device_check.py", [
+  rc, text = runner.script("serve", SCRIPT, [
       "--child=serve", f"--export_dir={export_dir}", f"--mrpc_dir={args.mrpc_dir}",
       f"--calls={args.calls or (5 if args.dry_run else 200)}"], 120)
   if rc != 0:
@@ -532,7 +545,7 @@ def run_steps(args, runner, facts):
 
 
 def main(argv):
-  args = FLAGS.parse(argv)
+  args = parse_flags(argv)
   if args.child == "probe":
     return probe()
   if args.child == "serve":
@@ -541,7 +554,7 @@ def main(argv):
   work = args.work_dir or tempfile.mkdtemp(prefix="device_check_")
   facts = {"work_dir": work, "pretrain_sizes": sizes_for(args), "importable": {}}
   runner = Runner(args.python, work, out, Budget(args.budget_s))
-  out.line(f"bench/device_check.py{' --dry_run' if args.dry_run else ''}: budget "
+  out.line(f"{SCRIPT}{' --dry_run' if args.dry_run else ''}: budget "
            f"{args.budget_s:.0f} s, work dir {work}, output {os.path.abspath(args.out_dir)}")
   try:
     steps = run_steps(args, runner, facts)
