@@ -14,7 +14,9 @@ the pytest fixtures built from these):
                        classifier run served back
   faults.py            the tiny world that the fault tests run scripts against
   oracle.py            the original release's harness (bert-tensorflow 1.0.4 on TF 2.20)
-  readme.py            the README's fenced blocks and logical lines
+  readme.py            the README and docs/: pages in the order their commands run, fenced
+                       blocks, logical lines, links and anchors, the scripts' flags a command uses
+  flag_reference.py    docs/flags.md made from the scripts' --help (run it to regenerate)
 
 Scripts run through tests/script_runner.py (conftest.run_script).
 """
