@@ -1,7 +1,8 @@
 """The README, docs/ and BENCHMARKS.md as a reader meets them: short where they must be, every link
 and anchor resolving, every command's flags the scripts' own, the flag reference current, and no
-commit, date, load figure or issue number in the guide (the dated history under benchmarks/ holds
-those). tests/test_readme.py runs the commands themselves."""
+commit, date, load figure or issue number in the guide nor in bert_tf/'s comments, docstrings and
+help texts (the dated history under benchmarks/ holds those). tests/test_readme.py runs the
+commands themselves."""
 import concurrent.futures
 import os
 import re
@@ -87,6 +88,20 @@ def test_benchmarks_is_one_table_whose_rows_fit_a_screen():
 def test_the_guide_carries_no_history(page):
   found = history_in(readme.text_of(page))
   assert not found, "\n".join(f"{page}:{n}: {what}: {text!r}" for n, what, text in found)
+
+
+def test_the_library_carries_no_history():
+  """Comments, docstrings and --help texts in bert_tf/ say why the code is so, not when or where it
+  was measured (a figure that is the reason points to BENCHMARKS.md); the scripts' --help texts
+  are checked through docs/flags.md."""
+  found = []
+  for directory, _, names in os.walk(os.path.join(REPO, "bert_tf")):
+    for name in sorted(n for n in names if n.endswith(".py")):
+      path = os.path.join(directory, name)
+      with open(path, encoding="utf-8") as f:
+        found += [f"{os.path.relpath(path, REPO)}:{n}: {what}: {text!r}"
+                  for n, what, text in history_in(f.read())]
+  assert not found, "\n".join(found)
 
 
 def test_the_history_patterns_find_what_they_are_for():

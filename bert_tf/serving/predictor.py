@@ -54,8 +54,8 @@ def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None,
   bert_config_file, vocab_file: for an output_dir without bert_config.json / vocab.txt copies.
   dtype: the output_dir's model's (float32, bfloat16 or float16; an export keeps its own).
   backend: "savedmodel" (the server's graph), or "tflite": the same server (tokenization, outputs
-  and post-processing, any task) around the model run by TensorFlow Lite, 1.3-1.6x faster at
-  batch 1 on AVX2 CPUs (BENCHMARKS.md). An export made with --tflite holds the model and what
+  and post-processing, any task) around the model run by TensorFlow Lite, faster on CPUs
+  (BENCHMARKS.md, predictor). An export made with --tflite holds the model and what
   rebuilds its server; an output_dir's float32 model is converted on loading. "auto": tflite for
   an export that holds the file, else savedmodel.
   """

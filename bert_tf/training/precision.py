@@ -14,7 +14,7 @@
       else the CPU)
 
 A CPU without bfloat16 instructions computes bfloat16 by converting to and from float32 around
-float32 arithmetic: slower than float32 itself (issue 34 measured it on a 2-core AVX2 EPYC), so
+float32 arithmetic: slower than float32 itself (BENCHMARKS.md, mrpc-bf16), so
 bfloat16 pays only on TPUs, GPUs of compute capability 8.0 and up (Ampere, Hopper, ...) and CPUs
 with avx512_bf16 / amx_bf16 (x86) or bf16 (Arm). float16 needs loss scaling and is never chosen.
 """
