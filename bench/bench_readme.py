@@ -1,12 +1,14 @@
-"""The README's commands at the size it gives them: how long each takes and what it prints.
+"""The commands of the README and docs/ at the size they give them: how long each takes and what it
+prints.
 
-tests/test_readme.py runs every README command as written but smaller (fewer steps, slices of the
-data), which the suite's time allows; this bench runs them as written, in order, in one shell, as a
-user pastes them, in a directory laid out as the repository beside ../shared (its out/ starts
-empty), and prints a table: each command, its wall time, the load average when it ended, and the
-figures of its closing summary (`name = value` lines) or of the eval_results file it wrote. Blocks
-that test_readme does not run (the opening `make demo` / `make test`, gs:// and `...` commands)
-are not run here either. Run it under the shared lock:
+tests/test_readme.py runs every command of the README and docs/ as written but smaller (fewer
+steps, slices of the data), which the suite's time allows; this bench runs them as written, in the
+same order (tests/support/readme.py's PAGES), in one shell, as a user pastes them, in a directory
+laid out as the repository beside ../shared (its out/ starts empty), and prints a table: each
+command, its wall time, the load average when it ended, and the figures of its closing summary
+(`name = value` lines) or of the eval_results file it wrote. Blocks that test_readme does not run
+(the opening `make demo` / `make test`, flags-only, gs:// and `...` blocks) are not run here
+either. Run it under the shared lock:
 
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_readme.py --work_dir=/tmp/readme
   ... --skip='run_ner.py'  # commands (and python blocks) matching the expression are not run
@@ -24,7 +26,7 @@ from absl import flags
 import harness
 
 sys.path.insert(0, os.path.join(REPO, "tests"))
-from support import readme  # noqa: E402  (the README's blocks, as tests/test_readme.py reads them)
+from support import readme  # noqa: E402  (the pages' blocks, as the tests read them)
 
 FLAGS = flags.FlagValues()
 flags.DEFINE_string("work_dir", "/tmp/bench_readme", "The sandbox and its logs.", flag_values=FLAGS)
@@ -100,7 +102,7 @@ def main(_):
   root = sandbox(args.work_dir)
   logs = os.path.join(args.work_dir, "logs")
   os.makedirs(logs, exist_ok=True)
-  blocks = [(lang, code) for lang, code in readme.readme_blocks() if readme.runnable(lang, code)]
+  blocks = [(lang, code) for _, lang, code in readme.run_blocks()]
   text, commands = script(blocks, args.skip, logs)
   results = []
   read_3, write_3 = os.pipe()

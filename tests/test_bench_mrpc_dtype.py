@@ -1,5 +1,6 @@
-"""bench/bench_mrpc_dtype.py without running it: the command it gives run_classifier.py (the
-README's MRPC flags), the timing read from a run's log, the table and the paired losses."""
+"""bench/bench_mrpc_dtype.py without running it: the command it gives run_classifier.py (the MRPC
+flags of docs/classification.md), the timing read from a run's log, the table and the paired
+losses."""
 import os
 import sys
 import types
@@ -17,11 +18,11 @@ I1127 00:00:28.000000 1 scalars.py:132] step 5/5 loss {last}, learning_rate 0, a
 """
 
 
-def test_the_readme_mrpc_command_is_the_benchs():
-  """The bench measures the README's MRPC command: its flags are the command's."""
-  command = next(line for language, code in readme.readme_blocks() if language == "bash"
-                 for line in readme.logical_lines(code) if "--task_name=MRPC" in line
-                 and "run_classifier.py" in line)
+def test_the_docs_mrpc_command_is_the_benchs():
+  """The bench measures the MRPC command of docs/classification.md: its flags are the command's."""
+  command = next(line for language, code, _ in readme.blocks("docs/classification.md")
+                 if language == "bash" for line in readme.logical_lines(code)
+                 if "--task_name=MRPC" in line and "run_classifier.py" in line)
   args = types.SimpleNamespace(quick=False, extra_flags=[])
   flags = bench.command(args, "/m", "/d", "float32", 1, "/o")
   for flag in bench.README_FLAGS:

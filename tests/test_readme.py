@@ -1,10 +1,13 @@
-"""The README's commands, run as written (in order, in one shell, as a user pastes them), on the
-shared data: only the sizes shrink (fewer steps, slices of the data), through the substitutions
-below, each of which must still find its text, so that the README cannot drift from what runs.
+"""The commands of the README and of docs/, run as written (in the order of
+tests/support/readme.py's PAGES, in one shell, as a user who follows the README's set-up and then
+the pages pastes them), on the shared data: only the sizes shrink (fewer steps, slices of the
+data), through the substitutions below, each of which must still find its text, so that the pages
+cannot drift from what runs.
 
 Blocks not run: the opening `make demo` / `make test` (the suite is `make test`; the demo is
-measured by hand, its time in the README), and blocks that need what a test machine lacks
-(Google Cloud, several GPUs or workers, a TPU: their commands hold `gs://` or `...`).
+measured by hand, its time in the README), blocks marked `<!-- flags only -->`, and blocks that
+need what a test machine lacks (Google Cloud, several GPUs or workers, a TPU: their commands hold
+`gs://` or `...`). tests/test_docs.py checks the flags of every block, run or not.
 """
 import glob
 import os
@@ -14,9 +17,10 @@ import sys
 
 import numpy as np
 
+from support import readme
 from support import script_runner
 from support.paths import REPO, shared_data
-from support.readme import README, logical_lines, readme_blocks, runnable
+from support.readme import logical_lines
 
 # (a text in the command's logical line, [(as written, as run)]): smaller runs of the same commands.
 SMALLER = [
@@ -29,10 +33,14 @@ SMALLER = [
     ("run_pretraining.py", [("--train_batch_size=16", "--train_batch_size=4"),
                             ("--num_train_steps=40", "--num_train_steps=2 --max_eval_steps=2"),
                             ("--num_warmup_steps=4", "--num_warmup_steps=1")]),
+    ("--dynamic_masking", [("--train_batch_size=8", "--train_batch_size=4"),
+                           ("--num_train_steps=20", "--num_train_steps=2"),
+                           ("--num_warmup_steps=2", "--num_warmup_steps=1")]),
     ("run_classifier.py", [("--data_dir=../shared/data/glue/MRPC", "--data_dir=small/MRPC"),
                            ("--max_seq_length=128", "--max_seq_length=64"),
                            ("--train_batch_size=16", "--train_batch_size=8"),
                            ("--num_train_epochs=3", "--num_train_epochs=1")]),
+    ("--keep_best_metric", [("--eval_every_n_steps=50", "--eval_every_n_steps=1")]),
     ("run_squad.py", [("--max_seq_length=384 --doc_stride=128",
                        "--max_seq_length=160 --doc_stride=64"),
                       ("--num_train_epochs=2", "--num_train_epochs=1")]),
@@ -105,7 +113,7 @@ def sandbox(tmp_path):
 def test_readme_commands_run_as_written(tmp_path):
   shared_data("squad", "dev-v2.0.subset.json")
   root = sandbox(tmp_path)
-  blocks = [(language, code) for language, code in readme_blocks() if runnable(language, code)]
+  blocks = [(language, code) for _, language, code in readme.run_blocks()]
   used = set()
   # The README's $PY: Python, with the scripts run through the tests' script runner (one
   # TensorFlow import for all of them; see tests/support/script_runner.py).
@@ -132,7 +140,7 @@ def test_readme_commands_run_as_written(tmp_path):
                         timeout=1200)
   assert done.returncode == 0, f"{shell}\n{done.stderr[-4000:]}"
   unused = {(m, w) for m, subs in SMALLER for w, _ in subs} - used
-  assert not unused, f"the README no longer has these texts the test shrinks: {sorted(unused)}"
+  assert not unused, f"the pages no longer have these texts the test shrinks: {sorted(unused)}"
   out = root / "out"
   mrpc = dict(line.strip().split(" = ") for line in open(out / "mrpc" / "eval_results.txt"))
   assert set(mrpc) == {"eval_accuracy", "eval_f1", "eval_loss", "global_step"}
@@ -148,19 +156,21 @@ def test_readme_commands_run_as_written(tmp_path):
   val = (out / "swag_data" / "val.csv").read_text().splitlines()
   with open(shared_data("swag", "allennlp-swag-regular-sample.csv"), encoding="utf-8") as f:
     assert len(val) == 4 and val[1:] == f.read().splitlines()[-3:]
-  for path in ("minilm/vocab.txt", "pretrain/eval_results.txt", "mrpc/eval_results.txt",
-               "mrpc/test_results.tsv", "swag/eval_results.txt", "squad/predictions.json",
-               "ner/eval_results.txt", "features.jsonl"):
+  for path in ("minilm/vocab.txt", "minilm_hf/model.safetensors", "pretrain/eval_results.txt",
+               "pretrain_dynamic/checkpoint", "own/vocab.txt", "own/pretrain/eval_results.txt",
+               "mrpc_best/best/best.json", "mrpc/eval_results.txt", "mrpc/test_results.tsv",
+               "swag/eval_results.txt", "squad/predictions.json", "ner/eval_results.txt",
+               "features.jsonl"):
     assert (out / path).exists(), path
+  assert glob.glob(str(out / "mrpc_export" / "[0-9]*" / "assets.extra" / "model.tflite"))
 
 
 def test_readme_trains_in_float32_and_its_data_claims_hold():
-  """No README command asks for bfloat16 (emulated and slower on the AVX2 CPUs the README's
-  times are for); the counts its comments give for the shared files are those files' counts."""
-  commands = "\n".join(code for language, code in readme_blocks() if runnable(language, code))
+  """No command that runs asks for bfloat16 (emulated and slower on the AVX2 CPUs the pages'
+  times are for); the counts the pages give for the shared files are those files' counts."""
+  commands = "\n".join(code for _, _, code in readme.run_blocks())
   assert "--dtype=bfloat16" not in commands
-  with open(README, encoding="utf-8") as f:
-    text = f.read()
+  text = "\n".join(readme.text_of(page) for page in readme.PAGES)
   sample = shared_data("corpus", "bert-sample", "sample_text.txt")
   with open(sample, encoding="utf-8") as f:
     lines = [line for line in f if line.strip()]

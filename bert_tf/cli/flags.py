@@ -419,8 +419,8 @@ def define_export_flags(with_dtype=False):
           "replaced.")
   _define("bool", "tflite", False, "With --export_dir: also write the model (from token ids to "
           "its outputs) as TensorFlow Lite, <version>/assets.extra/model.tflite, float32 only; "
-          "bert_tf.serving.predictor.load(export_dir, backend='tflite') serves a classifier through it, "
-          "~1.8x faster at batch 1 on AVX2 CPUs (BENCHMARKS.md).")
+          "bert_tf.serving.predictor.load(export_dir, backend='tflite') serves the task through "
+          "it, faster than the SavedModel on CPUs (BENCHMARKS.md).")
   if with_dtype:
     define_dtype_flag()
 

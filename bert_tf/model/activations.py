@@ -106,9 +106,9 @@ def onednn_enabled():
 # Inference GELU: "never" (the default) keeps tf.nn.gelu, which oneDNN, where it is on, fuses
 # into the matmul before it; "always" computes it in one XLA-compiled pass (where oneDNN is off,
 # tf.nn.gelu is ~8 separate elementwise ops, ~15% of a forward pass); "auto": "always" where oneDNN
-# is off. Not the default: on the 2-core AVX2 CPU it did not measure clearly faster than
-# tf.nn.gelu (BENCHMARKS.md), and it compiles once per input shape. export.save traces with "never" (a
-# SavedModel stays free of XLA functions, which a model server may not run).
+# is off. Not the default: on AVX2 CPUs it is not clearly faster than tf.nn.gelu
+# (BENCHMARKS.md, inference-xla), and it compiles once per input shape. export.save traces
+# with "never" (a SavedModel stays free of XLA functions, which a model server may not run).
 INFERENCE_GELU_FUSION = "never"
 _INFERENCE_ACTIVATIONS = {gelu: gelu_for_inference, gelu_exact: gelu_exact_for_inference}
 

@@ -29,7 +29,7 @@ INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 # The original's run_classifier.py and run_squad.py draw a new `output_weights` from a truncated
 # normal of stddev 0.02 whatever the config's initializer_range; every head here does. (The
 # dropout in front of the output layer stays the config's hidden_dropout_prob, where the original's
-# classifier hard-codes 0.1: README, "Different on purpose".)
+# classifier hard-codes 0.1: docs/compatibility.md, "Different on purpose".)
 HEAD_INITIALIZER_RANGE = 0.02
 # The span head's variable scope: the original run_squad.py's, so that its checkpoints load as
 # they are.

@@ -237,8 +237,8 @@ class FusedQKVSelfAttention(SelfAttention):
 
 # config.attention_implementation (a runtime attribute, not a bert_config.json field) -> class.
 ATTENTION_IMPLEMENTATIONS = {"separate_qkv": SelfAttention, "fused_qkv": FusedQKVSelfAttention}
-# The original's three matmuls: fused_qkv measured no faster on the 2-core AVX2 CPU (MiniLM,
-# oneDNN off: 0.89x / 1.03x / 0.99x at batch 1 / 8 / 32; BENCHMARKS.md), so it is opt-in.
+# The original's three matmuls: fused_qkv alone (oneDNN off) is no faster (BENCHMARKS.md,
+# inference-paths), so it is opt-in.
 DEFAULT_ATTENTION = "separate_qkv"
 
 

@@ -1,8 +1,8 @@
 """TensorFlow Lite for CPU inference: a model on token ids as a .tflite file, and its runner.
 
-On CPUs like this project's (AVX2, no AVX-512) TensorFlow Lite's XNNPACK kernels run the encoder
-faster than TensorFlow itself, at batch 1 most of all (BENCHMARKS.md, bench/bench_cpu_inference.py
-peers tflite*). The file holds the model from int32 ids [B, T] to its outputs; B and T are
+On AVX2 CPUs without AVX-512, TensorFlow Lite's XNNPACK kernels run the encoder faster than
+TensorFlow itself, at batch 1 most of all (BENCHMARKS.md, bench/bench_cpu_inference.py peers
+tflite*). The file holds the model from int32 ids [B, T] to its outputs; B and T are
 dynamic. Tokenization stays outside it, in bert_tf.text.fast_tokenization (TensorFlow Lite has none of
 tensorflow-text's ops built in), which is why the exported SavedModel (raw text in, one graph)
 remains the serving format and this file sits beside it (export_savedmodel.py --tflite).
@@ -72,10 +72,9 @@ def convert(model, output_keys=None, quantize="none"):
 
 # Rows of at most this many tokens a pass: a bigger batch runs as several passes, so that the
 # activations of each (BERT-Base's [1024, 3072] float32 intermediate: 12.6 MB) stay in the cache
-# instead of streaming through memory. bench/bench_cpu_inference.py, tflite against
-# tflite_unsplit (BENCHMARKS.md): 1.05x faster at BERT-Base batch 32 (seq 128) and batch 8
-# (seq 384), 1.05x and 1.09x for MiniLM; level where a batch is one pass anyway. Passes of 512
-# tokens did as well in a probe, 256 worse.
+# instead of streaming through memory: faster than one pass where a batch holds more, level where
+# it is one pass anyway (BENCHMARKS.md, tflite-passes; bench/bench_cpu_inference.py's peer
+# tflite_unsplit is the one pass). 512 tokens do as well, 256 worse.
 TOKENS_PER_PASS = 1024
 
 

@@ -15,7 +15,7 @@
       whose layer the CPU probe times (default: BERT-Base's sizes)
 
 A CPU without bfloat16 instructions computes bfloat16 by converting to and from float32 around
-float32 arithmetic: slower than float32 itself (issue 34 measured it on a 2-core AVX2 EPYC), so
+float32 arithmetic: slower than float32 itself (BENCHMARKS.md, mrpc-bf16), so
 there auto takes float32 without measuring. A CPU with them (avx512_bf16 / amx_bf16 on x86, bf16
 on Arm) is not always faster in bfloat16 either (an avx512_bf16 Xeon trained BERT-Base at 0.6x
 float32's speed): there auto times a training step of the model's layer in both

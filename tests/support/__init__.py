@@ -17,5 +17,9 @@ conftest (tests/conftest.py holds only the pytest fixtures built from these):
                        classifier run served back
   faults.py            the tiny world that the fault tests run scripts against
   oracle.py            the original release's harness (bert-tensorflow 1.0.4 on TF 2.20)
-  readme.py            the README's fenced blocks, which of them run, and their logical lines
+  readme.py            the README and docs/: pages in the order their commands run, fenced
+                       blocks, logical lines, links and anchors, the scripts' flags a command uses
+  flag_reference.py    docs/flags.md made from the scripts' --help (run it to regenerate)
+  terminal.py          a script's output as a person reads it: chatter that must not show, the
+                       closing summary's figures
 """
