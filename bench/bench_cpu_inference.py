@@ -8,7 +8,7 @@ CPU time; the figure to read on a shared machine is the CPU time median.
 
 Peers (--peers; `ours ...` rows are our encoder in a tf.function, sequence + pooled output):
   ours_before      TF_ENABLE_ONEDNN_OPTS=0, attention_implementation=separate_qkv, tf.nn.gelu:
-                   as released before issue 36 on a CPU without AVX-512 (TensorFlow leaves
+                   as first released, on a CPU without AVX-512 (TensorFlow leaves
                    oneDNN off there)
   ours_nodnn       oneDNN off, fused QKV, tf.nn.gelu
   ours_nodnn_xlagelu  the same with the GELU in one XLA pass (activations.INFERENCE_GELU_FUSION)

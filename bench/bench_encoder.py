@@ -77,8 +77,8 @@ def modeling_of(repo):
 def forward_function(model, outputs):
   """A tf.function running the model ONCE and returning its outputs named `outputs`.
 
-  (Until 2026-11-26 this bench called the model once per output key, which timed two forward
-  passes per batch: tests/test_bench_encoder.py counts the matmuls of the traced step.)
+  (Once per output key would time two forward passes per batch: tests/test_bench_encoder.py
+  counts the matmuls of the traced step.)
   """
   def forward(features):
     result = model(features, training=False)

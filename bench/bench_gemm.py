@@ -1,6 +1,6 @@
 """The matmuls of one encoder forward pass and nothing else, in each framework: the ceiling.
 
-A BERT forward pass at inference is ~95% matrix products (issue 36's profile: MatMul+BiasAdd 78%
+A BERT forward pass at inference is ~95% matrix products (bench_cpu_inference's --profile: MatMul+BiasAdd 78%
 of the time even before the GELU was fused). This bench times exactly those products, per layer
 the fused QKV [T, H] x [H, 3H], the attention output [T, H] x [H, H] and the feed-forward
 [T, H] x [H, I], [T, I] x [I, H] (T = batch x seq tokens), with distinct weights for each of

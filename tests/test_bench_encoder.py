@@ -1,7 +1,7 @@
 """The encoder benches time ONE forward pass per batch.
 
-Until 2026-11-26 bench_encoder.py's inference step called the model once per output key, two
-forward passes a batch, and every figure it gave was off by 2x. These tests trace the benches'
+A step that calls the model once per output key runs two forward passes a batch, and every
+figure it gives is off by 2x. These tests trace the benches'
 own step functions on a tiny config and count their matmuls against one call of the model.
 """
 # pylint: disable=g-import-not-at-top

@@ -156,7 +156,7 @@ def test_summary_of_gpu_figures_speed_ups_and_the_nvidia_row():
 
 
 def test_summary_names_the_gpu_that_nvidia_smi_sees_when_tensorflow_is_missing(tmp_path):
-  """As on the lent H200 (2026-11-26): nvidia-smi sees the card, TensorFlow is not installed."""
+  """As on a lent H200: nvidia-smi sees the card, TensorFlow is not installed."""
   class Out:
     out_dir = str(tmp_path)
     lines = []

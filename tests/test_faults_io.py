@@ -1,4 +1,4 @@
-"""Faults of files and start-up thrown at the scripts (issue 31, its I/O half): outputs onto inputs,
+"""Faults of files and start-up thrown at the scripts: outputs onto inputs,
 compressed input, encodings, files that are not vocabularies, full disks, gs:// without network,
 flags given twice, Ctrl-C, wrong types through the Python API, and everyday path mistakes.
 

@@ -1,4 +1,4 @@
-"""Run-state faults (issue 31): a run that goes on in an --output_dir must be the run that
+"""Run-state faults: a run that goes on in an --output_dir must be the run that
 directory holds. Resuming with other shape flags, exporting with another --task, two runs in one
 directory, another task's or the pretraining run's directory, another vocabulary, records of
 other lengths after the first, and a run that fails on its input: each ends with one `error:`
