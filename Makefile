@@ -29,8 +29,8 @@ setup: $(VENV)/.installed
 demo: $(VENV)/.runtime
 	@bash demo.sh
 
-# Two worker processes (pytest-xdist), each module's tests in one of them: on the 2-core machine the
-# suite takes about half the time of one process (14.6 against 25.4 min, 2026-11-26).
+# Two worker processes (pytest-xdist), each module's tests in one of them: on a 2-core machine the
+# suite takes about half the time of one process (BENCHMARKS.md, suite).
 test: setup
 	$(PY) -m pytest -q -n 2 --dist loadfile tests
 
