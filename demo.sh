@@ -70,7 +70,7 @@ shown "$OUT/classifier.log" "^step |^First step" \
 echo "dev results:"; sed 's/^/  /' "$OUT/classifier/eval_results.txt"
 
 stage "5/5 export_savedmodel.py, then ask it"
-$PY export_savedmodel.py --task=classifier --task_name=sst-2 \
+$PY export_savedmodel.py --task=glue --task_name=sst-2 \
   --vocab_file="$OUT/data/vocab.txt" --bert_config_file="$OUT/data/bert_config.json" \
   --init_checkpoint="$OUT/classifier" --export_dir="$OUT/export" --max_seq_length=64 \
   > "$OUT/export.log" 2>&1
