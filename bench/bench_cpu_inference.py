@@ -70,6 +70,8 @@ flags.DEFINE_list("entry_points", "extract,savedmodel,predictor,predictor_tflite
                   "squad_predictor_tflite,ner_predictor,ner_predictor_tflite",
                   "Our entry points to time, each with oneDNN as shipped and off (TensorFlow "
                   "Lite's and auto's as shipped only).", flag_values=FLAGS)
+flags.DEFINE_list("entry_batch_sizes", "1,8", "The batch sizes (of --batch_sizes) at which the "
+                  "entry points are timed.", flag_values=FLAGS)
 flags.DEFINE_integer("rounds", 5, "Timed rounds (one call of each peer per round).",
                      flag_values=FLAGS)
 flags.DEFINE_integer("batch1_rounds", 30, "Timed rounds at batch 1 (cheap; p50 wants more).",
