@@ -180,7 +180,7 @@ class Teacher:
       state = _read_json(best)
       if state.get("step") is not None:
         return os.path.join(self.directory, keep_best.BEST_DIR, state["checkpoint"])
-    latest = tf.train.latest_checkpoint(self.directory)
+    latest = model_dir.latest_checkpoint(self.directory)
     if not latest:
       raise BertTfError(f"--teacher_dir: {self.directory} holds no checkpoint (train the "
                         f"teacher first)")
@@ -221,7 +221,7 @@ def wrap(task, options):
   alpha, or (without --teacher_dir) distilled at all, is refused in one line."""
   distill, output_dir = options.distill, options.output_dir
   record = _record(output_dir)
-  resuming = bool(tf.train.latest_checkpoint(output_dir)) and options.do_train
+  resuming = bool(model_dir.latest_checkpoint(output_dir)) and options.do_train
   if distill is None or not distill.teacher_dir or not options.do_train:
     if record and resuming:
       raise BertTfError(f"--teacher_dir: {output_dir} holds a run distilled from "
