@@ -1,7 +1,8 @@
 """--bilstm_head (the paper's Table 5 "+ BiLSTM"): the heads' shapes and names, padding that
 changes no output, a causal encoder, an init checkpoint without the BiLSTM, and run_classifier,
-run_ner and run_squad end to end with it (trained, evaluated, exported: the SavedModel gives the
-run's own predictions)."""
+run_ner and run_squad end to end with it (trained, evaluated, served: the run's own predictions).
+One run exports a SavedModel (run_classifier's); the NER and SQuAD runs are served from their
+output_dir through the same export.build_server, which saving a BiLSTM adds nothing to."""
 import json
 import random
 
@@ -140,7 +141,7 @@ def _tags(path):
           if line and not line.startswith("-DOCSTART-")]
 
 
-def test_run_ner_with_bilstm_export_and_predictor(tmp_path):
+def test_run_ner_with_bilstm_and_its_predictor(tmp_path):
   rng = random.Random(0)
   data_dir = tmp_path / "data"
   data_dir.mkdir()
@@ -153,7 +154,7 @@ def test_run_ner_with_bilstm_export_and_predictor(tmp_path):
            "berlin", "rome", "the", "visited", "met", "in", "and", "today", "a", "city", "went",
            "to"]
   (tmp_path / "vocab.txt").write_text("\n".join(words) + "\n")
-  BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+  BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
              intermediate_size=37, max_position_embeddings=64).to_json_file(
                  str(tmp_path / "bert_config.json"))
   output_dir = tmp_path / "out"
@@ -161,8 +162,7 @@ def test_run_ner_with_bilstm_export_and_predictor(tmp_path):
       "run_ner.py", f"--data_dir={data_dir}", f"--vocab_file={tmp_path / 'vocab.txt'}",
       f"--bert_config_file={tmp_path / 'bert_config.json'}", f"--output_dir={output_dir}",
       "--max_seq_length=16", "--train_batch_size=8", "--learning_rate=3e-3", "--do_train",
-      "--do_eval", "--do_predict", "--num_train_epochs=5", "--bilstm_head",
-      f"--export_dir={tmp_path / 'export'}")
+      "--do_eval", "--do_predict", "--num_train_epochs=3", "--bilstm_head")
   _check_ok(result)
   results = dict(line.split(" = ") for line in
                  (output_dir / "eval_results.txt").read_text().splitlines())
@@ -170,18 +170,23 @@ def test_run_ner_with_bilstm_export_and_predictor(tmp_path):
   # The default size: hidden_size units per direction.
   assert checkpoints.bilstm_units(str(output_dir)) == 16
   texts = [" ".join(w.capitalize() for w in words) for words, _ in test_sentences]
-  # The export, through a Predictor, tags the test sentences as --do_predict did (windows too).
-  exported = predictor.load(str(tmp_path / "export"), task="ner")(texts)
-  assert [tag for sentence in exported for _, tag in sentence] == _tags(
+  # The server of the run, through a Predictor, tags the test sentences as --do_predict did
+  # (windows too).
+  served = predictor.load(str(output_dir), task="ner")(texts)
+  assert [tag for sentence in served for _, tag in sentence] == _tags(
       output_dir / "test_predictions.txt")
 
 
-def test_run_squad_with_bilstm_export_matches_predictions(tmp_path):
-  predict_file = shared_data("squad", "dev-v2.0.subset.json")
-  with open(predict_file) as f:
+def test_run_squad_with_bilstm_serves_its_predictions(tmp_path):
+  with open(shared_data("squad", "dev-v2.0.subset.json")) as f:
     dataset = json.load(f)
+  # One paragraph's questions (some with an answer, some without) in a few windows of its long
+  # context: what --do_predict and the server must agree on.
+  dataset["data"] = [dict(dataset["data"][0], paragraphs=dataset["data"][0]["paragraphs"][:1])]
+  predict_file = tmp_path / "squad.json"
+  predict_file.write_text(json.dumps(dataset))
   vocab_size = small_vocab(dataset, tmp_path / "vocab.txt")
-  BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+  BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
              intermediate_size=37, max_position_embeddings=128).to_json_file(
                  str(tmp_path / "bert_config.json"))
   output_dir = tmp_path / "out"
@@ -190,15 +195,16 @@ def test_run_squad_with_bilstm_export_matches_predictions(tmp_path):
       f"--bert_config_file={tmp_path / 'bert_config.json'}", f"--predict_file={predict_file}",
       f"--train_file={predict_file}", f"--output_dir={output_dir}", "--max_seq_length=96",
       "--doc_stride=32", "--max_query_length=24", "--version_2_with_negative", "--n_best_size=5",
-      "--do_train", "--do_predict", "--train_batch_size=8", "--num_train_epochs=1",
-      "--learning_rate=1e-3", "--bilstm_head", "--bilstm_hidden_size=12",
-      f"--export_dir={tmp_path / 'export'}")
+      "--do_train", "--do_predict", "--train_batch_size=4", "--num_train_epochs=1",
+      "--learning_rate=1e-3", "--bilstm_head", "--bilstm_hidden_size=12")
   _check_ok(result)
+  assert checkpoints.bilstm_units(str(output_dir)) == 12
   questions = [(qa["id"], qa["question"], p["context"]) for article in dataset["data"]
                for p in article["paragraphs"] for qa in p["qas"]]
-  served = export.load(str(tmp_path / "export")).signatures["serving_default"](
-      question=tf.constant([q for _, q, _ in questions]),
-      context=tf.constant([c for _, _, c in questions]))
+  # The run's server (export.build_server, as --export_dir would save it) gives the null odds
+  # --do_predict wrote.
+  served = predictor.load(str(output_dir), task="squad")(
+      question=[q for _, q, _ in questions], context=[c for _, _, c in questions])
   null_odds = json.loads((output_dir / "null_odds.json").read_text())
-  np.testing.assert_allclose(served["null_score_diff"],
+  np.testing.assert_allclose([row["null_score_diff"] for row in served],
                              [null_odds[qid] for qid, _, _ in questions], atol=1e-4)

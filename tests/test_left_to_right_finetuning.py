@@ -1,20 +1,18 @@
 """Fine-tuning with --left_to_right (the paper's Table 5 "LTR & No NSP" row keeps the left-only
 constraint at fine-tuning): token outputs that never see their right, a classifier that pools the
-last real token, and run_classifier end to end (the export serves the run's own predictions; a
+last real token, and run_classifier end to end (the run's server serves its own predictions; a
 run resumed without the flag is refused)."""
 import numpy as np
 import tensorflow as tf
 
 from bert_tf.model import checkpoints
-from bert_tf.model.config import BertConfig
 from bert_tf.model import heads
-from bert_tf.serving import export
+from bert_tf.serving import predictor
 from support.script_runner import run_script
-from support.exports import check_classifier_run
 from support.models import HEADS_CONFIG as CONFIG
 from support.models import random_inputs
 from support.task_data import synthetic_sst2
-from support.tiny import WORDS, common_args, write_config, write_vocab
+from support.tiny import WORDS, common_args, read_results, write_config, write_vocab
 
 
 def _changed_at(inputs, row, position, new_id=9):
@@ -53,23 +51,29 @@ def test_classifier_pools_the_last_real_token():
   np.testing.assert_array_equal(model(_changed_at(inputs, 1, 6))["logits"], base)
 
 
-def test_run_classifier_left_to_right_export_and_refusal(tmp_path):
+def test_run_classifier_left_to_right_serves_its_predictions_and_refusal(tmp_path):
   vocab = write_vocab(tmp_path)
   config = write_config(tmp_path / "bert_config.json", len(WORDS))
   synthetic_sst2(tmp_path / "data", seed=1, n=128)
   output_dir = tmp_path / "out"
-  args = [*common_args(tmp_path / "data", vocab, config, output_dir), "--task_name=SST-2"]
+  # Sentences of at most 10 tokens: 16 positions hold them all.
+  args = [*common_args(tmp_path / "data", vocab, config, output_dir), "--task_name=SST-2",
+          "--max_seq_length=16"]
   result = run_script("run_classifier.py", *args, "--left_to_right", "--do_train", "--do_eval",
                       "--do_predict", "--seed=1", "--train_batch_size=16", "--num_train_epochs=3",
-                      "--learning_rate=2e-3", f"--export_dir={tmp_path / 'export'}")
+                      "--learning_rate=2e-3")
   assert result.returncode == 0, result.stderr[-3000:]
   assert checkpoints.left_to_right(str(output_dir))
-  # The export attends left to right too: it serves the probabilities --do_predict wrote.
-  check_classifier_run(tmp_path, output_dir, min_accuracy=0.8)
-  server = export.build_server("classifier", BertConfig.from_json_file(config), vocab, True,
-                               str(output_dir), 16, label_list=["0", "1"])
-  assert server.model.encoder.causal
+  assert read_results(output_dir)["eval_accuracy"] >= 0.8
+  # The run's server, which an export saves (export.build_server with the run's options; the
+  # SavedModel's save and load are test_export's and test_bilstm_head's), attends left to right
+  # too: it serves the probabilities --do_predict wrote.
+  served = predictor.load(str(output_dir), task="classifier")
+  assert served.module.model.encoder.causal
+  texts = [line.split("\t")[1] for line in
+           (tmp_path / "data" / "test.tsv").read_text().splitlines()[1:]]
+  np.testing.assert_allclose(served.serve(text_a=tf.constant(texts))["probabilities"],
+                             np.loadtxt(output_dir / "test_results.tsv"), atol=1e-5)
   refused = run_script("run_classifier.py", *args, "--do_eval")
   assert refused.returncode != 0
   assert "--left_to_right: " in refused.stderr and "pass --left_to_right" in refused.stderr
-

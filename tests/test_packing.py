@@ -2,10 +2,9 @@
 proof that packed and unpacked compute the same losses and gradients, the same eval metrics
 (mirrored over 2 logical CPUs, gradient accumulation), exact input resume, and the script end to
 end in bfloat16."""
+import concurrent.futures
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,7 +16,8 @@ from bert_tf.jobs import pretraining
 from bert_tf.model import modeling
 from bert_tf.model import objectives
 from support.paths import REPO
-from support.pretraining_runs import PREDS, SEQ, command, read_eval_results, run
+from support.pretraining_runs import PREDS, SEQ, command, read_eval_results
+from support.script_runner import run_script
 from support.pretraining_runs import tiny_config, write_pretraining_records
 
 
@@ -175,22 +175,27 @@ for packed in (False, True):
 """
 
 
-def _mirrored_worker(record_file, output_dir):
-  script = _WORKER.replace("TESTS", repr(os.path.join(REPO, "tests")))
-  return subprocess.Popen(["timeout", "-k", "10", "180", sys.executable, "-c", script,
-                           record_file, output_dir], cwd=REPO, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
+def _run_worker(tmp_path, record_file, output_dir):
+  """The worker as a script of its own, forked from the script runner's server (TensorFlow
+  imported, its runtime not yet started: the worker still sets up its 2 logical CPUs)."""
+  path = tmp_path / "mirrored_worker.py"
+  path.write_text(_WORKER.replace("TESTS", repr(os.path.join(REPO, "tests"))))
+  return run_script(str(path), record_file, output_dir, timeout=300)
 
 
 def test_mirrored_accumulated_training_and_the_same_eval_metrics_packed_or_not(
     short_records, tmp_path):
-  proc = _mirrored_worker(short_records, str(tmp_path / "mirrored"))
-  # Meanwhile, the script end to end: bfloat16, packed train and eval.
-  output_dir = str(tmp_path / "script")
-  code, log = run(command(tmp_path, output_dir, "--do_train", "--do_eval", "--pack_sequences",
-                          "--num_train_steps=2", "--dtype=bfloat16", "--max_instances_per_row=3",
-                          records=short_records))
-  assert code == 0, log[-3000:]
+  with concurrent.futures.ThreadPoolExecutor(1) as pool:
+    worker = pool.submit(_run_worker, tmp_path, short_records, str(tmp_path / "mirrored"))
+    # Meanwhile, the script end to end: bfloat16, packed train and eval.
+    output_dir = str(tmp_path / "script")
+    script = run_script(*command(tmp_path, output_dir, "--do_train", "--do_eval",
+                                 "--pack_sequences", "--num_train_steps=2", "--dtype=bfloat16",
+                                 "--max_instances_per_row=3", records=short_records)[1:],
+                        timeout=240)
+    mirrored = worker.result()
+  log = script.stdout + script.stderr
+  assert script.returncode == 0, log[-3000:]
   assert "Packing up to 3 instances and 5 masked-LM predictions per row" in log
   results = read_eval_results(output_dir)
   assert results["instances"] == "24"  # --max_eval_steps=3 x --eval_batch_size=8
@@ -198,8 +203,8 @@ def test_mirrored_accumulated_training_and_the_same_eval_metrics_packed_or_not(
   assert 0 < int(results["real_tokens"]) <= 24 * SEQ
   assert "real_tokens_per_second" in log and "instances_per_second" in log
 
-  out = proc.communicate()[0]
-  assert proc.returncode == 0, out[-3000:]
+  out = mirrored.stdout
+  assert mirrored.returncode == 0, (out + mirrored.stderr)[-3000:]
   lines = {line.split(" ", 1)[0]: json.loads(line.split(" ", 1)[1])
            for line in out.splitlines() if line.startswith(("TRAIN ", "PACKED ", "UNPACKED "))}
   assert lines["TRAIN"]["instances_per_row"] > 1
