@@ -26,14 +26,19 @@ def exports(tmp_path_factory):
   """A tiny classifier's export with --tflite's files, and one without."""
   tmp = tmp_path_factory.mktemp("backends")
   vocab_file = tiny.write_vocab(tmp)
-  model = export.build_model("classifier", BertConfig(vocab_size=len(tiny.WORDS), **tiny.TINY),
-                             num_labels=2)
+  # One layer: saving and converting cost seconds a layer.
+  config = BertConfig(vocab_size=len(tiny.WORDS), **dict(tiny.TINY, num_hidden_layers=1))
+  model = export.build_model("classifier", config, num_labels=2)
   server = export.make_server("classifier", fast_tokenization.FastTokenizer(vocab_file), model,
                               SEQ, **LABELS)
   with_tflite = export.save(server, str(tmp / "export"), export.tflite_files(
       "classifier", model, vocab_file, True, SEQ, **LABELS))
-  return types.SimpleNamespace(tflite=with_tflite,
-                               plain=export.save(server, str(tmp / "plain")))
+  # The same SavedModel without --tflite's files (a copy: saving costs seconds; a real export
+  # without them is tests/test_tflite.py's).
+  plain = shutil.copytree(with_tflite, str(tmp / "plain" / os.path.basename(with_tflite)))
+  for name in (export.TFLITE_FILE, export.TFLITE_SERVER_FILE, export.TFLITE_VOCAB_FILE):
+    os.remove(os.path.join(plain, name))
+  return types.SimpleNamespace(tflite=with_tflite, plain=plain)
 
 
 @pytest.fixture

@@ -118,13 +118,20 @@ def exported(tmp_path_factory):
 
   models["squad"] = export.build_model("squad", uncased)
   save_model(models["squad"], str(tmp / "squad"))
-  # n_best_size 0 (every span) against run_squad's search over all max_seq_length logits, and
-  # the default 20 against run_squad's default.
-  for n_best_size in (0, 20):
-    dirs[f"squad{n_best_size}"] = export.export(
-        "squad", uncased, vocab_path(), True, str(tmp / "squad"),
-        str(tmp / f"squad{n_best_size}_export"), SQUAD_SEQ, n_best_size=n_best_size,
-        null_score_diff_threshold=0.0)
+  # Two exports into one export_dir that already holds a run's files (what
+  # test_export_adds_a_version... checks they left as they were): SQuAD's, and NER's through the
+  # script. SQuAD with n_best_size 0 (every span) against run_squad's search over all
+  # max_seq_length logits; the default 20 (the same graph, another setting) is served in memory.
+  shared_dir = tmp / "run"
+  shared_dir.mkdir()
+  (shared_dir / "eval_results.txt").write_text("eval_accuracy = 0.5\n")
+  (shared_dir / "123").mkdir()  # a numbered directory that is not a SavedModel
+  run_files = {p: p.read_bytes() for p in shared_dir.rglob("*") if p.is_file()}
+  dirs["squad0"] = export.export("squad", uncased, vocab_path(), True, str(tmp / "squad"),
+                                 str(shared_dir), SQUAD_SEQ, n_best_size=0,
+                                 null_score_diff_threshold=0.0)
+  squad20 = export.build_server("squad", uncased, vocab_path(), True, str(tmp / "squad"),
+                                SQUAD_SEQ, n_best_size=20, null_score_diff_threshold=0.0)
 
   sentences = conll.read_conll(os.path.join(shared_data("conll2003"), "valid.txt"))[:60]
   labels = conll.get_labels(sentences)
@@ -137,12 +144,18 @@ def exported(tmp_path_factory):
   done = run_export("--task=ner", f"--bert_config_file={config_file}",
                     f"--vocab_file={vocab_path(cased=True)}", "--do_lower_case=False",
                     f"--init_checkpoint={ner_dir}", f"--max_seq_length={NER_SEQ}",
-                    f"--export_dir={tmp / 'ner_export'}")
+                    f"--export_dir={shared_dir}")
   assert done.returncode == 0, done.stderr[-3000:]
-  dirs["ner"] = export.resolve(str(tmp / "ner_export"))
-  assert dirs["ner"] == os.path.join(tmp / "ner_export", str(export.versions(
-      str(tmp / "ner_export"))[-1]))
-  return dict(tmp=tmp, models=models, dirs=dirs, sentences=sentences, labels=labels)
+  dirs["ner"] = export.resolve(str(shared_dir))
+  assert dirs["ner"] == os.path.join(shared_dir, str(export.versions(str(shared_dir))[-1]))
+  return dict(tmp=tmp, models=models, dirs=dirs, sentences=sentences, labels=labels,
+              squad20=squad20, shared_dir=shared_dir, run_files=run_files)
+
+
+def as_lists(outputs):
+  """A signature's outputs as run_in_fresh_process gives them: lists, strings decoded."""
+  return json.loads(json.dumps({k: v.numpy().tolist() for k, v in outputs.items()},
+                               default=lambda b: b.decode("utf-8", "replace")))
 
 
 def test_saved_models_in_fresh_process_match_python_paths(exported, tmp_path):
@@ -163,11 +176,12 @@ def test_saved_models_in_fresh_process_match_python_paths(exported, tmp_path):
       "classifier": (dirs["classifier"], "serving_default", classifier_inputs),
       "classifier_ids": (dirs["classifier"], "tokenize", classifier_inputs),
       "squad0": (dirs["squad0"], "serving_default", squad_inputs),
-      "squad20": (dirs["squad20"], "serving_default", squad_inputs),
       "squad_ids": (dirs["squad0"], "tokenize", squad_inputs),
       "ner": (dirs["ner"], "serving_default", ner_inputs),
       "ner_ids": (dirs["ner"], "tokenize", ner_inputs),
   }, tmp_path)
+  results["squad20"] = as_lists(exported["squad20"].serve(
+      **{k: tf.constant(v, tf.string) for k, v in squad_inputs.items()}))
 
   # Classifier: run_classifier's features (FullTokenizer, its truncation), logits -> softmax.
   tokenizer = tokenization.FullTokenizer(vocab_path())
@@ -400,31 +414,25 @@ def test_export_checks_max_seq_length_against_the_model_first(tmp_path):
 
 def test_export_adds_a_version_and_never_touches_what_the_directory_holds(exported, tmp_path):
   """export_dir gets a new numbered version at each export (TF Serving's layout); the files
-  already there (here a run's output_dir: checkpoints, records, results) stay as they were."""
-  tmp = exported["tmp"]
-  uncased = tiny_config(30522)
-  target = tmp_path / "run"
-  target.mkdir()
-  (target / "eval_results.txt").write_text("eval_accuracy = 0.5\n")
-  (target / "123").mkdir()  # a numbered directory that is not a SavedModel
-  before = {p: p.read_bytes() for p in target.rglob("*") if p.is_file()}
-  first = export.export("classifier", uncased, vocab_path(), True, str(tmp / "mrpc"),
-                        str(target), CLASSIFIER_SEQ, label_list=["0", "1"], pair=True)
-  second = export.export("classifier", uncased, vocab_path(), True, str(tmp / "mrpc"),
-                         str(target), CLASSIFIER_SEQ, label_list=["0", "1"], pair=True)
+  already there (here a run's output_dir: checkpoints, records, results) stay as they were. The
+  fixture's SQuAD export and NER export (by the script), made into one such directory."""
+  target, before = exported["shared_dir"], exported["run_files"]
+  first, second = exported["dirs"]["squad0"], exported["dirs"]["ner"]
   assert os.path.dirname(first) == os.path.dirname(second) == str(target)
   assert int(os.path.basename(second)) > int(os.path.basename(first))
   assert export.versions(str(target)) == [int(os.path.basename(first)),
                                           int(os.path.basename(second))]
   assert export.resolve(str(target)) == second
-  assert {p: p.read_bytes() for p in before} == before
-  assert not [p for p in os.listdir(target) if p.startswith(".tmp")]
+  assert before and {p: p.read_bytes() for p in before} == before
+  assert sorted(os.listdir(target)) == sorted(
+      ["123", "eval_results.txt", os.path.basename(first), os.path.basename(second)])
   # A file where the directory should be is an error, and stays as it was.
+  uncased = tiny_config(30522)
   blocker = tmp_path / "file"
   blocker.write_text("mine")
   with pytest.raises(BertTfError, match="--export_dir: .* is a file, not a directory"):
-    export.export("classifier", uncased, vocab_path(), True, str(tmp / "mrpc"), str(blocker),
-                  CLASSIFIER_SEQ, label_list=["0", "1"], pair=True)
+    export.export("classifier", uncased, vocab_path(), True, str(exported["tmp"] / "mrpc"),
+                  str(blocker), CLASSIFIER_SEQ, label_list=["0", "1"], pair=True)
   assert blocker.read_text() == "mine"
   with pytest.raises(BertTfError, match="holds no SavedModel"):
     export.resolve(str(tmp_path))

@@ -1,7 +1,8 @@
-"""Long inputs served whole (the windows of bert_tf/tasks/squad_server.py and ner_server.py): exported SQuAD and NER SavedModels, called
-through bert_tf.serving.predictor, give run_squad's and run_ner's Python-path outputs on real inputs many
-windows long (a Gutenberg chapter as a SQuAD context, CoNLL-2003 documents joined into one text).
-Tiny randomly initialised models saved as fine-tuned checkpoints."""
+"""Long inputs served whole (the windows of bert_tf/tasks/squad_server.py and ner_server.py): the
+SQuAD and NER servers an export holds, called through bert_tf.serving.predictor, give run_squad's
+and run_ner's Python-path outputs on real inputs many windows long (a Gutenberg chapter as a SQuAD
+context, CoNLL-2003 documents joined into one text). Tiny randomly initialised models saved as
+fine-tuned checkpoints."""
 import os
 
 from absl import flags
@@ -74,13 +75,14 @@ def test_squad_export_answers_long_contexts_as_run_squad(tmp_path):
   tf_keras.utils.set_random_seed(2)
   model = export.build_model("squad", tiny_config(30522))
   tf.train.Checkpoint(model=model).save(str(tmp_path / "squad" / "ckpt"))
-  export_dir = export.export("squad", tiny_config(30522), vocab_path(), True,
-                             str(tmp_path / "squad"), str(tmp_path / "export"), SEQ,
-                             max_query_length=QUERY, doc_stride=STRIDE, n_best_size=20,
-                             null_score_diff_threshold=0.0)
+  # In memory, as the NER test below: the server an export would hold (tests/test_export.py
+  # covers saving it, tests/test_predictor.py predictor.load of a SQuAD export).
+  server = export.build_server("squad", tiny_config(30522), vocab_path(), True,
+                               str(tmp_path / "squad"), SEQ, max_query_length=QUERY,
+                               doc_stride=STRIDE, n_best_size=20, null_score_diff_threshold=0.0)
   questions = [(q, chapter) for q in QUESTIONS] + [("Who?", "Alice met the Rabbit.")]
-  served = predictor.load(export_dir, task="squad", batch_size=4)(
-      question=[q for q, _ in questions], context=[c for _, c in questions])
+  loaded = predictor.Predictor(server.serve, "squad", batch_size=4)
+  served = loaded(question=[q for q, _ in questions], context=[c for _, c in questions])
   examples, features, predictions, null_odds, best_non_null = python_squad(
       model, questions, 20, STRIDE)
   assert len(features) > 50 * len(QUESTIONS)  # the chapter is many windows
@@ -97,8 +99,8 @@ def test_squad_export_answers_long_contexts_as_run_squad(tmp_path):
   assert sum(" ".join(a.split()) not in first_words for a in answers) >= len(answers) // 2
 
   # A batch of one: the same outputs.
-  alone = predictor.load(export_dir, batch_size=1)(question=QUESTIONS[-2:],
-                                                   context=[chapter] * 2)
+  loaded.batch_size = 1
+  alone = loaded(question=QUESTIONS[-2:], context=[chapter] * 2)
   for one, batched in zip(alone, served[len(QUESTIONS) - 2:]):
     assert one["answer"] == batched["answer"]
     assert one["null_score_diff"] == pytest.approx(batched["null_score_diff"], abs=1e-5)

@@ -5,8 +5,6 @@ tiny vocab; one real run_classifier.py run, the other output_dirs made in proces
 import json
 import os
 import shutil
-import subprocess
-import sys
 import types
 
 import numpy as np
@@ -18,13 +16,15 @@ from bert_tf.model.config import BertConfig
 from bert_tf.serving import export
 from bert_tf.serving import predictor
 from bert_tf.tasks import base
-from support.paths import REPO
+from support.script_runner import run_script
 from support import tiny
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "movie", "was", "good", "bad",
          "he", "said", "so", "anna", "met", "tom", "in", "paris", "who", "where", "did", "eu",
          "rejects", "german", "call", "to", "boycott", "british", "lamb", ".", ",", "?"]
-TINY = dict(tiny.TINY, vocab_size=len(WORDS))
+# One layer: these tests check the predictor's plumbing around the model, and saving or
+# converting a model costs seconds a layer.
+TINY = dict(tiny.TINY, vocab_size=len(WORDS), num_hidden_layers=1)
 SEQ = 32
 SENTENCES = ["the movie was good", "He said so.", "", "bad bad movie , the", "Anna met Tom in "
              "Paris ." * 3]
@@ -85,11 +85,12 @@ def _both(made, task=None):
 
 
 def _tflite(made, task):
-  """Predictors running the model in TensorFlow Lite: the export's file (made with --tflite), two
-  inputs per batch, and the output_dir's model converted on loading."""
+  """The predictor running the model in TensorFlow Lite from the export's file (made with
+  --tflite), two inputs per batch: the task's server around the file. (An output_dir's model
+  converted on loading is the same server around the same file: tests/test_tflite.py.)"""
   from_export = predictor.load(made.export_dir, task=task, batch_size=2, backend="tflite")
   assert from_export.backend == "tflite"
-  return from_export, predictor.load(made.output_dir, task=task, backend="tflite")
+  return from_export
 
 
 # ---------------------------------------------------------------------------- classifier
@@ -110,14 +111,12 @@ def mrpc_run(tmp_path_factory):
   (data_dir / "test.tsv").write_text(header + "".join(
       f"{i}\t{i}\t{i}\t{a}\t{b}\n" for i, (a, b) in enumerate(pairs)))
   output_dir = tmp / "out"
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  done = subprocess.run(
-      [sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=MRPC",
-       f"--data_dir={data_dir}", f"--vocab_file={vocab_file}",
-       f"--bert_config_file={config_file}", f"--output_dir={output_dir}",
-       f"--export_dir={tmp / 'export'}", f"--max_seq_length={SEQ}", "--do_train",
-       "--do_predict", "--train_batch_size=4", "--num_train_epochs=2", "--learning_rate=1e-2",
-       "--predict_batch_size=8"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+  done = run_script(
+      "run_classifier.py", "--task_name=MRPC", f"--data_dir={data_dir}",
+      f"--vocab_file={vocab_file}", f"--bert_config_file={config_file}",
+      f"--output_dir={output_dir}", f"--export_dir={tmp / 'export'}", f"--max_seq_length={SEQ}",
+      "--do_train", "--do_predict", "--train_batch_size=4", "--num_train_epochs=2",
+      "--learning_rate=1e-2", "--predict_batch_size=8")
   assert done.returncode == 0, done.stderr[-3000:]
   return types.SimpleNamespace(tmp=tmp, output_dir=str(output_dir), export_dir=str(tmp / "export"),
                                pairs=pairs, config_file=config_file, vocab_file=vocab_file)
@@ -219,8 +218,7 @@ def test_ner_words_and_tags(ner):
   assert {t for sentence in expected for _, t in sentence} <= set(ner.labels)
   assert from_run(NER_SENTENCES) == from_export(NER_SENTENCES) == expected
   assert from_export(NER_SENTENCES[0]) == expected[:1]
-  for loaded in _tflite(ner, "ner"):
-    assert loaded(NER_SENTENCES) == expected
+  assert _tflite(ner, "ner")(NER_SENTENCES) == expected
 
 
 @pytest.fixture(scope="module")
@@ -253,10 +251,9 @@ def test_squad_answers(squad2):
   for loaded in (from_run, from_export):
     _assert_same(loaded(question=QUESTIONS, context=CONTEXTS), expected)
   _assert_same(from_export(question=QUESTIONS[0], context=CONTEXTS[0]), expected[:1])
-  for loaded in _tflite(squad2, "squad"):
-    assert [r["answer"] for r in loaded(question=QUESTIONS, context=CONTEXTS)] == [
-        r["answer"] for r in expected]
-    _assert_same(loaded(question=QUESTIONS, context=CONTEXTS), expected)
+  from_tflite = _tflite(squad2, "squad")(question=QUESTIONS, context=CONTEXTS)
+  assert [r["answer"] for r in from_tflite] == [r["answer"] for r in expected]
+  _assert_same(from_tflite, expected)
 
 
 # ---------------------------------------------------------------------------- bad input
