@@ -6,6 +6,7 @@ records, a fine-tuned classifier and a pre-trained model); the cases then run as
 at a time. Kills (SIGTERM, SIGKILL) of create_pretraining_data's workers and of a training run
 are separate tests.
 """
+import concurrent.futures
 import functools
 import logging
 import os
@@ -21,6 +22,7 @@ import pytest
 
 from support.paths import REPO
 from support.script_runner import run_script
+from support.started_scripts import start_script
 from support import faults
 from support.faults import alive
 from support.faults import write_json
@@ -55,7 +57,7 @@ def world(tmp_path_factory):
       + "\n")
   w["records"], w["pre"], w["cls"] = (str(root / name)
                                       for name in ("pre.tfrecord", "pre_out", "cls_out"))
-  faults.run_all([  # in turn: each run starts from the one before
+  pretrain = [  # in turn: the pretraining run reads the records
       ("create_pretraining_data.py", [
           f"--input_file={root / 'corpus.txt'}", f"--output_file={w['records']}",
           f"--vocab_file={w['vocab']}", "--max_seq_length=32", "--max_predictions_per_seq=5",
@@ -64,11 +66,11 @@ def world(tmp_path_factory):
           f"--input_file={w['records']}", f"--output_dir={w['pre']}",
           f"--bert_config_file={w['config']}", "--do_train", "--max_seq_length=32",
           "--max_predictions_per_seq=5", "--train_batch_size=4", "--num_train_steps=2",
-          "--num_warmup_steps=1", "--save_checkpoints_steps=1", "--export_tf1_checkpoint"]),
-      ("run_classifier.py", [
-          *classifier_flags(w), "--do_train", f"--output_dir={w['cls']}",
-          "--save_checkpoints_steps=2", f"--init_checkpoint={w['pre']}/bert_model.ckpt"]),
-  ], parallel=1)
+          "--num_warmup_steps=1", "--save_checkpoints_steps=1", "--export_tf1_checkpoint"])]
+  finetune = [("run_classifier.py", [*classifier_flags(w), "--do_train", f"--output_dir={w['cls']}",
+                                     "--save_checkpoints_steps=2"])]
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:  # the classifier beside the two
+    list(pool.map(lambda runs: faults.run_all(runs, parallel=1), (pretrain, finetune)))
   return w
 
 
@@ -491,18 +493,16 @@ def test_killed_create_pretraining_data_leaves_no_worker_and_a_rerun_no_debris(w
 
 def test_sigterm_during_training_keeps_checkpoints_and_resumes(world, tmp_path):
   output_dir = tmp_path / "out"
-  args = [sys.executable, os.path.join(REPO, "run_pretraining.py"),
-          *pretraining_flags(world, world["records"], output_dir), "--do_train",
-          "--num_train_steps=100000", "--save_checkpoints_steps=5", "--iterations_per_loop=5"]
-  process = subprocess.Popen(args, cwd=REPO, env=ENV, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True)
+  process = start_script("run_pretraining.py",
+                         *pretraining_flags(world, world["records"], output_dir), "--do_train",
+                         "--num_train_steps=100000", "--save_checkpoints_steps=5",
+                         "--iterations_per_loop=5", env=ENV)
   deadline = time.time() + 240
   while time.time() < deadline and not list(output_dir.glob("model.ckpt-10.index")):
-    assert process.poll() is None, process.stderr.read()[-3000:]
+    assert alive(process.pid), process.stderr.read()[-3000:]
     time.sleep(0.2)
-  process.send_signal(signal.SIGTERM)
-  process.wait(timeout=120)
-  assert process.returncode == 128 + signal.SIGTERM
+  os.kill(process.pid, signal.SIGTERM)
+  assert process.wait(timeout=120) == 128 + signal.SIGTERM
   stopped = [line for line in process.stderr.read().splitlines()
              if line.startswith("terminated")]
   assert len(stopped) == 1 and re.fullmatch(
@@ -547,10 +547,12 @@ def test_a_damaged_export_version_is_skipped_or_named_and_killed_exports_are_cle
   flags = ["--task=classifier", "--task_name=MRPC", f"--vocab_file={world['vocab']}",
            f"--bert_config_file={world['config']}", f"--init_checkpoint={world['cls']}",
            f"--export_dir={export_dir}", "--max_seq_length=32"]
-  for _ in range(2):
-    done = run("export_savedmodel.py", *flags)
-    assert done.returncode == 0, done.stderr[-3000:]
+  done = run("export_savedmodel.py", *flags)
+  assert done.returncode == 0, done.stderr[-3000:]
   assert not stale.exists() and running.exists()
+  # A newer version, as a second export would add it (test_export checks that one does).
+  first = next(p for p in export_dir.iterdir() if p.name.isdigit())
+  shutil.copytree(first, export_dir / str(int(first.name) + 1))
   versions = sorted(p for p in export_dir.iterdir() if p.name.isdigit())
   assert len(versions) == 2
   shutil.rmtree(versions[1] / "variables")

@@ -90,17 +90,6 @@ CASES = {
             "--do_train", "--num_train_epochs=3"),
         ("resumes", 4, 6, r"`checkpoint` file names model\.ckpt-9, which is not there: using the "
                           r"newest whole checkpoint found there, .*/model\.ckpt-4$")),
-    "pretraining_with_a_garbage_state_file": (
-        "run_pretraining.py", lambda w, d: pretraining_flags(
-            w, copy_of(w, "pre", d, state="\x00garbage {{"), "--num_train_steps=6"),
-        ("resumes", 4, 6, r"`checkpoint` file names no checkpoint \(it cannot be read\): using "
-                          r"the newest whole checkpoint found there, .*/model\.ckpt-4$")),
-    "pretraining_state_file_naming_an_older_checkpoint": (
-        "run_pretraining.py", lambda w, d: pretraining_flags(
-            w, copy_of(w, "pre", d, state='model_checkpoint_path: "model.ckpt-2"\n'),
-            "--num_train_steps=6"),
-        ("resumes", 4, 6, r"`checkpoint` file names model\.ckpt-2, not the newest: using the "
-                          r"newest whole checkpoint found there, .*/model\.ckpt-4$")),
     "pretraining_with_an_older_incomplete_checkpoint": (
         "run_pretraining.py", lambda w, d: pretraining_flags(
             w, copy_of(w, "pre", d, drop=["model.ckpt-2.data-*"]), "--num_train_steps=6"),
@@ -233,7 +222,34 @@ def test_another_batch_size_is_refused_before_anything_else(outcomes):
 
 
 def test_there_are_enough_cases():
-  assert len(CASES) >= 12
+  assert len(CASES) >= 11
+
+
+# The state files a run reads as the one without any (pretraining_without_state_file, which runs
+# the script on it end to end): only the warning differs.
+STATE_FILES = {
+    "garbage": ("\x00garbage {{",
+                r"`checkpoint` file names no checkpoint \(it cannot be read\): using the newest "
+                r"whole checkpoint found there, .*/model\.ckpt-4$"),
+    "older": ('model_checkpoint_path: "model.ckpt-2"\n',
+              r"`checkpoint` file names model\.ckpt-2, not the newest: using the newest whole "
+              r"checkpoint found there, .*/model\.ckpt-4$"),
+}
+
+
+@pytest.mark.parametrize("kind", list(STATE_FILES))
+def test_a_run_with_another_state_file_resumes_from_the_newest_whole_checkpoint(world, tmp_path,
+                                                                                kind, caplog):
+  import logging  # pylint: disable=g-import-not-at-top
+  from bert_tf.model import model_dir  # pylint: disable=g-import-not-at-top
+  state, warning = STATE_FILES[kind]
+  run = copy_of(world, "pre", tmp_path / "pre", state=state)
+  before = files_of(tmp_path / "pre", "*")
+  with caplog.at_level(logging.WARNING):
+    assert model_dir.latest_checkpoint(run) == f"{run}/model.ckpt-4"
+  seen = [r.getMessage() for r in caplog.records]
+  assert len(seen) == 1 and re.search(warning, seen[0]), seen
+  assert files_of(tmp_path / "pre", "*") == before
 
 
 # ------------------------------------------------------------------------------------------------

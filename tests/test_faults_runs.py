@@ -309,7 +309,7 @@ def test_a_second_run_into_a_held_output_dir_refuses_and_a_killed_holder_blocks_
     world, tmp_path):
   output_dir = tmp_path / "out"
   lock = output_dir / ".bert_tf.lock"
-  with concurrent.futures.ThreadPoolExecutor(1) as pool:
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
     first = pool.submit(run_script, "run_pretraining.py", *pretraining_flags(
         world, output_dir, None, "--do_train", "--num_train_steps=100000",
         "--save_checkpoints_steps=100000"), timeout=300)
@@ -320,12 +320,14 @@ def test_a_second_run_into_a_held_output_dir_refuses_and_a_killed_holder_blocks_
     holder = lock.read_text().strip()
     pid = int(re.fullmatch(r"pid (\d+) on .+", holder).group(1))
     try:
+      third_run = pool.submit(run_script, "run_classifier.py",  # beside the second
+                              *classifier_flags(world, output_dir, "--do_train"))
       second = run_script("run_pretraining.py", *pretraining_flags(world, output_dir, None,
                                                                    "--do_train"))
+      third = third_run.result()
       last = _one_error_line(second, rf"--output_dir: .*out is in use by another run "
                                      rf"\({re.escape(holder)}, holding .*\.bert_tf\.lock\)")
       assert "wait for it to end, or give another --output_dir" in last
-      third = run_script("run_classifier.py", *classifier_flags(world, output_dir, "--do_train"))
       _one_error_line(third, rf"--output_dir: .*out is in use by another run \({re.escape(holder)}")
       assert alive(pid) and not first.done()  # the refused runs left the holder alone
     finally:

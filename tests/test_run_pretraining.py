@@ -1,10 +1,10 @@
-"""run_pretraining.py end to end, as subprocesses: preemption (SIGKILL) and resume, eval output,
-phase 2 from phase 1, the TF1 export, the ablations, and bad input."""
+"""run_pretraining.py end to end, through the script runner's server: preemption (SIGKILL) and
+resume, eval output, phase 2 from phase 1, the TF1 export, the ablations, and bad input."""
+import concurrent.futures
 import json
 import os
 import random
 import signal
-import subprocess
 
 import numpy as np
 import pytest
@@ -12,9 +12,29 @@ import tensorflow as tf
 
 from bert_tf.training import scalars
 from support import terminal
-from support.paths import REPO
-from support.pretraining_runs import CONFIG, command, read_eval_results, run, start
+from support.pretraining_runs import CONFIG, command, read_eval_results
 from support.pretraining_runs import write_pretraining_records
+from support.script_runner import run_script
+from support.started_scripts import start_script
+
+
+def flags(tmp_path, output_dir, *extra, **shape):
+  """run_pretraining.py's flags of support.pretraining_runs.command (its records written)."""
+  return command(tmp_path, output_dir, *extra, **shape)[2:]
+
+
+def run(args):
+  """(exit status, stdout and stderr) of run_pretraining.py with args."""
+  done = run_script("run_pretraining.py", *args, timeout=240)
+  return done.returncode, done.stdout + done.stderr
+
+
+def run_in_parallel(arg_lists):
+  """run_script's CompletedProcess of run_pretraining.py with each of the arg lists, two at a
+  time."""
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    return list(pool.map(lambda args: run_script("run_pretraining.py", *args, timeout=240),
+                         arg_lists))
 
 
 def checkpoint_values(prefix):
@@ -23,28 +43,35 @@ def checkpoint_values(prefix):
           if name.startswith(("model/", "optimizer/"))}
 
 
-def test_killed_twice_and_restarted_ends_with_the_same_weights(tmp_path):
-  steps = 24
-  flags = ["--do_train", f"--num_train_steps={steps}", "--save_checkpoints_steps=4",
-           "--iterations_per_loop=1"]
-  straight_dir, killed_dir = str(tmp_path / "straight"), str(tmp_path / "killed")
-  code, log = run(command(tmp_path, straight_dir, *flags))
-  assert code == 0, log[-3000:]
-  # The first kill anywhere up to the middle, the second after checkpoints 4, 8 and 12 are saved
+def _killed_twice(tmp_path, output_dir, train, steps):
+  """Two runs into output_dir, each SIGKILLed once its log reaches a step: the two steps."""
+  # The first kill anywhere up to the middle, the second after checkpoints 4 and 8 are saved
   # (two kills before step 4 would leave nothing to resume from).
   kill_steps = [random.randrange(2, steps // 2), random.randrange(steps // 2 + 1, steps - 1)]
   for kill_step in kill_steps:
-    proc = subprocess.Popen(command(tmp_path, killed_dir, *flags), cwd=REPO, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    started = start_script("run_pretraining.py", *flags(tmp_path, output_dir, *train))
     seen = []
-    for line in proc.stdout:
+    for line in started.stderr:
       seen.append(line)
       if f" step {kill_step}/{steps} " in line:
-        proc.send_signal(signal.SIGKILL)
+        os.kill(started.pid, signal.SIGKILL)
         break
-    proc.wait(timeout=120)
-    assert proc.returncode == -signal.SIGKILL, "".join(seen)[-3000:]
-  code, log = run(command(tmp_path, killed_dir, *flags))
+    assert started.wait(timeout=120) == -signal.SIGKILL, "".join(seen)[-3000:]
+  return kill_steps
+
+
+def test_killed_twice_and_restarted_ends_with_the_same_weights(tmp_path):
+  steps = 16
+  train = ["--do_train", f"--num_train_steps={steps}", "--save_checkpoints_steps=4",
+           "--iterations_per_loop=1"]
+  straight_dir, killed_dir = str(tmp_path / "straight"), str(tmp_path / "killed")
+  flags(tmp_path, straight_dir)  # writes the records once, before both runs start
+  with concurrent.futures.ThreadPoolExecutor(1) as pool:  # the straight run beside the killed
+    straight_run = pool.submit(run, flags(tmp_path, straight_dir, *train))
+    kill_steps = _killed_twice(tmp_path, killed_dir, train, steps)
+    code, log = straight_run.result()
+  assert code == 0, log[-3000:]
+  code, log = run(flags(tmp_path, killed_dir, *train))
   assert code == 0, log[-3000:]
   assert "Resuming from" in log, f"killed at steps {kill_steps}"
   # The curve covers the whole run, the steps the kills cut off and the resume redid included.
@@ -65,8 +92,8 @@ def phase1_run(tmp_path_factory):
   output)."""
   tmp_path = tmp_path_factory.mktemp("phase1")
   output_dir = str(tmp_path / "out")
-  code, log = run(command(tmp_path, output_dir, "--do_train", "--do_eval", "--num_train_steps=4",
-                          "--export_tf1_checkpoint", seq=8, preds=2))
+  code, log = run(flags(tmp_path, output_dir, "--do_train", "--do_eval", "--num_train_steps=4",
+                        "--export_tf1_checkpoint", seq=8, preds=2))
   assert code == 0, log[-3000:]
   return output_dir, log
 
@@ -109,25 +136,22 @@ def test_eval_results_and_tf1_export(phase1):
 def test_phase2_at_a_longer_sequence_starts_from_phase1(tmp_path, phase1):
   # From our checkpoint and from the TF1 export, in parallel.
   inits = {"ours": phase1, "tf1": os.path.join(phase1, "bert_model.ckpt")}
-  procs = {name: start(command(tmp_path, str(tmp_path / name), "--do_eval",
-                               f"--init_checkpoint={init}"))
-           for name, init in inits.items()}
-  for name, proc in procs.items():
-    log = proc.communicate()[0]
-    assert proc.returncode == 0, log[-3000:]
-    assert "loaded" in log
+  flags(tmp_path, str(tmp_path / "unused"))  # writes the records once, before both start
+  runs = run_in_parallel([flags(tmp_path, str(tmp_path / name), "--do_eval",
+                                f"--init_checkpoint={init}") for name, init in inits.items()])
+  for name, done in zip(inits, runs):
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "loaded" in done.stdout + done.stderr
     assert read_eval_results(str(tmp_path / name))["global_step"] == "0"
 
 
 def test_ablations_no_nsp_and_left_to_right(tmp_path):
-  flags = ("--no_nsp", "--left_to_right")
-  command(tmp_path, str(tmp_path / "unused"))  # writes the records once, before both start
-  procs = {flag: start(command(tmp_path, str(tmp_path / flag[2:]), flag, "--do_train",
-                               "--do_eval", "--num_train_steps=2"))
-           for flag in flags}
-  for flag, proc in procs.items():
-    log = proc.communicate()[0]
-    assert proc.returncode == 0, log[-3000:]
+  ablations = ("--no_nsp", "--left_to_right")
+  flags(tmp_path, str(tmp_path / "unused"))  # writes the records once, before both start
+  runs = run_in_parallel([flags(tmp_path, str(tmp_path / flag[2:]), flag, "--do_train",
+                                "--do_eval", "--num_train_steps=2") for flag in ablations])
+  for flag, done in zip(ablations, runs):
+    assert done.returncode == 0, done.stderr[-3000:]
     results = read_eval_results(str(tmp_path / flag[2:]))
     assert "next_sentence_accuracy" not in results
     # Without NSP the loss is the masked-LM loss (averaged per batch rather than per prediction).
@@ -140,17 +164,16 @@ def test_bad_input_gives_one_line_errors(tmp_path, phase1):
   with open(wrong_config, "w") as f:
     json.dump(dict(CONFIG, intermediate_size=40), f)
   cases = {
-      "records": (command(tmp_path, str(tmp_path / "a"), "--do_train", seq=12,
-                          records=records_16), "has length 16 but the flags expect 12"),
-      "glob": (command(tmp_path, str(tmp_path / "b"), "--do_train",
-                       records=str(tmp_path / "missing-*.tfrecord")), "matches no file"),
-      "mode": (command(tmp_path, str(tmp_path / "c")), "--do_train/--do_eval"),
-      "init": (command(tmp_path, str(tmp_path / "d"), "--do_eval", f"--init_checkpoint={phase1}",
-                       seq=8, preds=2) + [f"--bert_config_file={wrong_config}"], "shape"),
+      "records": (flags(tmp_path, str(tmp_path / "a"), "--do_train", seq=12,
+                        records=records_16), "has length 16 but the flags expect 12"),
+      "glob": (flags(tmp_path, str(tmp_path / "b"), "--do_train",
+                     records=str(tmp_path / "missing-*.tfrecord")), "matches no file"),
+      "mode": (flags(tmp_path, str(tmp_path / "c")), "--do_train/--do_eval"),
+      "init": (flags(tmp_path, str(tmp_path / "d"), "--do_eval", f"--init_checkpoint={phase1}",
+                     seq=8, preds=2) + [f"--bert_config_file={wrong_config}"], "shape"),
   }
-  procs = {name: start(cmd, stderr=subprocess.PIPE) for name, (cmd, _) in cases.items()}
-  for name, proc in procs.items():
-    _, err = proc.communicate()
-    assert proc.returncode == 1, f"{name}: {err[-3000:]}"
-    last = err.strip().splitlines()[-1]
-    assert last.startswith("error: ") and cases[name][1] in last, f"{name}: {last}"
+  runs = run_in_parallel([args for args, _ in cases.values()])
+  for (name, (_, expected)), done in zip(cases.items(), runs):
+    assert done.returncode == 1, f"{name}: {done.stderr[-3000:]}"
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and expected in last, f"{name}: {last}"

@@ -2,6 +2,7 @@
 bert_tf.cli.flag_errors): TensorFlow's chatter filtered and every line back with -v, our lines as
 `HH:MM:SS message`, a flag mistake as one `error:` line, and nothing written before the inputs
 are checked."""
+import concurrent.futures
 import logging
 import os
 import subprocess
@@ -115,7 +116,11 @@ def pretraining(tmp_path_factory):
 
 def test_a_healthy_run_shows_no_chatter_and_all_of_it_with_v(pretraining):
   flags, tmp_path = pretraining
-  quiet = run_script("run_pretraining.py", *flags, f"--output_dir={tmp_path / 'quiet'}")
+  with concurrent.futures.ThreadPoolExecutor(1) as pool:  # the two runs side by side
+    loud_run = pool.submit(run_script, "run_pretraining.py", "-v", *flags,
+                           f"--output_dir={tmp_path / 'loud'}")
+    quiet = run_script("run_pretraining.py", *flags, f"--output_dir={tmp_path / 'quiet'}")
+    loud = loud_run.result()
   assert quiet.returncode == 0, quiet.stderr[-3000:]
   assert seen.chatter(quiet.stderr) == []
   lines = quiet.stderr.splitlines()
@@ -124,7 +129,6 @@ def test_a_healthy_run_shows_no_chatter_and_all_of_it_with_v(pretraining):
              for line in lines)
   # The training step compiles with XLA and a checkpoint is saved: TensorFlow's lines about both
   # are there with -v, absl's prefix on ours.
-  loud = run_script("run_pretraining.py", "-v", *flags, f"--output_dir={tmp_path / 'loud'}")
   assert loud.returncode == 0, loud.stderr[-3000:]
   assert "Compiled cluster using XLA!" in loud.stderr
   assert "Sharding callback duration" in loud.stderr

@@ -21,6 +21,7 @@ commands such as the README's use it as their interpreter): a script is run thro
 named by $BERT_TF_SCRIPT_RUNNER (its output printed when it ends), anything else by Python itself.
 """
 import atexit
+import io
 import json
 import os
 import runpy
@@ -51,6 +52,7 @@ def _serve(socket_path):
   sys.path[0] = REPO  # in place of tests/support, whose modules the scripts must not see
   for name in _HEAVY_MODULES:
     __import__(name)
+  _warm_plots()
   listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
   listener.bind(socket_path)
   listener.listen(16)
@@ -73,6 +75,24 @@ def _serve(socket_path):
       listener.close()
       _report(conn, request)
     conn.close()
+
+
+def _warm_plots():
+  """Imports matplotlib and lays out text once: every training run draws its curves.png, and a
+  run would otherwise pay the import and the first font loading (a few seconds) itself."""
+  try:
+    # pylint: disable=g-import-not-at-top
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+  except ImportError:
+    return
+  figure = Figure(layout="constrained")
+  FigureCanvasAgg(figure)
+  axes = figure.add_subplot()
+  axes.plot([0, 1], [0, 1], label="warm")
+  axes.legend()
+  axes.text(0, 0, "warm", family="monospace")
+  figure.savefig(io.BytesIO(), format="png")
 
 
 def _report(conn, request):
