@@ -210,15 +210,23 @@ def test_training_evaluates_keeps_the_best_stops_early_and_resumes(tmp_path):
   record_file = write_pretraining_records(str(tmp_path / "dev.tfrecord"), 16)
   accuracies = {2: 0.5, 4: 0.7, 6: 0.6, 8: 0.65, 10: 0.9, 12: 0.9}
   output_dir = tmp_path / "out"
-  task = FakeTask(accuracies)
-  model = train_with(output_dir, record_file, task)
+  # Killed during the evaluation of step 4 (its checkpoint saved): the resumed run evaluates 4
+  # first, and goes on as one run would.
+  killed = FakeTask(accuracies, kill_at=4)
+  with pytest.raises(KeyboardInterrupt):
+    train_with(output_dir, record_file, killed)
+  assert killed.evaluated == [2]
+  resumed = FakeTask(accuracies)
+  model = train_with(output_dir, record_file, resumed)
   # Every 2 steps; the best at 4, then 2 evaluations without improvement: stopped at 8 of 12.
-  assert task.evaluated == [2, 4, 6, 8] and loop.global_step(model) == 8
+  assert resumed.evaluated == [4, 6, 8] and loop.global_step(model) == 8
   assert {f"model.ckpt-{s}.index" for s in (2, 4, 6, 8)} <= set(os.listdir(output_dir))
   assert "model.ckpt-10.index" not in os.listdir(output_dir)
   curve = scalars.read_scalars(str(output_dir / "eval"))["eval_accuracy"]
   assert [s for s, _ in curve] == [2, 4, 6, 8]
   assert [v for _, v in curve] == pytest.approx([0.5, 0.7, 0.6, 0.65])
+  state = json.loads((output_dir / "best" / "best.json").read_text())
+  assert state["step"] == 4 and [e[0] for e in state["evaluations"]] == [2, 4, 6, 8]
   assert (output_dir / "best" / "eval_results.txt").read_text() == "global_step = 4\n"
   # The best weights are step 4's checkpoint's.
   best = tf.train.load_checkpoint(str(output_dir / "best" / "model.ckpt-4"))
@@ -234,16 +242,6 @@ def test_training_evaluates_keeps_the_best_stops_early_and_resumes(tmp_path):
   again = FakeTask(accuracies)
   assert loop.global_step(train_with(output_dir, record_file, again)) == 8
   assert again.evaluated == []
-  # Killed during the evaluation of step 4 (its checkpoint saved): the resumed run evaluates 4
-  # first, and goes on to the same end.
-  killed_dir = tmp_path / "killed"
-  with pytest.raises(KeyboardInterrupt):
-    train_with(killed_dir, record_file, FakeTask(accuracies, kill_at=4))
-  resumed = FakeTask(accuracies)
-  assert loop.global_step(train_with(killed_dir, record_file, resumed)) == 8
-  assert resumed.evaluated == [4, 6, 8]
-  state = json.loads((killed_dir / "best" / "best.json").read_text())
-  assert state["step"] == 4 and [e[0] for e in state["evaluations"]] == [2, 4, 6, 8]
 
 
 def _flipped_sst2(data_dir):
@@ -283,7 +281,7 @@ def test_run_classifier_keeps_the_best_and_predicts_with_it(tmp_path):
       "run_classifier.py", *common_args(tmp_path / "data", vocab, config, output_dir),
       "--task_name=SST-2", "--do_train", "--do_eval", "--do_predict", "--train_batch_size=16",
       "--num_train_epochs=8", "--learning_rate=3e-3", "--eval_every_n_steps=8",
-      "--keep_best_metric=loss", "--early_stopping_patience=2")
+      "--keep_best_metric=loss", "--early_stopping_patience=2", "--predict_batch_size=32")
   assert result.returncode == 0, result.stderr[-3000:]
   state = json.loads((output_dir / "best" / "best.json").read_text())
   assert state["metric"] == "eval_loss" and state["step"] == 8
@@ -309,7 +307,7 @@ def test_run_classifier_keeps_the_best_and_predicts_with_it(tmp_path):
   result = run_script(
       "run_classifier.py", *common_args(tmp_path / "data", vocab, config, output_dir),
       "--task_name=SST-2", "--do_predict", "--keep_best_metric=eval_loss",
-      f"--export_dir={tmp_path / 'export'}")
+      "--predict_batch_size=32", f"--export_dir={tmp_path / 'export'}")
   assert result.returncode == 0, result.stderr[-3000:]
   np.testing.assert_allclose(np.loadtxt(output_dir / "test_results.tsv"), probabilities,
                              atol=1e-5)

@@ -14,11 +14,11 @@ def test_ner_packed_gives_the_same_entity_scores_and_predictions(conll_data):
   outputs = {True: data.tmp / "ner_packed", False: data.tmp / "ner_unpacked"}
   result = run_script("run_ner.py", *data.common, f"--output_dir={outputs[True]}", "--do_train",
                       "--do_eval", "--do_predict", "--pack_sequences", "--num_train_epochs=2",
-                      timeout=600)
+                      "--predict_batch_size=32", timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   result = run_script("run_ner.py", *data.common, f"--output_dir={outputs[False]}",
                       f"--init_checkpoint={outputs[True]}", "--do_eval", "--do_predict",
-                      timeout=600)
+                      "--predict_batch_size=32", timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
 
   def results(output_dir, name):
@@ -44,7 +44,7 @@ def test_swag_packs_each_example_choices_into_one_row(tmp_path):
         else ["--do_train", "--do_eval", "--do_predict", "--train_batch_size=4",
               "--num_train_epochs=1", "--pack_sequences"]
     result = run_script("run_swag.py", *common_args(data_dir, vocab, config, output_dir),
-                        "--max_seq_length=16", *flags)
+                        "--max_seq_length=16", "--predict_batch_size=16", *flags)
     assert result.returncode == 0, result.stderr[-3000:]
     outputs[packed] = output_dir
   close(read_results(outputs[True]), read_results(outputs[False]))

@@ -2,12 +2,11 @@
 eval/predict, strategies (mirrored over 2 logical CPUs and 2 worker processes run as subprocesses,
 since devices must be configured before TensorFlow starts)."""
 import collections
+import concurrent.futures
 import json
 import os
 import shutil
 import socket
-import subprocess
-import sys
 from unittest import mock
 
 import numpy as np
@@ -25,8 +24,7 @@ from bert_tf.training.options import Schedule
 from bert_tf.training.options import TrainLoopOptions
 from support.paths import REPO
 from support.pretraining_runs import PREDS, SEQ, VOCAB, tiny_config, write_pretraining_records
-
-PYTHON = sys.executable
+from support.script_runner import run_script
 
 
 @pytest.fixture(scope="module")
@@ -54,10 +52,11 @@ def weights(model):
 
 def test_resume_gives_the_same_weights_as_an_uninterrupted_run(tmp_path, record_file):
   straight = weights(run_train(tmp_path / "straight", record_file, num_train_steps=8))
-  run_train(tmp_path / "resumed", record_file, num_train_steps=8)
-  # As if preempted just after step 4's checkpoint: the next run resumes at step 4 (dropout RNG
-  # and input position included) and must land on the same weights, bit for bit.
+  # As if preempted just after step 4's checkpoint: a copy of the run without step 8's resumes at
+  # step 4 (dropout RNG and input position included) and must land on the same weights, bit for
+  # bit.
   resumed_dir = str(tmp_path / "resumed")
+  shutil.copytree(tmp_path / "straight", resumed_dir)
   for path in tf.io.gfile.glob(os.path.join(resumed_dir, "model.ckpt-8.*")):
     tf.io.gfile.remove(path)
   resumed = run_train(tmp_path / "resumed", record_file, num_train_steps=8)
@@ -173,12 +172,15 @@ def test_tpu_strategy_is_built_from_tpu_name():
   assert strategy is tpu_strategy.return_value
 
 
-# A worker script for the strategy tests: trains the tiny pretrainer, prints the loss curve.
+# A worker script for the strategy tests: trains the tiny pretrainer, prints the loss curve. Run
+# by run_script's pre-imported server (TensorFlow's import is not paid per worker); TF_CONFIG comes
+# as an argument, since the server runs a changed TF_* environment as a fresh interpreter.
 _WORKER = r"""
 import os, sys, json
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
 import tensorflow as tf
-strategy_name, record_file, output_dir = sys.argv[1:4]
+strategy_name, record_file, output_dir, tf_config = sys.argv[1:5]
+if tf_config:
+  os.environ["TF_CONFIG"] = tf_config
 if strategy_name == "mirrored":
   cpu = tf.config.list_physical_devices("CPU")[0]
   tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
@@ -203,15 +205,23 @@ model = loop.train(strategy, lambda: modeling.BertPretrainer(t.tiny_config(0.0))
                    TrainLoopOptions(log_steps=1, save_checkpoints_steps=3), RuntimeOptions(seed=7))
 print("REPLICAS", strategy.num_replicas_in_sync)
 print("WEIGHTS", json.dumps(float(sum(abs(v.numpy()).sum() for v in model.trainable_variables))))
+sys.stdout.flush()
+os._exit(0)  # no interpreter teardown, where tf.data's autotune threads can hold it up
 """
 
 
-def _run_worker(strategy_name, record_file, output_dir, env=None, timeout=120):
-  script = _WORKER.replace("{tests!r}", repr(os.path.join(REPO, "tests")))
-  cmd = ["timeout", "-k", "10", str(timeout), PYTHON, "-c", script, strategy_name, record_file,
-         output_dir]
-  return subprocess.Popen(cmd, cwd=REPO, env=env or dict(os.environ), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
+def _run_workers(tmp_path, record_file, *runs, timeout=300):
+  """Runs the worker once per (strategy name, output_dir, TF_CONFIG or ""), all at once (the
+  workers of a cluster wait for one another); returns each run's log (stdout, then stderr)."""
+  script = tmp_path / "worker.py"
+  script.write_text(_WORKER.replace("{tests!r}", repr(os.path.join(REPO, "tests"))))
+
+  def run(args):
+    result = run_script(str(script), args[0], record_file, *args[1:], timeout=timeout)
+    return result.returncode, result.stdout + result.stderr
+
+  with concurrent.futures.ThreadPoolExecutor(len(runs)) as pool:
+    return list(pool.map(run, runs))
 
 
 def _losses(log):
@@ -236,11 +246,11 @@ def _uniform_weight_records(tmp_path):
 
 def test_mirrored_over_two_cpus_matches_one_device(tmp_path):
   path = _uniform_weight_records(tmp_path)
-  one = _run_worker("one_device", path, str(tmp_path / "one"))
-  two = _run_worker("mirrored", path, str(tmp_path / "two"))
-  one_log, two_log = one.communicate()[0], two.communicate()[0]
-  assert one.returncode == 0, one_log[-3000:]
-  assert two.returncode == 0, two_log[-3000:]
+  (one, one_log), (two, two_log) = _run_workers(
+      tmp_path, path, ("one_device", str(tmp_path / "one"), ""),
+      ("mirrored", str(tmp_path / "two"), ""))
+  assert one == 0, one_log[-3000:]
+  assert two == 0, two_log[-3000:]
   assert "REPLICAS 1" in one_log and "REPLICAS 2" in two_log
   # The same global batch: each replica reads half of it (records sharded across pipelines, in
   # the same shuffled order), so the loss curves agree to float tolerance.
@@ -256,17 +266,16 @@ def test_multi_worker_mirrored_trains_and_checkpoints(tmp_path, record_file):
       s.bind(("127.0.0.1", 0))
       ports.append(s.getsockname()[1])
   workers = [f"127.0.0.1:{p}" for p in ports]
-  procs = []
-  for index in range(2):
-    env = dict(os.environ, TF_CONFIG=json.dumps(
-        {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}))
-    procs.append(_run_worker("multi_worker_mirrored", record_file, str(tmp_path / "mw"), env=env))
-  logs = [p.communicate()[0] for p in procs]
-  for p, log in zip(procs, logs):
-    assert p.returncode == 0, log[-3000:]
+  runs = [("multi_worker_mirrored", str(tmp_path / "mw"), json.dumps(
+      {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}))
+          for index in range(2)]
+  results = _run_workers(tmp_path, record_file, *runs)
+  logs = [log for _, log in results]
+  for returncode, log in results:
+    assert returncode == 0, log[-3000:]
     assert "REPLICAS 2" in log
   # Both workers hold the same weights; only the chief's checkpoints remain.
-  assert logs[0].split("WEIGHTS")[1] == logs[1].split("WEIGHTS")[1]
+  assert logs[0].split("WEIGHTS")[1].split()[0] == logs[1].split("WEIGHTS")[1].split()[0]
   assert tf.train.latest_checkpoint(str(tmp_path / "mw")).endswith("model.ckpt-6")
   assert not tf.io.gfile.glob(str(tmp_path / "mw" / ".worker_*"))
 
