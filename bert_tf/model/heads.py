@@ -213,6 +213,7 @@ class BertClassifier(_TaskModel):
     self.classifier = OutputProjection(num_labels, self.head_input_size, HEAD_INITIALIZER_RANGE,
                                        name="classifier")
 
+  @modeling.not_converted
   def call(self, inputs, training=False):
     if self.bilstm is None:
       pooled = self.pooled_outputs(self.encode(inputs, training)[0], inputs)
@@ -237,6 +238,7 @@ class BertMultipleChoice(_TaskModel):
     self.classifier = OutputProjection(1, config.hidden_size, HEAD_INITIALIZER_RANGE,
                                        name="classifier")
 
+  @modeling.not_converted
   def call(self, inputs, training=False):
     if "cls_positions" in inputs:  # packed rows: every choice pooled at its own [CLS]
       outputs, _ = self.encode(inputs, training)
@@ -268,6 +270,7 @@ class BertSpanLabeler(_TaskModel):
     self.span_head = OutputProjection(2, self.head_input_size, HEAD_INITIALIZER_RANGE,
                                       scope=SPAN_HEAD_SCOPE, name="span_head")
 
+  @modeling.not_converted
   def call(self, inputs, training=False):
     sequence, _ = self.sequence_features(inputs, training)
     logits = self.span_head(self.dropout(sequence, training=training))
@@ -286,6 +289,7 @@ class BertTokenClassifier(_TaskModel):
     self.classifier = OutputProjection(num_labels, self.head_input_size, HEAD_INITIALIZER_RANGE,
                                        name="classifier")
 
+  @modeling.not_converted
   def call(self, inputs, training=False):
     sequence, _ = self.sequence_features(inputs, training)
     logits = self.classifier(self.dropout(sequence, training=training))
@@ -348,6 +352,7 @@ class BertFeatureTagger(tf_keras.Model):
                                              initializer_range=config.initializer_range,
                                              name="classifier")
 
+  @modeling.not_converted
   def call(self, inputs, training=False):
     full_inputs = inputs
     inputs = trimmed_inputs(inputs) if self.trim_padding else encoder_inputs(inputs)

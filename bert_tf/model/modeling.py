@@ -35,6 +35,12 @@ def _build_in_scope(layer, input_shape=None):
     layer.build(input_shape)
 
 
+# The models' own Python needs no AutoGraph (no branch or loop on a tensor's value): their calls
+# run as written inside a tf.function, where converting every layer's code costs each run seconds
+# of CPU in tracing (training, evaluation, prediction and export each trace the model).
+not_converted = tf.autograph.experimental.do_not_convert
+
+
 class Dense2D(tf_keras.layers.Layer):
   """A dense layer (`kernel`, `bias`) done as 2-D matmul + bias_add, the pattern oneDNN fuses.
 
@@ -353,6 +359,7 @@ class BertModel(tf_keras.Model):
   def get_config(self):
     return {"config": self.config.to_dict(), "causal": self.causal, "name": self.name}
 
+  @not_converted
   def call(self, inputs, training=False):
     input_ids = inputs["input_ids"]
     input_mask = inputs.get("input_mask")
@@ -470,6 +477,7 @@ class BertPretrainer(tf_keras.Model):
   def get_config(self):
     return {"config": self.config.to_dict(), "causal": self.causal, "name": self.name}
 
+  @not_converted
   def call(self, features, training=False):
     outputs = dict(self.encoder(features, training=training))
     outputs[objectives.MLM_LOGITS] = self.masked_lm(
