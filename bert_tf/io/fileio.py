@@ -146,6 +146,14 @@ def check_input_file(path, flag=None):
     raise BertTfError(f"{where}: permission denied; expected a file this user can read")
 
 
+def check_output_directory(path, flag):
+  """Raises BertTfError when `path` exists and is not a directory: a run names it before it
+  starts, not when it first writes there."""
+  isdir = tf.io.gfile.isdir if is_url(path) else os.path.isdir
+  if exists(path) and not isdir(path):
+    raise BertTfError(f"{flag}: {path} is a file, not a directory")
+
+
 class _Decompressed:
   """A binary reader of a compressed file: read() gives the decompressed bytes; a damaged or
   truncated file is a BertTfError naming it. Closing it closes the file under it."""

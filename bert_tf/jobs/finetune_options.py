@@ -23,6 +23,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.errors import check_above_zero
 from bert_tf.errors import check_at_least
 from bert_tf.errors import check_fraction
+from bert_tf.io import fileio
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +73,8 @@ class FinetuneOptions:
       raise BertTfError("--bilstm_hidden_size: only with --bilstm_head")
     if self.tflite and not self.export_dir:
       raise BertTfError("--tflite: only with --export_dir (it writes beside the export)")
+    if self.export_dir:
+      fileio.check_output_directory(self.export_dir, "--export_dir")
     self._check_packing()
     self._check_evaluation()
 

@@ -82,8 +82,7 @@ def save(server, export_dir, extra_files=None):
   extra_files: {path inside the version: bytes}, written before the rename (TF Serving keeps such
   files in assets.extra/).
   """
-  if tf.io.gfile.exists(export_dir) and not tf.io.gfile.isdir(export_dir):
-    raise BertTfError(f"--export_dir: {export_dir} is a file, not a directory")
+  fileio.check_output_directory(export_dir, "--export_dir")
   try:
     tf.io.gfile.makedirs(export_dir)
   except tf.errors.OpError as e:

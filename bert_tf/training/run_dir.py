@@ -15,6 +15,7 @@ from absl import logging
 import tensorflow as tf
 
 from bert_tf.errors import BertTfError
+from bert_tf.io import fileio
 from bert_tf.io.fileio import write_text_atomically
 from bert_tf.model import checkpoints
 from bert_tf.model import model_dir
@@ -233,8 +234,7 @@ def claim(output_dir, hold=True):
   into it; from one it found, what the run added is removed (files it rewrote, such as its own
   record files, stay rewritten). So a run that fails on its input, its flags or what the
   directory holds leaves nothing behind."""
-  if tf.io.gfile.exists(output_dir) and not tf.io.gfile.isdir(output_dir):
-    raise BertTfError(f"--output_dir: {output_dir} is a file, not a directory")
+  fileio.check_output_directory(output_dir, "--output_dir")
   created = _missing_ancestors(output_dir)
   try:
     tf.io.gfile.makedirs(output_dir)
