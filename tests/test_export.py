@@ -158,6 +158,36 @@ def as_lists(outputs):
                                default=lambda b: b.decode("utf-8", "replace")))
 
 
+def check_ner_served(results, exported, sentences):
+  """The NER export's words and tags, served in a fresh process, are run_ner's."""
+  # run_ner's windows and first-sub-token tags; sentences that fit in one window.
+  ner_tokenizer = tokenization.FullTokenizer(vocab_path(cased=True), do_lower_case=False)
+  labels = exported["labels"]
+  features = conll.convert_sentences_to_features(sentences, labels, NER_SEQ, ner_tokenizer)
+  assert len(features) == len(sentences)
+  model = exported["models"]["ner"]
+  predicted = model(model_inputs(features))["logits"].numpy().argmax(-1)
+  tags = conll.predictions_to_tags(sentences, features, predicted, labels)
+  served = results["ner"]
+  assert results["ner_ids"]["input_ids"][:len(sentences)] == [f.input_ids for f in features]
+  for i, sentence in enumerate(sentences):
+    n = served["num_words"][i]
+    assert served["words"][i][:n] == sentence.words
+    assert served["tags"][i][:n] == tags[i]
+  # Odd texts, one far over a window: str.split() words, each tagged as run_ner tags it.
+  odd = [conll.Sentence(t.split(), ["O"] * len(t.split()), [], [], []) for t in ODD_TEXTS]
+  odd_features = conll.convert_sentences_to_features(odd, labels, NER_SEQ, ner_tokenizer)
+  assert len(odd_features) > len(odd)
+  odd_tags = conll.predictions_to_tags(
+      odd, odd_features, model(model_inputs(odd_features))["logits"].numpy().argmax(-1),
+      labels)
+  for text, n, words, row, expected in zip(ODD_TEXTS, served["num_words"][len(sentences):],
+                                           served["words"][len(sentences):],
+                                           served["tags"][len(sentences):], odd_tags):
+    assert words[:n] == text.split()
+    assert row[:n] == expected
+
+
 def test_saved_models_in_fresh_process_match_python_paths(exported, tmp_path):
   models, dirs = exported["models"], exported["dirs"]
   mrpc = glue.get_processor("mrpc").get_dev_examples(shared_data("glue", "MRPC"))[:24]
@@ -226,32 +256,7 @@ def test_saved_models_in_fresh_process_match_python_paths(exported, tmp_path):
     assert served["answer"][-2:] == ["", ""]
   assert sum(results["squad0"]["has_answer"]) >= len(real) // 2  # the comparison is not vacuous
 
-  # NER: run_ner's windows and first-sub-token tags; sentences that fit in one window.
-  ner_tokenizer = tokenization.FullTokenizer(vocab_path(cased=True), do_lower_case=False)
-  labels = exported["labels"]
-  features = conll.convert_sentences_to_features(sentences, labels, NER_SEQ, ner_tokenizer)
-  assert len(features) == len(sentences)
-  predicted = models["ner"](model_inputs(features))["logits"].numpy().argmax(-1)
-  tags = conll.predictions_to_tags(sentences, features, predicted, labels)
-  served = results["ner"]
-  assert results["ner_ids"]["input_ids"][:len(sentences)] == [f.input_ids for f in features]
-  for i, sentence in enumerate(sentences):
-    n = served["num_words"][i]
-    assert served["words"][i][:n] == sentence.words
-    assert served["tags"][i][:n] == tags[i]
-  # Odd texts, one far over a window: str.split() words, each tagged as run_ner tags it.
-  odd = [conll.Sentence(t.split(), ["O"] * len(t.split()), [], [], []) for t in ODD_TEXTS]
-  odd_features = conll.convert_sentences_to_features(odd, labels, NER_SEQ, ner_tokenizer)
-  assert len(odd_features) > len(odd)
-  odd_tags = conll.predictions_to_tags(
-      odd, odd_features, models["ner"](model_inputs(odd_features))["logits"].numpy().argmax(-1),
-      labels)
-  for text, n, words, row, expected in zip(ODD_TEXTS, served["num_words"][len(sentences):],
-                                           served["words"][len(sentences):],
-                                           served["tags"][len(sentences):], odd_tags):
-    assert words[:n] == text.split()
-    assert row[:n] == expected
-
+  check_ner_served(results, exported, sentences)
 
 def test_bfloat16_export_gives_the_mixed_precision_outputs(exported, tmp_path):
   """--dtype=bfloat16 stores the matmul weights in bfloat16: what mixed_bfloat16 computes."""
