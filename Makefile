@@ -29,10 +29,11 @@ setup: $(VENV)/.installed
 demo: $(VENV)/.runtime
 	@bash demo.sh
 
-# Two worker processes (pytest-xdist), each module's tests in one of them: on a 2-core machine the
-# suite takes about half the time of one process (BENCHMARKS.md, suite).
+# Two worker processes (pytest-xdist), each module's tests in one of them, the slowest modules
+# first (tests/conftest.py): on a 2-core machine the suite takes about half the time of one process
+# (BENCHMARKS.md, suite).
 test: setup
-	$(PY) -m pytest -q -n 2 --dist loadfile tests
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests
 
 clean:
 	rm -rf $(VENV) demo_out
