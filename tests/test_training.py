@@ -139,6 +139,14 @@ def test_evaluate_predict_and_restore(tmp_path, trained_dir, record_file):
   batches = list(loop.predict(strategy, model, finite_fn))
   assert [len(b["input_ids"]) for b in batches] == [24, 24, 16]
   assert batches[0]["mlm_logits"].shape == (24, PREDS, VOCAB)
+  # Evaluation during training predicts again and again: one trace serves the full batches, the
+  # last smaller one and every later call that keeps the step.
+  cache = {}
+  for _ in range(2):
+    again = list(loop.predict(strategy, model, finite_fn, step_cache=cache))
+    np.testing.assert_allclose(again[-1]["mlm_logits"], batches[-1]["mlm_logits"], atol=1e-5)
+  (_, step_fn), = cache.values()
+  assert step_fn.experimental_get_tracing_count() == 1
 
 
 def test_float16_loss_scaling_trains(tmp_path, record_file):

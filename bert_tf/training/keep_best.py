@@ -246,6 +246,7 @@ class Evaluator:
     self.keeper = (BestKeeper(output_dir, plan_.metric, plan_.patience)
                    if plan_.metric else None)
     self.writer = None
+    self.predict_steps = {}  # loop.predict's traced step, kept from one evaluation to the next
 
   def close(self):
     if self.writer is not None:
@@ -272,7 +273,8 @@ class Evaluator:
     files_dir = tempfile.mkdtemp(prefix="bert_tf_eval_")
     try:
       with _quiet():
-        batches = loop.predict(self.strategy, model, self.input_fn, total=self.batches)
+        batches = loop.predict(self.strategy, model, self.input_fn, total=self.batches,
+                               step_cache=self.predict_steps)
         if self.unpack is not None:
           batches = self.unpack(batches)
         results = self.task.finish_split(self.split, self.state, batches, step,

@@ -56,7 +56,7 @@ API (stable; later changes only add keyword arguments):
       Returns {metric names..., "loss" if loss_fn, "global_step" if given}: plain Python floats.
   write_eval_results(path, results)    writes sorted "key = value" lines, as the original.
 
-  for batch in predict(strategy, model, predict_input_fn, total=None): ...
+  for batch in predict(strategy, model, predict_input_fn, total=None, step_cache=None): ...
       yields one dict per batch: the features and the model outputs, as NumPy arrays (nested
       outputs such as encoder_outputs keep their structure).
 
@@ -463,7 +463,7 @@ def evaluate(strategy, model, eval_input_fn, metric_fn, loss_fn=None, steps=None
   """Weighted means of metric_fn's values (and of the loss) over eval_input_fn's batches."""
   dataset = strategy.distribute_datasets_from_function(eval_input_fn)
 
-  @tf.function
+  @tf.function(input_signature=_step_signature(strategy, dataset))
   def eval_step(features):
 
     def replica_fn(features):
@@ -513,12 +513,23 @@ def write_eval_results(path, results, log=True):
   write_text_atomically(path, "".join(lines))
 
 
-def predict(strategy, model, predict_input_fn, total=None):
-  """Yields {feature and output name: NumPy array} per batch, replicas concatenated in order.
-  total: the number of batches expected, for the progress line."""
-  dataset = strategy.distribute_datasets_from_function(predict_input_fn)
+def _step_signature(strategy, dataset):
+  """An eval or predict step's input_signature: the dataset's element_spec, whose batch dimension
+  is None, so that the last, smaller batch runs the same trace instead of tracing the model anew.
+  None on a TPU, where XLA needs static shapes: each batch shape compiles its own program."""
+  if isinstance(strategy, tf.distribute.TPUStrategy):
+    return None
+  return [dataset.element_spec]
 
-  @tf.function
+
+def _predict_step(strategy, model, dataset, step_cache):
+  """The tf.function predicting one batch; kept in step_cache (a dict the caller holds, or None)
+  and reused by the next call with the same model and input shapes, which then traces nothing."""
+  key = str(dataset.element_spec)
+  if step_cache is not None and step_cache.get(key, (None,))[0] is model:
+    return step_cache[key][1]
+
+  @tf.function(input_signature=_step_signature(strategy, dataset))
   def predict_step(features):
 
     def replica_fn(features):
@@ -529,6 +540,17 @@ def predict(strategy, model, predict_input_fn, total=None):
 
     return strategy.run(replica_fn, args=(features,))
 
+  if step_cache is not None:
+    step_cache[key] = (model, predict_step)
+  return predict_step
+
+
+def predict(strategy, model, predict_input_fn, total=None, step_cache=None):
+  """Yields {feature and output name: NumPy array} per batch, replicas concatenated in order.
+  total: the number of batches expected, for the progress line; step_cache: a dict kept between
+  calls that predict with the same model (evaluation during training), so that they trace once."""
+  dataset = strategy.distribute_datasets_from_function(predict_input_fn)
+  predict_step = _predict_step(strategy, model, dataset, step_cache)
   with progress.Progress("predicting", total=total, unit="batches") as shown, \
       records.naming_bad_records():
     for i, features in enumerate(dataset):
