@@ -66,7 +66,7 @@ PY = sys.executable
 # Task -> (max_seq_length, epochs, train batch rows, learning rate, metrics reported).
 SETTINGS = {"SST-2": (128, 2, 16, 5e-5, ("eval_accuracy",)),
             "MRPC": (128, 3, 16, 5e-5, ("eval_accuracy", "eval_f1")),
-            "CoNLL-2003": (128, 3, 16, 5e-5, ("eval_f1",))}
+            "CoNLL-2003": (128, 2, 16, 5e-5, ("eval_f1",))}
 
 
 def run(args, log):
