@@ -22,7 +22,7 @@ from support.exports import check_classifier_run
 from support.models import HEADS_CONFIG as CONFIG
 from support.models import random_inputs
 from support.task_data import conll_sentence, small_vocab, synthetic_sst2, write_conll
-from support.tiny import WORDS, common_args, write_config, write_vocab
+from support.tiny import WORDS, common_args, read_results, write_config, write_vocab
 
 UNITS = 8
 
@@ -121,13 +121,16 @@ def test_run_classifier_with_bilstm_keep_best_predict_and_export(tmp_path):
   checkpoints.save_tf1_checkpoint(encoder, str(tmp_path / "init" / "bert_model.ckpt"))
   output_dir = tmp_path / "out"
   args = [*common_args(tmp_path / "data", vocab, config, output_dir), "--task_name=SST-2"]
+  # Two evaluations (steps 32 and 48: each traces the BiLSTM anew), each split in one batch.
   result = run_script(
       "run_classifier.py", *args, "--bilstm_head", "--bilstm_hidden_size=8", "--do_train",
       "--do_eval", "--do_predict", f"--init_checkpoint={tmp_path / 'init' / 'bert_model.ckpt'}",
       "--train_batch_size=16", "--num_train_epochs=3", "--learning_rate=2e-3",
-      "--eval_every_n_steps=16", "--keep_best_metric=eval_accuracy",
-      f"--export_dir={tmp_path / 'export'}")
+      "--eval_every_n_steps=32", "--keep_best_metric=eval_accuracy", "--eval_batch_size=64",
+      "--predict_batch_size=16", f"--export_dir={tmp_path / 'export'}")
   _check_ok(result)
+  # The best weights are not the last (step 48's do as well, no better), and --do_eval used them.
+  assert read_results(output_dir)["global_step"] == 32
   # The export (the best weights) gives the probabilities --do_predict wrote with them.
   check_classifier_run(tmp_path, output_dir, min_accuracy=0.9)
   # Evaluating the run without --bilstm_head is refused, not read wrongly.
@@ -162,11 +165,13 @@ def test_run_ner_with_bilstm_and_its_predictor(tmp_path):
       "run_ner.py", f"--data_dir={data_dir}", f"--vocab_file={tmp_path / 'vocab.txt'}",
       f"--bert_config_file={tmp_path / 'bert_config.json'}", f"--output_dir={output_dir}",
       "--max_seq_length=16", "--train_batch_size=8", "--learning_rate=3e-3", "--do_train",
-      "--do_eval", "--do_predict", "--num_train_epochs=3", "--bilstm_head")
+      "--do_predict", "--predict_batch_size=32", "--num_train_epochs=3", "--bilstm_head")
   _check_ok(result)
+  # It learns: the test sentences' scores (--do_predict scores them as --do_eval the dev set; no
+  # --do_eval, which would trace the BiLSTM once more).
   results = dict(line.split(" = ") for line in
-                 (output_dir / "eval_results.txt").read_text().splitlines())
-  assert float(results["eval_f1"]) > 0.6, results
+                 (output_dir / "test_results.txt").read_text().splitlines())
+  assert float(results["test_f1"]) > 0.6, results
   # The default size: hidden_size units per direction.
   assert checkpoints.bilstm_units(str(output_dir)) == 16
   texts = [" ".join(w.capitalize() for w in words) for words, _ in test_sentences]
@@ -190,13 +195,14 @@ def test_run_squad_with_bilstm_serves_its_predictions(tmp_path):
              intermediate_size=37, max_position_embeddings=128).to_json_file(
                  str(tmp_path / "bert_config.json"))
   output_dir = tmp_path / "out"
+  # Its 15 windows in one batch: a batch of another shape would trace the BiLSTM once more.
   result = run_script(
       "run_squad.py", f"--vocab_file={tmp_path / 'vocab.txt'}",
       f"--bert_config_file={tmp_path / 'bert_config.json'}", f"--predict_file={predict_file}",
       f"--train_file={predict_file}", f"--output_dir={output_dir}", "--max_seq_length=96",
       "--doc_stride=32", "--max_query_length=24", "--version_2_with_negative", "--n_best_size=5",
-      "--do_train", "--do_predict", "--train_batch_size=4", "--num_train_epochs=1",
-      "--learning_rate=1e-3", "--bilstm_head", "--bilstm_hidden_size=12")
+      "--do_train", "--do_predict", "--train_batch_size=4", "--predict_batch_size=16",
+      "--num_train_epochs=1", "--learning_rate=1e-3", "--bilstm_head", "--bilstm_hidden_size=12")
   _check_ok(result)
   assert checkpoints.bilstm_units(str(output_dir)) == 12
   questions = [(qa["id"], qa["question"], p["context"]) for article in dataset["data"]
