@@ -66,7 +66,7 @@ def test_run_classifier_left_to_right_serves_its_predictions_and_refusal(tmp_pat
   assert checkpoints.left_to_right(str(output_dir))
   assert read_results(output_dir)["eval_accuracy"] >= 0.8
   # The run's server, which an export saves (export.build_server with the run's options; the
-  # SavedModel's save and load are test_export's and test_bilstm_head's), attends left to right
+  # SavedModel's save and load are test_export's and test_keep_best's), attends left to right
   # too: it serves the probabilities --do_predict wrote.
   served = predictor.load(str(output_dir), task="classifier")
   assert served.module.model.encoder.causal

@@ -13,8 +13,7 @@ conftest (tests/conftest.py holds only the pytest fixtures built from these):
                        commands and their eval results
   models.py            in-memory models: the original's variable shapes, random weights, the
                        heads' tiny config and inputs
-  exports.py           SavedModel checks: the export config and vocabularies, model inputs, a
-                       classifier run served back
+  exports.py           SavedModel checks: the export config and vocabularies, model inputs
   faults.py            the tiny world that the fault tests run scripts against
   oracle.py            the original release's harness (bert-tensorflow 1.0.4 on TF 2.20)
   readme.py            the README and docs/: pages in the order their commands run, fenced
