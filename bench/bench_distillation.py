@@ -22,6 +22,7 @@ Run under the shared lock; each task's table is appended to benchmarks/<date>.md
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -128,10 +129,7 @@ def conll_data(work):
   with open(os.path.join(data_dir, "train.txt"), "w", encoding="utf-8") as f:
     f.write("\n\n".join(train) + "\n\n")
   for name in ("valid.txt", "test.txt"):
-    with open(os.path.join(FLAGS.conll_dir, name), encoding="utf-8") as f:
-      text = f.read()
-    with open(os.path.join(data_dir, name), "w", encoding="utf-8") as f:
-      f.write(text)
+    shutil.copyfile(os.path.join(FLAGS.conll_dir, name), os.path.join(data_dir, name))
   transfer = os.path.join(work, "CoNLL-2003", "transfer.txt")
   with open(transfer, "w", encoding="utf-8") as f:
     f.write("\n\n".join("\n".join(line.split()[0] for line in s.splitlines()) for s in rest)
