@@ -13,6 +13,8 @@ scripts a user runs:
      SST-2 and CoNLL-2003 the next sentences of their training files, MRPC its test.tsv pairs,
      labels dropped);
   4. the dev figures from each run's eval_results.txt (the full dev sets; CoNLL's entity F1).
+Each of --seeds runs all of it (teacher included) in its own folder; the table gives the medians
+and each seed's figure.
 Latency: each model's classifier through bert_tf.serving.tflite (float32, 2 threads) on
 full-length inputs of --latency_seq tokens at batch 1 and 8, the three models taking turns call
 by call in this process (harness.interleave), wall-time medians.
@@ -23,6 +25,7 @@ Run under the shared lock; each task's table is appended to benchmarks/<date>.md
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -60,7 +63,10 @@ flags.DEFINE_integer("latency_rounds", 30,
                      "Calls per model and batch size for the latency figures.", **_FLAGS)
 flags.DEFINE_boolean("latency_only", False, "Only the latency table, of the pretrained MiniLM "
                      "and its students (no training).", **_FLAGS)
-flags.DEFINE_integer("seed", 12345, "--seed of every run.", **_FLAGS)
+flags.DEFINE_list("seeds", "12345", "Each seed's own runs (--seed of each: teacher and "
+                  "students); the table gives the medians and each seed's figure.", **_FLAGS)
+flags.DEFINE_integer("student_epochs", 0, "The students' --num_train_epochs (0: the teacher's).",
+                     **_FLAGS)
 flags.DEFINE_boolean("append", True, "Append the results to benchmarks/<date>.md.", **_FLAGS)
 
 PY = sys.executable
@@ -137,10 +143,10 @@ def conll_data(work):
   return data_dir, transfer, len(train), len(rest)
 
 
-def fine_tune(task, model_dir, init, output_dir, data_dir, extra=()):
+def fine_tune(task, model_dir, init, output_dir, data_dir, seed, extra=(), epochs=None):
   """run_classifier.py (run_ner.py) --do_train --do_eval into output_dir (skipped when it holds
   results)."""
-  seq, epochs, batch, lr, _ = SETTINGS[task]
+  seq, task_epochs, batch, lr, _ = SETTINGS[task]
   if os.path.exists(os.path.join(output_dir, "eval_results.txt")):
     return None
   script = (["run_ner.py"] if task == "CoNLL-2003" else
@@ -150,9 +156,9 @@ def fine_tune(task, model_dir, init, output_dir, data_dir, extra=()):
               f"--bert_config_file={model_dir}/bert_config.json",
               f"--init_checkpoint={init}", f"--output_dir={output_dir}", "--do_train", "--do_eval",
               f"--max_seq_length={seq}", "--pack_sequences", f"--train_batch_size={batch}",
-              f"--learning_rate={lr}", f"--num_train_epochs={epochs}", f"--seed={FLAGS.seed}",
-              "--eval_batch_size=32", "--save_checkpoints_steps=100000", *extra],
-             output_dir + ".log")
+              f"--learning_rate={lr}", f"--num_train_epochs={epochs or task_epochs}",
+              f"--seed={seed}", "--eval_batch_size=32", "--save_checkpoints_steps=100000",
+              *extra], output_dir + ".log")
 
 
 def results(output_dir):
@@ -161,16 +167,34 @@ def results(output_dir):
 
 
 def bench_task(task, work, teacher_base):
-  """The task's rows: [(model, how, {metric: value}, seconds)], and the models' directories."""
+  """The task's rows: [(model, how, [{metric: value} of each seed], [seconds of each seed])], the
+  first seed's models' directories, and the sizes of the training and transfer sets."""
   data_dir, transfer, num_train, num_transfer = task_data(task, work)
-  root = os.path.join(work, task)
+  rows, models = {}, None
+  for seed in map(int, FLAGS.seeds):
+    seed_rows, seed_models = bench_seed(task, os.path.join(work, task, f"seed{seed}"), seed,
+                                        teacher_base, data_dir, transfer, num_transfer)
+    models = models or seed_models
+    for model, how, figures, took in seed_rows:
+      row = rows.setdefault((model, how), ([], []))
+      row[0].append(figures)
+      row[1].append(took)
+  return [key + value for key, value in rows.items()], models, num_train, num_transfer
+
+
+def bench_seed(task, root, seed, teacher_base, data_dir, transfer, num_transfer):
+  """One seed's rows [(model, how, {metric: value}, seconds)] and its models' directories. A
+  student's folder names its epochs (and T and alpha when distilled): runs of other settings in
+  the same work_dir are kept apart, and a finished run is reused."""
   teacher = os.path.join(root, "teacher")
-  seconds = {"teacher": fine_tune(task, teacher_base, f"{teacher_base}/bert_model.ckpt",
-                                  teacher, data_dir)}
-  rows = [("MiniLM-L6 teacher", "fine-tuned", results(teacher), seconds["teacher"])]
+  os.makedirs(root, exist_ok=True)
+  took = fine_tune(task, teacher_base, f"{teacher_base}/bert_model.ckpt", teacher, data_dir, seed)
+  rows = [("MiniLM-L6 teacher", "fine-tuned", results(teacher), took)]
   models = {"teacher": teacher}
-  distill = [f"--teacher_dir={teacher}", f"--distill_temperature={FLAGS.temperature}",
-             f"--distill_alpha={FLAGS.alpha}"]
+  epochs = FLAGS.student_epochs or SETTINGS[task][1]
+  distill = [f"--teacher_dir={teacher}", f"--distill_temperature={FLAGS.temperature:g}",
+             f"--distill_alpha={FLAGS.alpha:g}"]
+  tag = f"T{FLAGS.temperature:g}_a{FLAGS.alpha:g}_e{epochs}"
   for layers in map(int, FLAGS.student_layers):
     init_dir = os.path.join(root, f"init_L{layers}")
     if not os.path.exists(os.path.join(init_dir, "bert_model.ckpt.index")):
@@ -179,14 +203,15 @@ def bench_task(task, work, teacher_base):
           init_dir + ".log")
     init = f"{init_dir}/bert_model.ckpt"
     for name, how, extra in (
-        ("alone", "fine-tuned alone", ()), ("distilled", "distilled, training set", distill),
-        ("distilled_transfer", f"distilled, + transfer set ({num_transfer:,} unlabelled)",
+        (f"alone_e{epochs}", "fine-tuned alone", ()),
+        (f"distilled_{tag}", "distilled, training set", distill),
+        (f"distilled_transfer_{tag}", f"distilled, + transfer set ({num_transfer:,} unlabelled)",
          distill + [f"--transfer_file={transfer}"])):
       output_dir = os.path.join(root, f"L{layers}_{name}")
-      took = fine_tune(task, init_dir, init, output_dir, data_dir, extra)
+      took = fine_tune(task, init_dir, init, output_dir, data_dir, seed, extra, epochs)
       rows.append((f"{layers}-layer student", how, results(output_dir), took))
     models[f"{layers}-layer student"] = output_dir  # the same shapes whichever way it trained
-  return rows, models, num_train, num_transfer
+  return rows, models
 
 
 def load_classifier(model_dir):
@@ -237,7 +262,9 @@ def describe(task, num_train, num_transfer):
 
 def section(task, rows, num_train, num_transfer, speed, started):
   seq, epochs, batch, lr, metrics = SETTINGS[task]
-  teacher = rows[0][2]
+  student_epochs = FLAGS.student_epochs or epochs
+  seeds = ", ".join(FLAGS.seeds)
+  teacher = median(rows[0][2], metrics[0])
   subset, dev, script, transfer = describe(task, num_train, num_transfer)
   lines = [f"## Distilled students of MiniLM-L6 on {task} (bench/bench_distillation.py), "
            f"{started}", "",
@@ -246,22 +273,36 @@ def section(task, rows, num_train, num_transfer, speed, started):
            f"Commit {harness.commit(note_dirty=True)}. {harness.machine_line()}  ",
            f"Training: {subset}; dev: {dev}. Every run: {script} "
            f"--pack_sequences --max_seq_length={seq} --train_batch_size={batch} (rows) "
-           f"--learning_rate={lr} --num_train_epochs={epochs} --seed={FLAGS.seed}, float32. "
+           f"--learning_rate={lr} --num_train_epochs={epochs} (students {student_epochs}), "
+           f"float32, with each --seed of {seeds} (teacher and students). "
            f"Students start from convert_checkpoint.py --student_layers=N on the fine-tuned "
            f"teacher (layers 0,2,4 for 3; 0,3 for 2). Distilled: --distill_temperature="
            f"{FLAGS.temperature:g} --distill_alpha={FLAGS.alpha:g}; transfer set: {transfer}.",
-           "",
+           "", "Figures: the median over the seeds" +
+           (", then each seed's in its order." if len(FLAGS.seeds) > 1 else "."), "",
            "| model | training | " + " | ".join(m.replace("eval_", "dev ") for m in metrics) +
            " | vs teacher (points) | training wall s |",
            "|---|---|" + "---:|" * (len(metrics) + 2)]
   for model, how, figures, took in rows:
-    cells = [f"{figures[m]:.4f}" for m in metrics]
-    gap = (figures[metrics[0]] - teacher[metrics[0]]) * 100
-    lines.append(f"| {model} | {how} | " + " | ".join(cells) +
-                 f" | {gap:+.1f} | {'' if took is None else f'{took:.0f}'} |")
+    cells = [cell(figures, m) for m in metrics]
+    gap = (median(figures, metrics[0]) - teacher) * 100
+    walls = ", ".join("" if t is None else f"{t:.0f}" for t in took).strip(", ")
+    lines.append(f"| {model} | {how} | " + " | ".join(cells) + f" | {gap:+.1f} | {walls} |")
   if speed:
     lines += latency_table(speed)
   return lines
+
+
+def median(figures, metric):
+  return statistics.median(f[metric] for f in figures)
+
+
+def cell(figures, metric):
+  """The median over the seeds, and with several seeds each seed's figure."""
+  text = f"{median(figures, metric):.4f}"
+  if len(figures) > 1:
+    text += " (" + ", ".join(f"{f[metric]:.4f}" for f in figures) + ")"
+  return text
 
 
 def latency_section(speed):
