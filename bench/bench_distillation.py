@@ -65,7 +65,12 @@ flags.DEFINE_boolean("latency_only", False, "Only the latency table, of the pret
                      "and its students (no training).", **_FLAGS)
 flags.DEFINE_list("seeds", "12345", "Each seed's own runs (--seed of each: teacher and "
                   "students); the table gives the medians and each seed's figure.", **_FLAGS)
-flags.DEFINE_integer("student_epochs", 0, "The students' --num_train_epochs (0: the teacher's).",
+flags.DEFINE_list("kinds", "alone,distilled,distilled_transfer", "Which student runs: "
+                  "fine-tuned alone, distilled on the training set, distilled with the transfer "
+                  "set as well.", **_FLAGS)
+flags.DEFINE_integer("teacher_epochs", 0, "The teacher's --num_train_epochs (0: the task's).",
+                     **_FLAGS)
+flags.DEFINE_integer("student_epochs", 0, "The students' --num_train_epochs (0: the task's).",
                      **_FLAGS)
 flags.DEFINE_boolean("append", True, "Append the results to benchmarks/<date>.md.", **_FLAGS)
 
@@ -172,7 +177,8 @@ def bench_task(task, work, teacher_base):
   data_dir, transfer, num_train, num_transfer = task_data(task, work)
   rows, models = {}, None
   for seed in map(int, FLAGS.seeds):
-    seed_rows, seed_models = bench_seed(task, os.path.join(work, task, f"seed{seed}"), seed,
+    folder = f"seed{seed}" + (f"_teacher_e{FLAGS.teacher_epochs}" if FLAGS.teacher_epochs else "")
+    seed_rows, seed_models = bench_seed(task, os.path.join(work, task, folder), seed,
                                         teacher_base, data_dir, transfer, num_transfer)
     models = models or seed_models
     for model, how, figures, took in seed_rows:
@@ -188,7 +194,8 @@ def bench_seed(task, root, seed, teacher_base, data_dir, transfer, num_transfer)
   the same work_dir are kept apart, and a finished run is reused."""
   teacher = os.path.join(root, "teacher")
   os.makedirs(root, exist_ok=True)
-  took = fine_tune(task, teacher_base, f"{teacher_base}/bert_model.ckpt", teacher, data_dir, seed)
+  took = fine_tune(task, teacher_base, f"{teacher_base}/bert_model.ckpt", teacher, data_dir, seed,
+                   epochs=FLAGS.teacher_epochs)
   rows = [("MiniLM-L6 teacher", "fine-tuned", results(teacher), took)]
   models = {"teacher": teacher}
   epochs = FLAGS.student_epochs or SETTINGS[task][1]
@@ -202,11 +209,13 @@ def bench_seed(task, root, seed, teacher_base, data_dir, transfer, num_transfer)
            f"--output={init_dir}/bert_model.ckpt", f"--student_layers={layers}"],
           init_dir + ".log")
     init = f"{init_dir}/bert_model.ckpt"
-    for name, how, extra in (
-        (f"alone_e{epochs}", "fine-tuned alone", ()),
-        (f"distilled_{tag}", "distilled, training set", distill),
-        (f"distilled_transfer_{tag}", f"distilled, + transfer set ({num_transfer:,} unlabelled)",
-         distill + [f"--transfer_file={transfer}"])):
+    kinds = {"alone": (f"alone_e{epochs}", "fine-tuned alone", ()),
+             "distilled": (f"distilled_{tag}", "distilled, training set", distill),
+             "distilled_transfer": (
+                 f"distilled_transfer_{tag}",
+                 f"distilled, + transfer set ({num_transfer:,} unlabelled)",
+                 distill + [f"--transfer_file={transfer}"])}
+    for name, how, extra in (kinds[kind] for kind in FLAGS.kinds):
       output_dir = os.path.join(root, f"L{layers}_{name}")
       took = fine_tune(task, init_dir, init, output_dir, data_dir, seed, extra, epochs)
       rows.append((f"{layers}-layer student", how, results(output_dir), took))
@@ -263,6 +272,7 @@ def describe(task, num_train, num_transfer):
 def section(task, rows, num_train, num_transfer, speed, started):
   seq, epochs, batch, lr, metrics = SETTINGS[task]
   student_epochs = FLAGS.student_epochs or epochs
+  epochs = FLAGS.teacher_epochs or epochs
   seeds = ", ".join(FLAGS.seeds)
   teacher = median(rows[0][2], metrics[0])
   subset, dev, script, transfer = describe(task, num_train, num_transfer)
@@ -286,7 +296,7 @@ def section(task, rows, num_train, num_transfer, speed, started):
   for model, how, figures, took in rows:
     cells = [cell(figures, m) for m in metrics]
     gap = (median(figures, metrics[0]) - teacher) * 100
-    walls = ", ".join("" if t is None else f"{t:.0f}" for t in took).strip(", ")
+    walls = ", ".join("reused" if t is None else f"{t:.0f}" for t in took)
     lines.append(f"| {model} | {how} | " + " | ".join(cells) + f" | {gap:+.1f} | {walls} |")
   if speed:
     lines += latency_table(speed)
