@@ -13,11 +13,12 @@ leaves the rest of its graph unchanged at dropout 0.
 
 Every weight must agree within 1e-5 in float32 (but those whose gradient is 0 in exact
 arithmetic: NOISE_ONLY), and the per-step losses and learning rates (our TensorBoard scalars,
---log_steps=1) with the original's; run_squad.py also with --gradient_accumulation_steps=2 and
-mirrored over 2 logical CPUs, against the same original run on the whole batch. The global norm
-is > 1 at every step (the clip engages), and the original counts the word-embedding gradient per
-position (it is an IndexedSlices) but in run_pretraining.py (the masked LM's tied output weights
-make it dense) and with one-hot lookups (--use_tpu), which --clip_norm_rule=dense matches.
+--log_steps=1) with the original's; run_squad.py also mirrored over 2 logical CPUs with
+--gradient_accumulation_steps=2 (each replica's half of a step in 2 micro-batches), against the
+same original run on the whole batch. The global norm is > 1 at every step (the clip engages),
+and the original counts the word-embedding gradient per position (it is an IndexedSlices) but
+in run_pretraining.py (the masked LM's tied output weights make it dense) and with one-hot
+lookups (--use_tpu), which --clip_norm_rule=dense matches.
 """
 import json
 import os
@@ -137,8 +138,10 @@ if sys.argv[1] == "checkpoints":
   for script in ("run_classifier", "run_squad"):
     forget_script_flags()
     fine_tuned(sys.argv[2], script)
-elif sys.argv[1] == "train":
-  for job_file in sys.argv[3:]:
+  # Then, in the same process (TensorFlow and the original imported once), the jobs whose files
+  # the test writes once our runs are done: their names on one line of stdin.
+  print("ready", flush=True)
+  for job_file in sys.stdin.readline().split():
     forget_script_flags()
     train(sys.argv[2], job_file)
 '''
@@ -146,12 +149,27 @@ elif sys.argv[1] == "train":
 ORACLE = oracle.ORACLE[:oracle.ORACLE.index("\nif sys.argv[1] ==")] + TRAIN
 
 
-def run_oracle(*args):
+def start_oracle(work_dir):
+  """The original's process: writes its checkpoints in work_dir, then waits for train_oracle."""
   import subprocess
-  result = subprocess.run([sys.executable, "-c", ORACLE, *args], capture_output=True, text=True,
-                          cwd=REPO, timeout=600,
-                          env=dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_USE_LEGACY_KERAS="1"))
-  assert result.returncode == 0, result.stderr[-4000:]
+  log = work_dir / "oracle.log"  # a file: a pipe could fill while the process waits
+  with open(log, "w") as stderr:
+    process = subprocess.Popen([sys.executable, "-c", ORACLE, "checkpoints", str(work_dir)],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                               text=True, cwd=REPO,
+                               env=dict(os.environ, CUDA_VISIBLE_DEVICES="",
+                                        TF_USE_LEGACY_KERAS="1"))
+  if process.stdout.readline().strip() != "ready":
+    process.kill()
+    process.wait()
+    raise AssertionError(log.read_text()[-4000:])
+  return process
+
+
+def train_oracle(process, job_files, log):
+  """The original's training of each job, in the process start_oracle began."""
+  process.communicate(" ".join(map(str, job_files)) + "\n", timeout=600)
+  assert process.returncode == 0, log.read_text()[-4000:]
 
 
 def classifier_data(root):
@@ -243,15 +261,8 @@ def run_ours(script, output_dir, *args):
           "learning_rate": [v for _, v in train["learning_rate"]], "weights": weights}
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-  """{case: (ours, the original's)} after STEPS steps from the original's checkpoints."""
-  root = tmp_path_factory.mktemp("training_oracle")
-  (root / "bert_config.json").write_text(json.dumps(CONFIG))
-  (root / "vocab.txt").write_text("\n".join(oracle.VOCAB) + "\n")
-  np.savez(root / "inputs.npz", **oracle.inputs(seq=SEQ, predictions=PREDICTIONS))
-  # root/bert_model.ckpt (pre-trained), root/{run_classifier,run_squad}/model.ckpt-7 (fine-tuned)
-  run_oracle("checkpoints", str(root))
+def our_runs(root):
+  """{case: our run's losses, learning rates and weights}, from the original's checkpoints."""
   common = [f"--bert_config_file={root / 'bert_config.json'}",
             f"--vocab_file={root / 'vocab.txt'}", f"--learning_rate={LEARNING_RATE}"]
   classifier = [*common, "--task_name=MRPC", f"--data_dir={classifier_data(root / 'mrpc')}",
@@ -270,18 +281,34 @@ def runs(tmp_path_factory):
       f"--train_batch_size={BATCH}", f"--num_train_steps={STEPS}",
       f"--num_warmup_steps={WARMUP}", f"--init_checkpoint={root / 'bert_model.ckpt'}"]
   wrapper = str(mirrored_wrapper(root / "mirrored.py"))
-  ours = {
+  return {
       "classifier": run_ours("run_classifier.py", root / "classifier", *classifier),
       "squad": run_ours("run_squad.py", root / "squad", *squad_flags),
       "squad_dense": run_ours("run_squad.py", root / "squad_dense", *squad_flags,
                               "--clip_norm_rule=dense"),
-      "squad_accumulated": run_ours("run_squad.py", root / "squad_accumulated", *squad_flags,
-                                    "--gradient_accumulation_steps=2"),
-      "squad_mirrored": run_ours(wrapper, root / "squad_mirrored",
-                                 os.path.join(REPO, "run_squad.py"), *squad_flags,
-                                 "--distribution_strategy=mirrored"),
+      # 2 replicas, each its half of a step in 2 micro-batches: one example each.
+      "squad_mirrored_accumulated": run_ours(wrapper, root / "squad_mirrored_accumulated",
+                                             os.path.join(REPO, "run_squad.py"), *squad_flags,
+                                             "--distribution_strategy=mirrored",
+                                             "--gradient_accumulation_steps=2"),
       "pretraining": run_ours("run_pretraining.py", root / "pretraining", *pretraining_args),
   }
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+  """{case: (ours, the original's)} after STEPS steps from the original's checkpoints."""
+  root = tmp_path_factory.mktemp("training_oracle")
+  (root / "bert_config.json").write_text(json.dumps(CONFIG))
+  (root / "vocab.txt").write_text("\n".join(oracle.VOCAB) + "\n")
+  np.savez(root / "inputs.npz", **oracle.inputs(seq=SEQ, predictions=PREDICTIONS))
+  # root/bert_model.ckpt (pre-trained), root/{run_classifier,run_squad}/model.ckpt-7 (fine-tuned)
+  oracle_process = start_oracle(root)
+  try:
+    ours = our_runs(root)
+  except BaseException:
+    oracle_process.kill()
+    raise
   # The batches our runs trained on (the same global batches mirrored and accumulated).
   classifier_input = records.records_input_fn(
       [str(root / "classifier" / "train.tf_record")], glue.classifier_features(SEQ), BATCH,
@@ -307,9 +334,9 @@ def runs(tmp_path_factory):
            "output": str(root / f"{name}_original.npz")}
     job_files.append(root / f"{name}_job.json")
     job_files[-1].write_text(json.dumps(job))
-  run_oracle("train", str(root), *map(str, job_files))
+  train_oracle(oracle_process, job_files, root / "oracle.log")
   theirs = {name: dict(np.load(root / f"{name}_original.npz")) for name in jobs}
-  theirs["squad_accumulated"] = theirs["squad_mirrored"] = theirs["squad"]
+  theirs["squad_mirrored_accumulated"] = theirs["squad"]
   return {case: (ours[case], theirs[case]) for case in ours}
 
 
@@ -339,8 +366,8 @@ def split_noise(diffs, case):
           {n: d for n, d in diffs.items() if is_noise[n]})
 
 
-@pytest.mark.parametrize("case", ["classifier", "squad", "squad_dense", "squad_accumulated",
-                                  "squad_mirrored", "pretraining"])
+@pytest.mark.parametrize("case", ["classifier", "squad", "squad_dense",
+                                  "squad_mirrored_accumulated", "pretraining"])
 def test_training_steps_match_the_originals(runs, case):
   ours, theirs = runs[case]
   diffs, noise = split_noise(weight_differences(ours, theirs), case)

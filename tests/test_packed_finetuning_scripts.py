@@ -17,10 +17,10 @@ def test_classifier_packed_training_and_the_same_eval_and_predictions(tmp_path):
   trained = tmp_path / "packed"
   result = run_script(
       "run_classifier.py", *common_args(tmp_path / "data", vocab, config, trained),
-      "--task_name=SST-2", "--do_train", "--do_eval", "--do_predict", "--pack_sequences",
+      "--task_name=SST-2", "--do_train", "--do_eval", "--pack_sequences",
       "--train_batch_size=4", "--gradient_accumulation_steps=2", "--num_train_epochs=2",
       "--learning_rate=2e-3", "--dtype=bfloat16", "--distribution_strategy=mirrored",
-      "--log_steps=2", "--predict_batch_size=32", "--eval_every_n_steps=4")
+      "--log_steps=2", "--eval_every_n_steps=4")
   assert result.returncode == 0, result.stderr[-3000:]
   log = result.stderr
   assert "Packed into" in log and "examples_per_row" in log and "examples_per_second" in log
