@@ -258,6 +258,29 @@ def test_saved_models_in_fresh_process_match_python_paths(exported, tmp_path):
 
   check_ner_served(results, exported, sentences)
 
+def test_export_holds_the_serving_functions_and_variables_not_the_keras_layers(exported):
+  """The server keeps its Keras model out of the SavedModel (text_server): no Keras layer objects
+  or traces of their call functions are saved, only the variables the serving functions read,
+  which a load restores (their names and values) and serves the in-memory server's outputs with."""
+  for name in ("classifier", "squad0", "ner"):
+    with open(os.path.join(exported["dirs"][name], "saved_model.pb"), "rb") as f:
+      graph = f.read()
+    assert b"keras_api" not in graph and b"_tf_keras" not in graph, name
+  loaded = tf.saved_model.load(exported["dirs"]["classifier"])
+  assert not hasattr(loaded, "model")
+  model = exported["models"]["classifier"]
+  assert [v.name for v in loaded.model_variables] == [v.name for v in model.variables]
+  for restored, variable in zip(loaded.model_variables, model.variables):
+    np.testing.assert_array_equal(restored.numpy(), variable.numpy())
+  server = export.make_server("classifier", fast_tokenization.FastTokenizer(vocab_path()), model,
+                              CLASSIFIER_SEQ, label_list=["0", "1"], pair=True)
+  assert [id(v) for v in server.model_variables] == [id(v) for v in server.model.variables]
+  texts = {"text_a": tf.constant(ODD_TEXTS), "text_b": tf.constant(ODD_TEXTS[::-1])}
+  served, expected = loaded.signatures["serving_default"](**texts), server.serve(**texts)
+  np.testing.assert_array_equal(served["probabilities"].numpy(),
+                                expected["probabilities"].numpy())
+
+
 def test_bfloat16_export_gives_the_mixed_precision_outputs(exported, tmp_path):
   """--dtype=bfloat16 stores the matmul weights in bfloat16: what mixed_bfloat16 computes."""
   import tf_keras  # pylint: disable=g-import-not-at-top

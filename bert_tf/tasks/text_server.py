@@ -22,6 +22,11 @@ own modules: glue_server, squad_server, ner_server) is a TextServer subclass tha
 
 info() (a function saved with the module, not a signature) -> task (the registered name),
 label_list, pair, regression: what bert_tf.serving.predictor reads to call an export.
+
+The server keeps its Keras model out of tf.Module's tracking (`model`, in memory only) and tracks
+the model's variables (`model_variables`), so tf.saved_model.save writes the serving functions and
+the variables they read without tracing and saving every Keras layer's call functions, which made
+an export several times slower to save and to load. A loaded export therefore has no Keras model.
 """
 import tensorflow as tf
 
@@ -32,6 +37,16 @@ def nul_safe(texts):
   """regex_split stops at a NUL character: make it U+0001, which is also no whitespace, also
   dropped by the tokenizer, and also one byte."""
   return tf.strings.regex_replace(texts, "\x00", "\x01")
+
+
+class _Untracked:
+  """A plain holder: tf.Module tracks no object behind it (so tf.saved_model.save does not save
+  it)."""
+
+  __slots__ = ("value",)
+
+  def __init__(self, value):
+    self.value = value
 
 
 class TextServer(tf.Module):
@@ -45,7 +60,11 @@ class TextServer(tf.Module):
                regression=False, inputs=None, name=None):
     super().__init__(name=name or "task_server")
     self.tokenizer = tokenizer
-    self.model = model
+    # Not a dependency of the module: tf.saved_model.save would save the Keras model's own layer
+    # traces (the module docstring). Its variables are, for the serving functions that read them
+    # (the model is built: they all exist); a TensorFlow Lite model has none.
+    self._model = _Untracked(model)
+    self.model_variables = list(getattr(model, "variables", ()))
     self.max_seq_length = max_seq_length
     vocab = tokenizer.vocab
     self.cls_id, self.sep_id, self.unk_id = vocab["[CLS]"], vocab["[SEP]"], vocab["[UNK]"]
@@ -57,6 +76,11 @@ class TextServer(tf.Module):
              for input_name in inputs or self.INPUTS]
     self.serve = tf.function(self._serve, input_signature=specs)
     self.tokenize = tf.function(self._inputs, input_signature=specs)
+
+  @property
+  def model(self):
+    """The Keras model (or tflite.ServingModel) the server calls; in memory only, not saved."""
+    return self._model.value
 
   def _serve(self, *texts):
     raise NotImplementedError
