@@ -258,6 +258,7 @@ def test_saved_models_in_fresh_process_match_python_paths(exported, tmp_path):
 
   check_ner_served(results, exported, sentences)
 
+
 def test_export_holds_the_serving_functions_and_variables_not_the_keras_layers(exported):
   """The server keeps its Keras model out of the SavedModel (text_server): no Keras layer objects
   or traces of their call functions are saved, only the variables the serving functions read,
