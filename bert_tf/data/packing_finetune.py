@@ -120,7 +120,7 @@ class Layout:
     """The rows the records of `path` pack into (in file order): an epoch of packed training.
 
     Each window's examples are placed as pack() places them (packing.first_fit_rows): packing
-    them in a pipeline only to count its rows costs seconds of tracing and scattering.
+    them in a pipeline only to count its rows would trace and scatter every feature.
     """
     def example_lengths(features):
       mask = tf.reshape(features["input_mask"], [-1, self.num_sequences, self.seq_length])

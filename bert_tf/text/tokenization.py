@@ -200,7 +200,7 @@ def char_classes():
   """Code points of each character class the tokenizer uses, from unicodedata (as the original).
 
   Each property is read for all code points at once (str and numpy operations in C): a loop over
-  them in Python costs about a second in every process that tokenizes.
+  them in Python would be a fixed cost of every process that tokenizes.
   """
   (skip_a, end_a), (skip_b, _) = CLASSLESS_RANGES
   codepoints = np.concatenate([np.arange(skip_a), np.arange(end_a + 1, skip_b)])
