@@ -21,10 +21,11 @@ from bert_tf.errors import BertTfError
 from bert_tf.text import tokenization
 
 
-# Ends each character of one long text that is lower-cased or normalized in a single call (not a
-# per-character loop in Python, a fixed cost of every tokenizer built): it is neither cased nor case-ignorable (a capital
-# sigma before it is final, as at the end of a text) and a starter for NFD (no reordering across
-# it), so each character maps as it would alone. Not NUL: TensorFlow's lower-casing stops there.
+# Ends each character of one long text that is lower-cased or normalized in a single call, not
+# in a per-character loop in Python (a fixed cost of every tokenizer built). It is neither cased
+# nor case-ignorable (a capital sigma before it is final, as at the end of a text) and a starter
+# for NFD (no reordering across it), so each character maps as it would alone. Not NUL:
+# TensorFlow's lower-casing stops there.
 _SEP = ord("\n")
 
 
