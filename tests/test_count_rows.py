@@ -40,6 +40,7 @@ def test_count_rows_is_the_number_of_packed_rows(tmp_path, n, choices, max_insta
   schema = (glue.classifier_features(SEQ) if choices == 1 else
             swag.multiple_choice_features(SEQ, choices))
   layout = packing_finetune.Layout(schema, SEQ, choices, max_instances)
-  packed = int(layout._ordered_rows(path).reduce(np.int64(0), lambda count, _: count + 1))  # pylint: disable=protected-access
+  pipeline = layout._ordered_rows(path)  # pylint: disable=protected-access
+  packed = int(pipeline.reduce(np.int64(0), lambda count, _: count + 1))
   assert layout.count_rows(path) == packed
   assert packed < n
