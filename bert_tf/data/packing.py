@@ -21,6 +21,7 @@ Shapes are static: rows of max_seq_length, max_instances and max_predictions slo
 """
 import math
 
+import numpy as np
 import tensorflow as tf
 
 from bert_tf.data import dynamic_masking
@@ -107,6 +108,24 @@ def first_fit_decreasing(lengths, seq_length, max_instances, predictions=None,
       lambda i, *_: i < n, body,
       (0, zeros, zeros, zeros, 0, tf.TensorArray(tf.int32, size=n, element_shape=[4])))
   return tf.scatter_nd(order[:, tf.newaxis], placed.stack(), tf.stack([n, 4]))
+
+
+def first_fit_rows(lengths, seq_length, max_instances):
+  """How many rows first_fit_decreasing opens for `lengths` (numpy [N]; no predictions): the same
+  placement, in numpy, for counting rows without building them."""
+  room = np.zeros(len(lengths), np.int64)  # tokens left in each open row; -1 once it is full
+  instances = np.zeros(len(lengths), np.int64)
+  rows = 0
+  for length in sorted(lengths.tolist(), reverse=True):  # equal lengths: any order places alike
+    row = int(np.argmax(room[:rows] >= length)) if rows else 0
+    if not rows or room[row] < length:  # no open row fits: a new one
+      row, room[rows] = rows, seq_length
+      rows += 1
+    room[row] -= length
+    instances[row] += 1
+    if instances[row] == max_instances:
+      room[row] = -1
+  return rows
 
 
 def scatter_rows(indices, real, values, num_rows, width):

@@ -117,8 +117,19 @@ class Layout:
     return self._window_rows(windows)
 
   def count_rows(self, path):
-    """The rows the records of `path` pack into (in file order): an epoch of packed training."""
-    return int(self._ordered_rows(path).reduce(np.int64(0), lambda n, _: n + 1))
+    """The rows the records of `path` pack into (in file order): an epoch of packed training.
+
+    Each window's examples are placed as pack() places them (packing.first_fit_rows): packing
+    them in a pipeline only to count its rows would trace and scatter every feature.
+    """
+    def example_lengths(features):
+      mask = tf.reshape(features["input_mask"], [-1, self.num_sequences, self.seq_length])
+      return tf.reduce_sum(mask, axis=[1, 2])
+
+    windows = records.records_input_fn([path], self.schema, WINDOW, is_training=False,
+                                       batch_map_fn=example_lengths)(tf.distribute.InputContext())
+    return sum(packing.first_fit_rows(lengths, self.width, self.max_instances)
+               for lengths in windows.as_numpy_iterator())
 
   # -------------------------------------------------------------------------- input_fns
 

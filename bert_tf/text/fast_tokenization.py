@@ -14,60 +14,109 @@ import re
 import sys
 import unicodedata
 
+import numpy as np
 import tensorflow as tf
 
 from bert_tf.errors import BertTfError
 from bert_tf.text import tokenization
 
 
+# Ends each character of one long text that is lower-cased or normalized in a single call, not
+# in a per-character loop in Python (a fixed cost of every tokenizer built). It is neither cased
+# nor case-ignorable (a capital sigma before it is final, as at the end of a text) and a starter
+# for NFD (no reordering across it), so each character maps as it would alone. Not NUL:
+# TensorFlow's lower-casing stops there.
+_SEP = ord("\n")
+
+
+def _codepoints_but_separator(first):
+  """Every code point from `first` on but the surrogates (not encodable) and _SEP."""
+  codepoints = np.arange(first, sys.maxunicode + 1)
+  return codepoints[((codepoints < 0xD800) | (codepoints > 0xDFFF)) & (codepoints != _SEP)]
+
+
+def _text(rows):
+  """Code points [n, k] -> one str: each row's characters, then _SEP."""
+  rows = np.concatenate([rows, np.full((len(rows), 1), _SEP)], axis=1)
+  return rows.astype("<u4").tobytes().decode("utf-32-le")
+
+
+def _parts(text, count):
+  """A text of `count` _SEP-ended parts -> (its code points, each part's start, each one's end)."""
+  units = np.frombuffer(text.encode("utf-32-le"), "<u4")
+  ends = np.flatnonzero(units == _SEP)
+  if len(ends) != count:
+    raise RuntimeError(f"{len(ends)} mapped parts for {count} characters")
+  return units, np.concatenate([[0], ends[:-1] + 1]), ends
+
+
+def _parts_differ(ours, theirs):
+  """Whether each part of two _parts results differs (in length or in a code point)."""
+  (units_a, starts_a, ends_a), (units_b, starts_b, ends_b) = ours, theirs
+  same_length = ends_a - starts_a == ends_b - starts_b
+  differ = ~same_length
+  part = np.repeat(np.arange(len(ends_a)), ends_a - starts_a + 1)  # each of ours' units' part
+  offset = np.arange(len(units_a)) - starts_a[part]
+  aligned = same_length[part]
+  index_b = np.where(aligned, starts_b[part] + offset, 0)
+  differ[part[aligned & (units_a != units_b[index_b])]] = True
+  return differ
+
+
 @functools.lru_cache(maxsize=None)
 def _fallback_characters():
   """Characters where TensorFlow's lower-casing or NFD (its ICU's Unicode) differs from Python's.
 
-  Found by comparing both on every code point (about 2 s): letters added in Unicode 14 (Python
-  3.11's version) that TensorFlow's ICU does not lower-case, and code points unassigned in Unicode
-  14 that its newer ICU decomposes. FastTokenizer's list API sends text holding one to Python.
+  Found by comparing both on every code point (all in one text, see _SEP; _SEP is ASCII, which
+  both map alike): letters added in Unicode 14 (Python 3.11's version) that TensorFlow's ICU does
+  not lower-case, and code points unassigned in Unicode 14 that its newer ICU decomposes.
+  FastTokenizer's list API sends text holding one to Python.
   """
   import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
-  codepoints = [cp for cp in range(1, sys.maxunicode + 1) if not 0xD800 <= cp <= 0xDFFF]
-  chars = [chr(cp) for cp in codepoints]
-  lowered = tf.strings.lower(chars, encoding="utf-8").numpy()
-  decomposed = tf_text.normalize_utf8(chars, "NFD").numpy()
-  unsafe = []
-  for cp, char, tf_lower, tf_nfd in zip(codepoints, chars, lowered, decomposed):
-    if (char.lower() != tf_lower.decode("utf-8") or
-        unicodedata.normalize("NFD", char) != tf_nfd.decode("utf-8")):
-      unsafe.append(cp)
-  return tuple(unsafe)
+  codepoints = _codepoints_but_separator(first=1)
+  text = _text(codepoints[:, None])
+  differ = np.zeros(len(codepoints), bool)
+  for ours, theirs in ((text.lower(), tf.strings.lower(text, encoding="utf-8")),
+                       (unicodedata.normalize("NFD", text), tf_text.normalize_utf8(text, "NFD"))):
+    theirs = theirs.numpy().decode("utf-8")
+    differ |= _parts_differ(_parts(ours, len(codepoints)), _parts(theirs, len(codepoints)))
+  return tuple(codepoints[differ].tolist())
+
+
+def _sigma_class(char):
+  """1 cased, 2 case-ignorable, 0 neither, as str.lower() sees `char` after a capital sigma."""
+  if ("\u0391\u03a3" + char).lower()[1] == "\u03c3":  # a cased character after it: σ
+    return 1
+  if ("\u0391\u03a3" + char + "\u0392").lower()[1] == "\u03c3":  # skipped over: σ
+    return 2
+  return 0
 
 
 @functools.lru_cache(maxsize=None)
 def _sigma_context_runs():
-  """(run starts, run classes) over all code points: 1 cased, 2 case-ignorable, 0 neither, as
-  this Python's str.lower() sees them when it decides whether a capital sigma is final.
+  """(run starts, run classes) over all code points: _sigma_class of each (0 for surrogates).
 
   CPython lower-cases U+03A3 to final ς when the nearest character before it that is not
   case-ignorable is cased and the nearest after it that is not case-ignorable is not cased (or
   absent). TensorFlow's ICU applies the same rule with its own, older character properties: ~300
   characters added in Unicode 14 (combining marks such as U+0898, modifier letters, lower-case
-  letters) differ, so FastTokenizer decides each sigma itself from these classes (about 1 s).
+  letters) differ, so FastTokenizer decides each sigma itself from these classes. _sigma_class's
+  two tests run on all code points at once: "ΑΣ{c}{suffix}" for every c in one text (see _SEP).
   """
-  starts, classes = [], []
-  for cp in range(sys.maxunicode + 1):
-    if 0xD800 <= cp <= 0xDFFF:
-      cls = 0
-    else:
-      char = chr(cp)
-      if ("\u0391\u03a3" + char).lower()[1] == "\u03c3":  # a cased character after it: σ
-        cls = 1
-      elif ("\u0391\u03a3" + char + "\u0392").lower()[1] == "\u03c3":  # skipped over: σ
-        cls = 2
-      else:
-        cls = 0
-    if not classes or classes[-1] != cls:
-      starts.append(cp)
-      classes.append(cls)
-  return tuple(starts), tuple(classes)
+  codepoints = _codepoints_but_separator(first=0)
+
+  def sigma_kept(suffix):
+    rows = [np.full(len(codepoints), ord(c)) for c in "\u0391\u03a3"] + [codepoints]
+    rows += [np.full(len(codepoints), ord(c)) for c in suffix]
+    units, starts, _ = _parts(_text(np.stack(rows, axis=1)).lower(), len(codepoints))
+    return units[starts + 1] == ord("\u03c3")
+
+  cased, cased_or_skipped = sigma_kept(""), sigma_kept("\u0392")
+  classes = np.zeros(sys.maxunicode + 1, np.int64)
+  classes[codepoints] = np.where(cased, 1, np.where(cased_or_skipped, 2, 0))
+  classes[_SEP] = _sigma_class(chr(_SEP))
+  starts = np.concatenate([[0], np.flatnonzero(np.diff(classes)) + 1])
+  return tuple(starts.tolist()), tuple(classes[starts].tolist())
 
 
 class FastTokenizer(tf.Module):

@@ -10,12 +10,12 @@ TensorFlow ops, for graphs and SavedModels.
 
 import collections
 import functools
-import itertools
 import re
 import sys
 import unicodedata
 
 from absl import logging
+import numpy as np
 
 from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
@@ -197,23 +197,26 @@ CLASSLESS_RANGES = ((0x40000, 0xDFFFF), (0xF0000, sys.maxunicode))
 
 @functools.lru_cache(maxsize=None)
 def char_classes():
-  """Code points of each character class the tokenizer uses, from unicodedata (as the original)."""
-  classes = {"removed": [], "whitespace": [], "other_space": [], "punctuation": [], "mark": []}
+  """Code points of each character class the tokenizer uses, from unicodedata (as the original).
+
+  Each property is read for all code points at once (str and numpy operations in C): a loop over
+  them in Python would be a fixed cost of every process that tokenizes.
+  """
   (skip_a, end_a), (skip_b, _) = CLASSLESS_RANGES
-  for cp in itertools.chain(range(skip_a), range(end_a + 1, skip_b)):
-    char = chr(cp)
-    category = unicodedata.category(char)
-    if cp == 0 or cp == 0xFFFD or (category in ("Cc", "Cf") and char not in "\t\n\r"):
-      classes["removed"].append(cp)
-    elif char in " \t\n\r" or category == "Zs":
-      classes["whitespace"].append(cp)
-    elif char.isspace():  # kept by the cleaning, yet str.split() splits on it (U+2028, U+2029)
-      classes["other_space"].append(cp)
-    if _is_punctuation(char):
-      classes["punctuation"].append(cp)
-    if category == "Mn":
-      classes["mark"].append(cp)
-  return {name: tuple(cps) for name, cps in classes.items()}
+  codepoints = np.concatenate([np.arange(skip_a), np.arange(end_a + 1, skip_b)])
+  chars = codepoints.astype("<u4").tobytes().decode("utf-32-le", errors="surrogatepass")
+  category = np.array(list(map(unicodedata.category, chars)))
+  is_space = np.fromiter(map(str.isspace, chars), bool, len(chars))
+  removed = ((np.isin(category, ["Cc", "Cf"]) & ~np.isin(codepoints, [9, 10, 13]))
+             | np.isin(codepoints, [0, 0xFFFD]))
+  whitespace = ~removed & (np.isin(codepoints, [32, 9, 10, 13]) | (category == "Zs"))
+  # Kept by the cleaning, yet str.split() splits on it (U+2028, U+2029).
+  other_space = ~removed & ~whitespace & is_space
+  ascii_punctuation = [cp for cp in range(128) if _is_punctuation(chr(cp))]  # "^", "$", "`" too
+  punctuation = (category.astype("U1") == "P") | np.isin(codepoints, ascii_punctuation)
+  classes = {"removed": removed, "whitespace": whitespace, "other_space": other_space,
+             "punctuation": punctuation, "mark": category == "Mn"}
+  return {name: tuple(codepoints[mask].tolist()) for name, mask in classes.items()}
 
 
 def codepoint_runs(codepoints):
