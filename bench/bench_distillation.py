@@ -219,7 +219,8 @@ def bench_seed(task, root, seed, teacher_base, data_dir, transfer, num_transfer)
       output_dir = os.path.join(root, f"L{layers}_{name}")
       took = fine_tune(task, init_dir, init, output_dir, data_dir, seed, extra, epochs)
       rows.append((f"{layers}-layer student", how, results(output_dir), took))
-    models[f"{layers}-layer student"] = output_dir  # the same shapes whichever way it trained
+    if FLAGS.kinds:  # none: the teacher and the students' first weights only
+      models[f"{layers}-layer student"] = output_dir  # the same shapes whichever way it trained
   return rows, models
 
 
