@@ -43,19 +43,11 @@ def reference_fallback_characters():
 
 
 def reference_sigma_classes():
-  """The class of every code point, as _sigma_context_runs's runs give it."""
-  classes = []
-  for cp in range(sys.maxunicode + 1):
-    char = chr(cp)
-    if 0xD800 <= cp <= 0xDFFF:
-      classes.append(0)
-    elif ("\u0391\u03a3" + char).lower()[1] == "\u03c3":
-      classes.append(1)
-    elif ("\u0391\u03a3" + char + "\u0392").lower()[1] == "\u03c3":
-      classes.append(2)
-    else:
-      classes.append(0)
-  return classes
+  """The class of every code point, as _sigma_context_runs's runs give it: the per-character
+  definition (_sigma_class) applied one code point at a time."""
+  sigma_class = fast_tokenization._sigma_class  # pylint: disable=protected-access
+  return [0 if 0xD800 <= cp <= 0xDFFF else sigma_class(chr(cp))
+          for cp in range(sys.maxunicode + 1)]
 
 
 def test_char_classes_match_a_loop_over_every_code_point():
