@@ -190,8 +190,8 @@ def bench_task(task, work, teacher_base):
 
 def bench_seed(task, root, seed, teacher_base, data_dir, transfer, num_transfer):
   """One seed's rows [(model, how, {metric: value}, seconds)] and its models' directories. A
-  student's folder names its epochs (and T and alpha when distilled): runs of other settings in
-  the same work_dir are kept apart, and a finished run is reused."""
+  student's folder names its epochs (and T, alpha and the transfer set's size when distilled):
+  runs of other settings in the same work_dir are kept apart, and a finished run is reused."""
   teacher = os.path.join(root, "teacher")
   os.makedirs(root, exist_ok=True)
   took = fine_tune(task, teacher_base, f"{teacher_base}/bert_model.ckpt", teacher, data_dir, seed,
@@ -212,7 +212,7 @@ def bench_seed(task, root, seed, teacher_base, data_dir, transfer, num_transfer)
     kinds = {"alone": (f"alone_e{epochs}", "fine-tuned alone", ()),
              "distilled": (f"distilled_{tag}", "distilled, training set", distill),
              "distilled_transfer": (
-                 f"distilled_transfer_{tag}",
+                 f"distilled_transfer{num_transfer}_{tag}",
                  f"distilled, + transfer set ({num_transfer:,} unlabelled)",
                  distill + [f"--transfer_file={transfer}"])}
     for name, how, extra in (kinds[kind] for kind in FLAGS.kinds):
