@@ -30,12 +30,12 @@ from support import task_data  # noqa: E402
 # cannot be the last one a worker runs alone while the other idles. The rest follow by name.
 SLOWEST_FIRST = [
     "test_readme.py", "test_export.py", "test_predictor.py", "test_bilstm_head.py",
-    "test_packing_finetune.py", "test_run_ner.py", "test_faults.py", "test_original_oracle.py",
+    "test_packing_finetune.py", "test_faults.py", "test_original_oracle.py",
     "test_tokenization.py", "test_training.py", "test_original_training_oracle.py",
-    "test_distillation.py", "test_run_pretraining.py", "test_tflite.py", "test_keep_best.py",
-    "test_packing.py", "test_packed_ner_swag_scripts.py", "test_device_check.py",
-    "test_faults_runs.py", "test_dynamic_masking.py", "test_packed_finetuning_scripts.py",
-    "test_faults_resume.py", "test_new_task.py",
+    "test_distillation.py", "test_run_pretraining.py", "test_tflite.py", "test_run_ner.py",
+    "test_keep_best.py", "test_packing.py", "test_packed_ner_swag_scripts.py",
+    "test_device_check.py", "test_faults_runs.py", "test_dynamic_masking.py",
+    "test_packed_finetuning_scripts.py", "test_faults_resume.py", "test_new_task.py",
 ]
 
 

@@ -9,6 +9,7 @@ import pytest
 from seqeval import metrics as seqeval_metrics
 
 from support.script_runner import run_script
+from support.task_data import with_layers
 from support import terminal
 
 
@@ -23,8 +24,11 @@ def _results(path):
 
 @pytest.fixture(scope="module")
 def data(conll_data):
-  """conftest's tiny CoNLL data, under the name this module's tests use."""
-  return conll_data
+  """conftest's tiny CoNLL data with a 1-layer copy of its 4-layer config: it learns the data as
+  well, and each run traces every layer again. The feature-based run takes conll_data's own four
+  (--feature_layers=concat_last_four)."""
+  return types.SimpleNamespace(tmp=conll_data.tmp, data_dir=conll_data.data_dir,
+                               common=with_layers(conll_data.common, conll_data.tmp, 1))
 
 
 @pytest.fixture(scope="module")
@@ -99,9 +103,9 @@ def test_eval_restored_from_output_dir_gives_the_same_results(fine_tuned, data):
     assert float(after[key]) == pytest.approx(float(before[key]), abs=1e-6)
 
 
-def test_feature_based_trains_only_the_bilstm(data):
-  output_dir = data.tmp / "feature_based"
-  result = _run(*data.common, f"--output_dir={output_dir}", "--do_train", "--do_eval",
+def test_feature_based_trains_only_the_bilstm(conll_data):
+  output_dir = conll_data.tmp / "feature_based"
+  result = _run(*conll_data.common, f"--output_dir={output_dir}", "--do_train", "--do_eval",
                 "--num_train_epochs=1", "--feature_based", "--feature_layers=concat_last_four",
                 "--lstm_units=8", "--dtype=bfloat16", "--eval_batch_size=32")
   assert result.returncode == 0, result.stderr[-3000:]

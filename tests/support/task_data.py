@@ -77,6 +77,17 @@ def conll_data(tmp):
   return types.SimpleNamespace(tmp=tmp, data_dir=data_dir, common=common)
 
 
+def with_layers(common, directory, num_hidden_layers):
+  """conll_data's common flags with a copy of their config of another depth, written in directory
+  (for the tests whose checks depend on no depth: each layer is traced again by every run)."""
+  [config_flag] = [flag for flag in common if flag.startswith("--bert_config_file=")]
+  config = BertConfig.from_json_file(config_flag.split("=", 1)[1])
+  config.num_hidden_layers = num_hidden_layers
+  path = directory / f"bert_config_{num_hidden_layers}_layers.json"
+  config.to_json_file(str(path))
+  return [flag for flag in common if flag != config_flag] + [f"--bert_config_file={path}"]
+
+
 # --- SWAG ---------------------------------------------------------------------------------------
 
 HEADER = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "ending0",
