@@ -44,6 +44,5 @@ def main(_):
 
 if __name__ == "__main__":
   define_flags()
-  bert_flags.mark_required("task", "bert_config_file", "vocab_file", "init_checkpoint",
-                           "export_dir")
+  bert_flags.mark_required("task", "init_checkpoint", "export_dir")
   app.run(main)

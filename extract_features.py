@@ -50,6 +50,5 @@ def main(_):
 
 if __name__ == "__main__":
   define_flags()
-  bert_flags.mark_required("input_file", "vocab_file", "bert_config_file", "init_checkpoint",
-                           "output_file")
+  bert_flags.mark_required("input_file", "init_checkpoint", "output_file")
   app.run(main)

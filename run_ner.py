@@ -35,5 +35,5 @@ def main(_):
 
 if __name__ == "__main__":
   define_flags()
-  bert_flags.mark_required("data_dir", "vocab_file", "bert_config_file", "output_dir")
+  bert_flags.mark_required("data_dir", "output_dir")
   app.run(main)

@@ -61,5 +61,5 @@ def main(_):
 
 if __name__ == "__main__":
   define_flags()
-  bert_flags.mark_required("input_file", "bert_config_file", "output_dir")
+  bert_flags.mark_required("input_file", "output_dir")
   app.run(main)

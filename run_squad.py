@@ -33,5 +33,5 @@ def main(_):
 
 if __name__ == "__main__":
   define_flags()
-  bert_flags.mark_required("vocab_file", "bert_config_file", "output_dir")
+  bert_flags.mark_required("output_dir")
   app.run(main)

@@ -56,7 +56,8 @@ def values():
   The typed options that a script builds from it check their own rules (a batch size of 0, a
   negative learning rate, ...: BertTfError naming the flag).
   """
-  return types.SimpleNamespace(**FLAGS.flag_values_dict())
+  return types.SimpleNamespace(**FLAGS.flag_values_dict(), given=frozenset(
+      name for name in FLAGS if FLAGS[name].present))
 
 
 def _given(values, name, default=None):
@@ -87,9 +88,11 @@ def pretraining_options(values):
 
 
 def options_of(cls, values, **given):
-  """A typed options dataclass `cls` from the flag values of its fields' names (and `given`)."""
+  """A typed options dataclass `cls` from the flag values of its fields' names (and `given`);
+  its `given` field, the flags the user gave, where values() said so."""
   return cls(**{field.name: getattr(values, field.name) for field in dataclasses.fields(cls)
-                if field.name not in given}, **given)
+                if field.name not in given and (field.name != "given" or
+                                                hasattr(values, "given"))}, **given)
 
 
 def pretraining_data_options(values):
@@ -254,7 +257,9 @@ def use_grouped_help():
 
 def define_bert_config_flag():
   _define("string", "bert_config_file", None, "The config json file corresponding to the "
-          "pre-trained BERT model. This specifies the model architecture.")
+          "pre-trained BERT model. This specifies the model architecture. Default: the model's "
+          "own, where --init_checkpoint holds it (bert_config.json beside the checkpoint, a "
+          "Hugging Face model's config.json).")
 
 
 def define_init_checkpoint_flag():
@@ -265,14 +270,17 @@ def define_init_checkpoint_flag():
           "fine-tuned model.")
 
 
-def define_vocab_file_flag(help_text="The vocabulary file that the BERT model was trained on."):
+def define_vocab_file_flag(help_text="The vocabulary file that the BERT model was trained on. "
+                           "Default: the model's own, where --init_checkpoint holds it (vocab.txt "
+                           "beside the checkpoint or in the model's directory)."):
   _define("string", "vocab_file", None, help_text)
 
 
 def define_vocab_flags():
   define_vocab_file_flag()
   _define("bool", "do_lower_case", True, "Whether to lower case the input text. Should be True "
-          "for uncased models and False for cased models.")
+          "for uncased models and False for cased models. Left out, the casing a model records "
+          "(a fine-tuning run's task_config.json, a Hugging Face tokenizer_config.json) is used.")
 
 
 def define_model_flags(vocab=True):

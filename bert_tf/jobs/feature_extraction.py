@@ -9,6 +9,7 @@ import re
 import time
 from glob import escape as glob_escape
 import weakref
+from typing import Optional
 
 import tensorflow as tf
 import tf_keras
@@ -20,11 +21,9 @@ from bert_tf.io import fileio
 from bert_tf.io.fileio import atomic_output
 from bert_tf.io import progress
 from bert_tf.model import checkpoints
-from bert_tf.model.config import BertConfig
-from bert_tf.model.config import check_max_seq_length
 from bert_tf.model import heads
+from bert_tf.model import model_files
 from bert_tf.model import modeling
-from bert_tf.text import tokenization
 from bert_tf.training import runtime as runtime_lib
 
 InputExample = collections.namedtuple("InputExample", ["unique_id", "text_a", "text_b"])
@@ -62,6 +61,7 @@ class ExtractOptions:
   max_seq_length: int = 128
   batch_size: int = 32
   use_one_hot_embeddings: bool = False
+  given: Optional[frozenset] = None  # the flags the user gave (None: all that have a value)
 
   def __post_init__(self):
     check_at_least(self.batch_size, "batch_size", 1)
@@ -194,13 +194,9 @@ def run(options, runtime):
   --max_seq_length is checked against the model's config before TensorFlow starts."""
   start = time.time()
   check_outputs(options)
-  bert_config = BertConfig.from_json_file(options.bert_config_file)
-  check_max_seq_length(options.max_seq_length, bert_config.max_position_embeddings)
+  files = model_files.open_model(options, max_seq_length=options.max_seq_length)
+  bert_config, tokenizer = files.config, files.tokenizer
   layer_indexes = parse_layers(options.layers, bert_config.num_hidden_layers)
-  tokenization.validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
-  tokenizer = tokenization.FullTokenizer(vocab_file=options.vocab_file,
-                                         do_lower_case=options.do_lower_case)
-  bert_config.check_vocab_size(tokenization.vocab_size(tokenizer.vocab), options.vocab_file)
   examples = read_examples(options.input_file)
   features = convert_examples_to_features(examples, options.max_seq_length, tokenizer)
   strategy = runtime_lib.setup_runtime(runtime, bert_config, options.max_seq_length)

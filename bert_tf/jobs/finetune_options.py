@@ -63,6 +63,7 @@ class FinetuneOptions:
   runtime: Any = None  # bert_tf.training.options.RuntimeOptions (finetuning.run resolves --dtype=auto)
   loop: Any = None  # bert_tf.training.options.TrainLoopOptions
   distill: Any = None  # bert_tf.jobs.distillation.DistillOptions (--teacher_dir), or None
+  given: Optional[frozenset] = None  # the flags the user gave (None: all that have a value)
 
   def __post_init__(self):
     self._check_ranges()
@@ -154,3 +155,4 @@ class ExportOptions:
   dtype: str = "float32"
   tflite: bool = False
   task: Any = None
+  given: Optional[frozenset] = None  # the flags the user gave (None: all that have a value)

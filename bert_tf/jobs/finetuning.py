@@ -31,12 +31,10 @@ from bert_tf.io import progress
 from bert_tf.io.fileio import write_text_atomically
 from bert_tf.jobs import distillation
 from bert_tf.model import checkpoints
-from bert_tf.model.config import BertConfig
-from bert_tf.model.config import check_max_seq_length
 from bert_tf.model import model_dir
+from bert_tf.model import model_files
 from bert_tf.serving import export
 from bert_tf.tasks import base
-from bert_tf.text import tokenization
 from bert_tf.training import keep_best
 from bert_tf.training import loop
 from bert_tf.training import run_dir
@@ -51,22 +49,6 @@ RECORD_FILES = base.RECORD_FILES
 NOT_RESULTS = ("*.tf_record", "checkpoint", "*.index", "*.data-*-of-*", "train_run.json",
                model_dir.CONFIG_FILE, model_dir.VOCAB_FILE, scalars.CURVES_FILE,
                model_dir.TASK_CONFIG_FILE, run_dir.LOCK_FILE)
-
-
-def config_and_tokenizer(options):
-  """Checks the model flags as the original scripts do; returns (BertConfig, FullTokenizer).
-
-  Python only, so bad flags fail before runtime.setup_runtime() starts TensorFlow's runtime: the
-  job's one check of --max_seq_length (against the model's position embeddings) is here.
-  """
-  tokenization.validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
-  config = BertConfig.from_json_file(options.bert_config_file)
-  check_max_seq_length(options.max_seq_length, config.max_position_embeddings)
-  if not tf.io.gfile.exists(options.vocab_file):
-    raise BertTfError(f"--vocab_file: {options.vocab_file} not found")
-  tokenizer = tokenization.FullTokenizer(options.vocab_file, do_lower_case=options.do_lower_case)
-  config.check_vocab_size(tokenization.vocab_size(tokenizer.vocab), options.vocab_file)
-  return config, tokenizer
 
 
 def finetuning_steps(options, num_examples, what):
@@ -152,8 +134,10 @@ def run(task_class, options):
   if data_dir and tf.io.gfile.exists(data_dir) and not tf.io.gfile.isdir(data_dir):
     raise BertTfError(f"--data_dir: {data_dir} is a file, not a directory (expected the "
                       f"directory that holds the task's train, dev and test files)")
-  config, tokenizer = config_and_tokenizer(options)
-  task = distillation.wrap(task_class(options, tokenizer), options)  # --teacher_dir
+  # Python only, so that bad flags and files fail before TensorFlow's runtime starts.
+  files = model_files.open_model(options, max_seq_length=options.max_seq_length)
+  options, config = files.resolved(options), files.config
+  task = distillation.wrap(task_class(options, files.tokenizer), options)  # --teacher_dir
   plan = keep_best.plan(options, task)
   if options.do_train:
     run_dir.check_batch_size(options.output_dir, options.train_batch_size)

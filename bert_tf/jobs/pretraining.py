@@ -22,10 +22,9 @@ from bert_tf.data import packing
 from bert_tf.data import records
 from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
-from bert_tf.model.config import BertConfig
-from bert_tf.model.config import check_max_seq_length
 from bert_tf.model import heads
 from bert_tf.model import model_dir
+from bert_tf.model import model_files
 from bert_tf.model import modeling
 from bert_tf.model import objectives
 from bert_tf.training import loop
@@ -198,8 +197,9 @@ def run(options, runtime, loop_options):
   options, the records and what --output_dir holds comes before anything is written there
   (run_dir.claim, which also keeps a second run out of it)."""
   start = time.time()
-  config = BertConfig.from_json_file(options.bert_config_file)
-  check_max_seq_length(options.max_seq_length, config.max_position_embeddings)
+  files = model_files.open_model(options, max_seq_length=options.max_seq_length,
+                                 need_vocab=False)
+  options, config = files.resolved(options), files.config
   if options.do_train:
     run_dir.check_batch_size(options.output_dir, options.train_batch_size)
   strategy = runtime_lib.setup_runtime(runtime, config, options.max_seq_length)

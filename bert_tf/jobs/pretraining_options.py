@@ -44,6 +44,7 @@ class PretrainingOptions:
   max_instances_per_row: Optional[int] = None
   max_predictions_per_row: Optional[int] = None
   objective: objectives.Objective = objectives.Objective()
+  given: Optional[frozenset] = None  # the flags the user gave (None: all that have a value)
 
   def __post_init__(self):
     if not self.do_train and not self.do_eval:

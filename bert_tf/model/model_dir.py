@@ -94,14 +94,6 @@ def check_vocab(output_dir, vocab_file):
                     f"--output_dir: give a new --output_dir (or move {vocab_path} aside)")
 
 
-def vocab_beside(path):
-  """vocab.txt in the directory `path` is or names a file of (a checkpoint prefix, a Hugging Face
-  directory), or None."""
-  directory = path if tf.io.gfile.isdir(path) else os.path.dirname(path)
-  candidate = os.path.join(directory or ".", VOCAB_FILE)
-  return candidate if tf.io.gfile.exists(candidate) else None
-
-
 # ---------------------------------------------------------------------------- checkpoints
 
 Checkpoints = collections.namedtuple("Checkpoints", ["whole", "incomplete"])

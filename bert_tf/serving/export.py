@@ -30,9 +30,8 @@ from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
 from bert_tf.model import activations
 from bert_tf.model import checkpoints
-from bert_tf.model.config import BertConfig
-from bert_tf.model.config import check_max_seq_length
 from bert_tf.model import model_dir
+from bert_tf.model import model_files
 from bert_tf.serving import tflite as tflite_lib
 from bert_tf.tasks import base
 from bert_tf.text import fast_tokenization
@@ -303,10 +302,6 @@ def check_task_config(task, task_options, init_checkpoint):
 def run(task, options):
   """The whole of export_savedmodel.py for `task` (its --task) and its ExportOptions; returns the
   export directory."""
-  tokenization.validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
+  files = model_files.open_model(options, max_seq_length=options.max_seq_length)
   check_task_config(task, options.task, options.init_checkpoint)
-  if not tf.io.gfile.exists(options.bert_config_file):
-    raise BertTfError(f"--bert_config_file: {options.bert_config_file} not found")
-  config = BertConfig.from_json_file(options.bert_config_file)
-  check_max_seq_length(options.max_seq_length, config.max_position_embeddings)
-  return export_from_options(task, options, config, options.init_checkpoint)
+  return export_from_options(task, files.resolved(options), files.config, options.init_checkpoint)
