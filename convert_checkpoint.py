@@ -1,10 +1,11 @@
-"""Moves BERT weights between the original TF1 layout, our TF2 checkpoints and Hugging Face.
+"""Moves BERT weights between the original TF1 layout, our TF2 checkpoints, Hugging Face, TF Hub
+(Kaggle) SavedModels and keras-hub presets.
 
   python convert_checkpoint.py --input=uncased_L-12_H-768_A-12/bert_model.ckpt \
     --bert_config_file=uncased_L-12_H-768_A-12/bert_config.json --output=hf_dir --output_format=hf
 
-The input format (tf1, tf2, hf) is detected unless given; the output format comes from
---output_format, or is hf when --output ends in .safetensors or is a directory.
+The input format (tf1, tf2, hf, tfhub, keras_hub) is detected unless given; the output format
+comes from --output_format, or is hf when --output ends in .safetensors or is a directory.
 
 A student from its teacher's own layers (bert_tf.model.student; docs/distillation.md):
 
@@ -30,15 +31,21 @@ from bert_tf.model import student  # noqa: E402
 
 
 def define_flags():
-  flags.DEFINE_string("input", None, "Checkpoint to read: a TF checkpoint prefix or directory, or "
-                      "a Hugging Face directory / model.safetensors.")
-  flags.DEFINE_string("output", None, "Where to write: a checkpoint prefix (tf1, tf2) or a "
-                      "directory / .safetensors file (hf).")
+  flags.DEFINE_string("input", None, "Checkpoint to read: a TF checkpoint prefix or directory, "
+                      "a Hugging Face directory / model.safetensors, a TF Hub (Kaggle) BERT "
+                      "SavedModel directory or a keras-hub preset directory.")
+  flags.DEFINE_string("output", None, "Where to write: a checkpoint prefix (tf1, tf2), a "
+                      "directory / .safetensors file (hf), a new directory (tfhub: its encoder/ "
+                      "and preprocess/ SavedModels; keras_hub: a preset).")
   bert_flags.define_bert_config_flag()
   flags.DEFINE_enum("input_format", None, checkpoints.FORMATS, "Format of --input (detected when "
                     "not given). --bert_config_file is optional for a Hugging Face input that has "
                     "its config.json.")
   flags.DEFINE_enum("output_format", None, checkpoints.FORMATS, "Format of --output.")
+  flags.DEFINE_boolean("do_lower_case", None, "The casing a tfhub or keras_hub output records "
+                       "(its preprocessing and tokenizer lower-case the text, or not); default: "
+                       "--input's own (a TF Hub module's, a keras-hub preset's, a Hugging Face "
+                       "tokenizer_config.json's), else True.")
   bert_flags.define_vocab_file_flag("The vocabulary to write beside --output as vocab.txt (a "
                                     "complete model directory); default: the vocab.txt beside "
                                     "--input, if there is one.")
@@ -69,7 +76,7 @@ def main(_):
     return
   written = checkpoints.convert_checkpoint(values.input, values.output, values.bert_config_file,
                                            values.input_format, values.output_format,
-                                           values.vocab_file)
+                                           values.vocab_file, values.do_lower_case)
   progress.summary("Finished", [("converted", values.input), ("checkpoint", written)])
   print(f"wrote {written}")
 

@@ -38,7 +38,9 @@ from bert_tf.model.safetensors_io import read_safetensors, write_safetensors
 WORD_EMBEDDINGS = "bert/embeddings/word_embeddings"
 HF_WEIGHTS_NAME = hugging_face.WEIGHTS_NAME
 HF_CONFIG_NAME = hugging_face.CONFIG_NAME
-FORMATS = ("tf1", "tf2", "hf")
+# --input_format / --output_format: ours, and the formats whose modules read and write themselves
+# (registry.module(name).source / .write).
+FORMATS = ("tf1", "tf2", "hf", "tfhub", "keras_hub")
 _TF2_VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
@@ -503,10 +505,11 @@ def _output_format(output, output_format):
 
 
 def convert_checkpoint(input_path, output, bert_config_file=None, input_format=None,
-                       output_format=None, vocab_file=None):
+                       output_format=None, vocab_file=None, do_lower_case=None):
   """Reads any supported checkpoint and writes what it held in `output_format`, with
   bert_config.json (tf1, tf2) and vocab.txt beside it: vocab_file, or the vocab.txt beside the
-  input (a complete model directory, as Google's releases).
+  input (a complete model directory, as Google's releases). A TF Hub module or a keras-hub preset
+  carries its vocabulary and casing (do_lower_case, or else the input's own, or else True).
 
   Only the variables the input had are written (no randomly initialised heads). Returns the path
   written.
@@ -514,11 +517,18 @@ def convert_checkpoint(input_path, output, bert_config_file=None, input_format=N
   output_format = _output_format(output, output_format)
   source = open_checkpoint(input_path, input_format)
   files = model_files.open_model(model_files.ModelFlags(
-      init_checkpoint=input_path, bert_config_file=bert_config_file, vocab_file=vocab_file),
+      init_checkpoint=input_path, bert_config_file=bert_config_file, vocab_file=vocab_file,
+      do_lower_case=True if do_lower_case is None else do_lower_case,
+      given=frozenset() if do_lower_case is None else frozenset({"do_lower_case"})),
       need_vocab=False, checkpoint_flag="--input")
   config, vocab_file = files.config, files.vocab_file
   model = modeling.BertPretrainer(config)
   loaded = load_source(model, source).loaded
+  if output_format not in ("tf1", "tf2", "hf"):
+    named = checkpoint_variables(model)
+    tensors = collections.OrderedDict((name, named[name].numpy()) for name in loaded)
+    return registry.module(output_format).write(output, tensors, config, vocab_file,
+                                                files.do_lower_case)
   if output_format == "hf":
     directory = (os.path.dirname(output) if output.endswith(".safetensors") else output) or "."
     written = save_hf_safetensors(model, directory, names=loaded)

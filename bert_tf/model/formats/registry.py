@@ -2,9 +2,11 @@
 can hold a sentence-transformers model's files beside a Hugging Face model's, and a TF Hub
 SavedModel's variables are a TF checkpoint)."""
 from bert_tf.model.formats import hugging_face
+from bert_tf.model.formats import keras_hub
 from bert_tf.model.formats import tf_checkpoint
+from bert_tf.model.formats import tfhub
 
-FORMATS = (hugging_face, tf_checkpoint)
+FORMATS = (hugging_face, keras_hub, tfhub, tf_checkpoint)
 
 
 def describe(path):
