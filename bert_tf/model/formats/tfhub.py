@@ -10,9 +10,11 @@ here runs a TensorFlow op: the signature and the encoder's Keras config come fro
 (`transformer/layer_0/self_attention/query/kernel`, [H, N, D]) map to the original's
 (`bert/encoder/layer_0/attention/self/query/kernel`, [H, N * D]) by a reshape, bit for bit.
 """
+import hashlib
 import json
 import os
 import re
+import tempfile
 
 import numpy as np
 import tensorflow as tf
@@ -108,6 +110,25 @@ def encoder_directory(path):
     if tf.io.gfile.exists(os.path.join(directory, SAVED_MODEL_FILE)):
       return directory.rstrip("/")
   return None
+
+
+def module_directory(handle, flag="--bert_hub_module_handle"):
+  """The local (or gs://) directory of a TF Hub module handle: the directory itself, or a URL's
+  copy in tensorflow_hub's cache ($TFHUB_CACHE_DIR, else <tmp>/tfhub_modules, keyed as
+  tensorflow_hub keys it). Nothing is downloaded."""
+  if not handle.startswith(("http://", "https://")):
+    if encoder_directory(handle) is None:
+      raise BertTfError(f"{flag}: {handle} is not a TF Hub module directory (it holds no "
+                        f"{SAVED_MODEL_FILE})")
+    return handle
+  cache = os.environ.get("TFHUB_CACHE_DIR") or os.path.join(tempfile.gettempdir(),
+                                                             "tfhub_modules")
+  cached = os.path.join(cache, hashlib.sha1(handle.encode("utf8")).hexdigest())
+  if encoder_directory(cached) is None:
+    raise BertTfError(f"{flag}: {handle} is a URL, and bert_tf downloads nothing: download the "
+                      f"module (tfhub.dev and Kaggle serve it as a .tar.gz), extract it and pass "
+                      f"its directory")
+  return cached
 
 
 def read_saved_model(directory):

@@ -1,0 +1,127 @@
+"""keras-hub presets in and out, against keras-hub itself (Keras 3, in a process of its own):
+a preset BertBackbone.save_to_preset wrote reads in bert_tf with keras-hub's outputs and
+converts to TF1 with its config and vocabulary beside; bert_tf's --output_format=keras_hub loads
+as BertBackbone (bert_tf's outputs) and as BertTextClassifier, whose tokenizer gives
+FullTokenizer's ids and which fine-tunes."""
+import json
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.model import checkpoints
+from bert_tf.model import model_files
+from bert_tf.model import modeling
+from bert_tf.model.config import BertConfig
+from bert_tf.text import tokenization
+from support.hub_modules import keras_hub_run
+from support.models import randomize
+from support.script_runner import run_script
+from support.tiny import TINY, WORDS, write_vocab
+
+TOLERANCE = 1e-5  # max abs difference, hidden states and pooled output
+CONFIG = BertConfig(vocab_size=len(WORDS), **TINY)
+SENTENCES = ["the movie was GOOD", "a very bad plot really", "fine acting , awful story"]
+SIZES = {"vocabulary_size": len(WORDS), "num_layers": TINY["num_hidden_layers"],
+         "num_heads": TINY["num_attention_heads"], "hidden_dim": TINY["hidden_size"],
+         "intermediate_dim": TINY["intermediate_size"],
+         "max_sequence_length": TINY["max_position_embeddings"],
+         "num_segments": TINY["type_vocab_size"]}
+
+
+def max_diff(a, b):
+  return float(np.max(np.abs(np.asarray(a, np.float32) - np.asarray(b, np.float32))))
+
+
+def write_inputs(directory):
+  """Two rows of ids (the second padded), two segments, beside keras-hub's outputs."""
+  ids = np.array([[2, 9, 10, 13, 5, 3, 6, 3], [2, 15, 6, 3, 7, 7, 7, 7]], np.int32)
+  mask = np.array([[1] * 8, [1] * 4 + [0] * 4], np.int32)
+  segments = np.array([[0] * 6 + [1] * 2, [0] * 8], np.int32)
+  np.savez(directory / "inputs.npz", input_ids=ids, input_mask=mask, segment_ids=segments)
+  return {"input_ids": tf.constant(ids), "input_mask": tf.constant(mask),
+          "segment_ids": tf.constant(segments)}
+
+
+def test_a_keras_hub_preset_reads_with_keras_hubs_outputs(tmp_path):
+  features = write_inputs(tmp_path)
+  preset = tmp_path / "preset"
+  keras_hub_run("save", preset, tmp_path / "keras_hub.npz", json.dumps(SIZES),
+                write_vocab(tmp_path))
+  files = model_files.open_model(model_files.ModelFlags(init_checkpoint=str(preset),
+                                                        given=frozenset()))
+  assert files.described.format == "keras_hub" and files.described.authoritative
+  assert files.config == CONFIG and files.do_lower_case is True
+  assert tokenization.load_vocab(files.vocab_file) == tokenization.load_vocab(
+      str(tmp_path / "vocab.txt"))
+  ours = modeling.BertModel(files.config)
+  loaded = checkpoints.init_from_checkpoint(ours, str(preset))
+  assert not loaded.not_found and not loaded.unused
+  theirs, mine = np.load(tmp_path / "keras_hub.npz"), ours(features)
+  for name in ("pooled_output", "sequence_output"):
+    assert max_diff(theirs[name], mine[name]) < TOLERANCE, name
+
+  # convert_checkpoint.py --input=PRESET: a TF1 model directory, bit for bit.
+  tf1 = tmp_path / "tf1" / "bert_model.ckpt"
+  run = run_script("convert_checkpoint.py", f"--input={preset}", f"--output={tf1}",
+                   "--output_format=tf1")
+  assert run.returncode == 0, run.stderr[-3000:]
+  assert BertConfig.from_json_file(str(tf1.parent / "bert_config.json")) == CONFIG
+  assert (tf1.parent / "vocab.txt").read_text() == "\n".join(WORDS) + "\n"
+  reader = tf.train.load_checkpoint(str(tf1))
+  for name, variable in checkpoints.checkpoint_variables(ours).items():
+    np.testing.assert_array_equal(reader.get_tensor(name), variable.numpy())
+
+
+def test_bert_tfs_preset_loads_in_keras_hub(tmp_path):
+  features = write_inputs(tmp_path)
+  model = randomize(modeling.BertPretrainer(CONFIG), seed=5)
+  tf1 = tmp_path / "tf1" / "bert_model.ckpt"
+  checkpoints.save_tf1_checkpoint(model, str(tf1))
+  CONFIG.to_json_file(str(tf1.parent / "bert_config.json"))
+  write_vocab(tf1.parent)
+  preset = tmp_path / "preset"
+  run = run_script("convert_checkpoint.py", f"--input={tf1}", f"--output={preset}",
+                   "--output_format=keras_hub")
+  assert run.returncode == 0, run.stderr[-3000:]
+  assert "no pretraining heads" in run.stderr
+  assert sorted(p.name for p in preset.iterdir()) == [
+      "assets", "config.json", "metadata.json", "model.weights.h5", "tokenizer.json"]
+
+  losses = json.loads(keras_hub_run("load", preset, tmp_path / "keras_hub.npz",
+                                    *SENTENCES).split("losses ", 1)[1])
+  assert losses[-1] < losses[0]
+  theirs, mine = np.load(tmp_path / "keras_hub.npz"), model.encoder(features)
+  for name in ("pooled_output", "sequence_output"):
+    assert max_diff(theirs[name], mine[name]) < TOLERANCE, name
+  tokenizer = tokenization.FullTokenizer(str(tf1.parent / "vocab.txt"))
+  tokens = np.load(str(tmp_path / "keras_hub.npz") + ".tokens.npy")
+  for row, sentence in zip(tokens, SENTENCES):
+    ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(sentence))
+    assert row[:len(ids)].tolist() == ids and not row[len(ids):].any()
+
+  back = modeling.BertModel(CONFIG)
+  loaded = checkpoints.init_from_checkpoint(back, str(preset))
+  assert not loaded.not_found
+  for a, b in zip(back.variables, model.encoder.variables):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_what_keras_hub_cannot_hold_is_one_line(tmp_path):
+  relu = BertConfig.from_dict(dict(CONFIG.to_dict(), hidden_act="relu"))
+  tf1 = tmp_path / "relu" / "bert_model.ckpt"
+  checkpoints.save_tf1_checkpoint(modeling.BertModel(relu), str(tf1))
+  relu.to_json_file(str(tf1.parent / "bert_config.json"))
+  write_vocab(tf1.parent)
+  run = run_script("convert_checkpoint.py", f"--input={tf1}", f"--output={tmp_path / 'kh'}",
+                   "--output_format=keras_hub")
+  assert run.returncode == 1 and run.stderr.rstrip().splitlines()[-1].startswith("error:")
+  assert "GELU" in run.stderr.rstrip().splitlines()[-1] and not (tmp_path / "kh").exists()
+  other = tmp_path / "other"
+  other.mkdir()
+  (other / "config.json").write_text(json.dumps({"registered_name": "keras_hub>GemmaBackbone",
+                                                 "config": {}}))
+  (other / "model.weights.h5").write_bytes(b"")
+  run = run_script("convert_checkpoint.py", f"--input={other}", f"--output={tmp_path / 'x'}",
+                   "--output_format=tf1")
+  assert run.returncode == 1
+  assert "GemmaBackbone, not of keras_hub>BertBackbone" in run.stderr.rstrip().splitlines()[-1]
