@@ -37,6 +37,7 @@ def define_flags():
                       "directory (or a tfhub.dev URL already in tensorflow_hub's cache). "
                       "--init_checkpoint, --bert_config_file, --vocab_file and --do_lower_case "
                       "then come from the module.")
+  flags.adopt_module_key_flags(bert_flags)  # --helpshort lists run_classifier.py's flags too
 
 
 def main(_):

@@ -6,6 +6,7 @@ FullTokenizer's ids and which fine-tunes."""
 import json
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from bert_tf.model import checkpoints
@@ -28,8 +29,18 @@ SIZES = {"vocabulary_size": len(WORDS), "num_layers": TINY["num_hidden_layers"],
          "num_segments": TINY["type_vocab_size"]}
 
 
-def max_diff(a, b):
-  return float(np.max(np.abs(np.asarray(a, np.float32) - np.asarray(b, np.float32))))
+def max_diff(a, b, mask=None):
+  """Max abs difference; of hidden states [B, T, H], over the real tokens of `mask`."""
+  a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+  if mask is not None:
+    a, b = a[np.asarray(mask, bool)], b[np.asarray(mask, bool)]
+  return float(np.max(np.abs(a - b)))
+
+
+def close(theirs, mine, mask):
+  """keras-hub's outputs are bert_tf's: the pooled output, and the hidden states of real tokens."""
+  assert max_diff(theirs["pooled_output"], mine["pooled_output"]) < TOLERANCE
+  assert max_diff(theirs["sequence_output"], mine["sequence_output"], mask) < TOLERANCE
 
 
 def write_inputs(directory):
@@ -42,23 +53,39 @@ def write_inputs(directory):
           "segment_ids": tf.constant(segments)}
 
 
-def test_a_keras_hub_preset_reads_with_keras_hubs_outputs(tmp_path):
-  features = write_inputs(tmp_path)
-  preset = tmp_path / "preset"
-  keras_hub_run("save", preset, tmp_path / "keras_hub.npz", json.dumps(SIZES),
-                write_vocab(tmp_path))
+@pytest.fixture(scope="module")
+def presets(tmp_path_factory):
+  """bert_tf's preset of a random BERT (heads included), and one keras-hub wrote of its own
+  random BertBackbone; keras-hub's outputs on both (one keras-hub process)."""
+  root = tmp_path_factory.mktemp("presets")
+  features = write_inputs(root)
+  model = randomize(modeling.BertPretrainer(CONFIG), seed=5)
+  tf1 = root / "tf1" / "bert_model.ckpt"
+  checkpoints.save_tf1_checkpoint(model, str(tf1))
+  CONFIG.to_json_file(str(tf1.parent / "bert_config.json"))
+  write_vocab(tf1.parent)
+  run = run_script("convert_checkpoint.py", f"--input={tf1}", f"--output={root / 'ours'}",
+                   "--output_format=keras_hub")
+  assert run.returncode == 0, run.stderr[-3000:]
+  losses = keras_hub_run(root / "ours", root / "theirs", root, SIZES, tf1.parent / "vocab.txt",
+                         SENTENCES)
+  return {"root": root, "features": features, "model": model, "tf1": tf1, "run": run,
+          "losses": losses}
+
+
+def test_a_keras_hub_preset_reads_with_keras_hubs_outputs(presets, tmp_path):
+  preset = presets["root"] / "theirs"
   files = model_files.open_model(model_files.ModelFlags(init_checkpoint=str(preset),
                                                         given=frozenset()))
   assert files.described.format == "keras_hub" and files.described.authoritative
   assert files.config == CONFIG and files.do_lower_case is True
   assert tokenization.load_vocab(files.vocab_file) == tokenization.load_vocab(
-      str(tmp_path / "vocab.txt"))
+      str(presets["tf1"].parent / "vocab.txt"))
   ours = modeling.BertModel(files.config)
   loaded = checkpoints.init_from_checkpoint(ours, str(preset))
   assert not loaded.not_found and not loaded.unused
-  theirs, mine = np.load(tmp_path / "keras_hub.npz"), ours(features)
-  for name in ("pooled_output", "sequence_output"):
-    assert max_diff(theirs[name], mine[name]) < TOLERANCE, name
+  close(np.load(presets["root"] / "theirs.npz"), ours(presets["features"]),
+        presets["features"]["input_mask"])
 
   # convert_checkpoint.py --input=PRESET: a TF1 model directory, bit for bit.
   tf1 = tmp_path / "tf1" / "bert_model.ckpt"
@@ -72,37 +99,23 @@ def test_a_keras_hub_preset_reads_with_keras_hubs_outputs(tmp_path):
     np.testing.assert_array_equal(reader.get_tensor(name), variable.numpy())
 
 
-def test_bert_tfs_preset_loads_in_keras_hub(tmp_path):
-  features = write_inputs(tmp_path)
-  model = randomize(modeling.BertPretrainer(CONFIG), seed=5)
-  tf1 = tmp_path / "tf1" / "bert_model.ckpt"
-  checkpoints.save_tf1_checkpoint(model, str(tf1))
-  CONFIG.to_json_file(str(tf1.parent / "bert_config.json"))
-  write_vocab(tf1.parent)
-  preset = tmp_path / "preset"
-  run = run_script("convert_checkpoint.py", f"--input={tf1}", f"--output={preset}",
-                   "--output_format=keras_hub")
-  assert run.returncode == 0, run.stderr[-3000:]
-  assert "no pretraining heads" in run.stderr
+def test_bert_tfs_preset_loads_in_keras_hub(presets):
+  preset = presets["root"] / "ours"
+  assert "no pretraining heads" in presets["run"].stderr
   assert sorted(p.name for p in preset.iterdir()) == [
       "assets", "config.json", "metadata.json", "model.weights.h5", "tokenizer.json"]
-
-  losses = json.loads(keras_hub_run("load", preset, tmp_path / "keras_hub.npz",
-                                    *SENTENCES).split("losses ", 1)[1])
-  assert losses[-1] < losses[0]
-  theirs, mine = np.load(tmp_path / "keras_hub.npz"), model.encoder(features)
-  for name in ("pooled_output", "sequence_output"):
-    assert max_diff(theirs[name], mine[name]) < TOLERANCE, name
-  tokenizer = tokenization.FullTokenizer(str(tf1.parent / "vocab.txt"))
-  tokens = np.load(str(tmp_path / "keras_hub.npz") + ".tokens.npy")
-  for row, sentence in zip(tokens, SENTENCES):
+  assert presets["losses"][-1] < presets["losses"][0]
+  close(np.load(presets["root"] / "ours.npz"), presets["model"].encoder(presets["features"]),
+        presets["features"]["input_mask"])
+  tokenizer = tokenization.FullTokenizer(str(presets["tf1"].parent / "vocab.txt"))
+  for row, sentence in zip(np.load(presets["root"] / "tokens.npy"), SENTENCES):
     ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(sentence))
     assert row[:len(ids)].tolist() == ids and not row[len(ids):].any()
 
   back = modeling.BertModel(CONFIG)
   loaded = checkpoints.init_from_checkpoint(back, str(preset))
   assert not loaded.not_found
-  for a, b in zip(back.variables, model.encoder.variables):
+  for a, b in zip(back.variables, presets["model"].encoder.variables):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 

@@ -27,6 +27,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.io.fileio import temporary_name
 from bert_tf.io.fileio import write_text_atomically
 from bert_tf.model.formats import hugging_face
+from bert_tf.model.formats import output_directory
 from bert_tf.model.formats import registry
 from bert_tf.model.formats.base import Source
 from bert_tf.model.formats import tf_checkpoint
@@ -522,6 +523,12 @@ def convert_checkpoint(input_path, output, bert_config_file=None, input_format=N
       given=frozenset() if do_lower_case is None else frozenset({"do_lower_case"})),
       need_vocab=False, checkpoint_flag="--input")
   config, vocab_file = files.config, files.vocab_file
+  if output_format not in ("tf1", "tf2", "hf"):  # a whole new directory, vocabulary inside
+    output_directory.check_new(output)
+    if not vocab_file:
+      raise BertTfError(f"--vocab_file: required for --output_format={output_format} (the model "
+                        f"carries its vocabulary): the model's vocab.txt, or an --input that "
+                        f"holds it")
   model = modeling.BertPretrainer(config)
   loaded = load_source(model, source).loaded
   if output_format not in ("tf1", "tf2", "hf"):

@@ -5,11 +5,12 @@
                             has hub.create_module_spec): a `tokens` and a `tokenization_info`
                             signature, vocab.txt as an asset, tfhub_module.pb beside, and the
                             module's outputs on inputs.npz;
-  KERAS_HUB                 a script that keras-hub runs in a process of its own (Keras 3, so
-                            without TF_USE_LEGACY_KERAS): `save` writes a random BertBackbone's
-                            preset and its outputs, `load` loads a preset as BertBackbone and
-                            BertTextClassifier and writes their outputs.
+  keras_hub_run(...)        keras-hub in a process of its own (Keras 3, so without
+                            TF_USE_LEGACY_KERAS): it loads bert_tf's preset as BertBackbone and
+                            BertTextClassifier (their outputs, tokens and a fine-tuning's
+                            losses), and writes its own preset of a random BertBackbone.
 """
+import json
 import os
 import subprocess
 import sys
@@ -75,42 +76,53 @@ import numpy as np
 import keras
 import keras_hub
 
-command, preset, outputs = sys.argv[1:4]
-feed = dict(np.load(os.path.join(os.path.dirname(outputs), "inputs.npz")))
+ours, theirs, out = sys.argv[1:4]
+sizes, vocab_file, sentences = json.loads(sys.argv[4]), sys.argv[5], sys.argv[6:]
+feed = dict(np.load(os.path.join(out, "inputs.npz")))
 features = {"token_ids": feed["input_ids"], "segment_ids": feed["segment_ids"],
             "padding_mask": feed["input_mask"]}
-if command == "save":
-  keras.utils.set_random_seed(11)
-  sizes = json.loads(sys.argv[4])
-  backbone = keras_hub.models.BertBackbone(**sizes)
-  for v in backbone.weights:  # every weight random, LayerNorms and biases too
-    v.assign(np.random.RandomState(len(v.path)).normal(0, 0.2, v.shape).astype("float32") + (
-        1.0 if v.path.endswith("gamma") else 0.0))
-  backbone.save_to_preset(preset)
-  vocab = [line.rstrip("\n") for line in open(sys.argv[5], encoding="utf-8")]
-  keras_hub.models.BertTokenizer(vocabulary=vocab, lowercase=True).save_to_preset(preset)
-else:
-  backbone = keras_hub.models.BertBackbone.from_preset(preset)
-  classifier = keras_hub.models.BertTextClassifier.from_preset(preset, num_classes=3)
-  classifier.preprocessor.sequence_length = feed["input_ids"].shape[1]
-  tokens = classifier.preprocessor.tokenizer(list(sys.argv[4:]))
-  tokens = tokens.to_list() if hasattr(tokens, "to_list") else [list(map(int, t)) for t in tokens]
-  width = max(map(len, tokens))
-  np.save(outputs + ".tokens.npy", np.array([t + [0] * (width - len(t)) for t in tokens]))
-  # fine-tunes: one step on two sentences moves its loss
-  classifier.compile(optimizer=keras.optimizers.Adam(1e-3), jit_compile=False)
-  history = classifier.fit(x=list(sys.argv[4:6]), y=np.array([0, 1]), epochs=2, verbose=0)
-  print("losses", json.dumps(history.history["loss"]))
-out = backbone(features)
-np.savez(outputs, **{k: keras.ops.convert_to_numpy(v) for k, v in out.items()})
+
+
+def outputs(backbone, name):
+  np.savez(os.path.join(out, name), **{k: keras.ops.convert_to_numpy(v)
+                                       for k, v in backbone(features).items()})
+
+
+# bert_tf's preset, as a keras-hub user loads one: the backbone, and a classifier that tokenizes
+# and fine-tunes (a few epochs on the sentences bring its loss down).
+keras.utils.set_random_seed(7)
+outputs(keras_hub.models.BertBackbone.from_preset(ours), "ours.npz")
+classifier = keras_hub.models.BertTextClassifier.from_preset(ours, num_classes=3)
+classifier.preprocessor.sequence_length = feed["input_ids"].shape[1]
+tokens = classifier.preprocessor.tokenizer(sentences)
+tokens = tokens.to_list() if hasattr(tokens, "to_list") else [list(map(int, t)) for t in tokens]
+width = max(map(len, tokens))
+np.save(os.path.join(out, "tokens.npy"), np.array([t + [0] * (width - len(t)) for t in tokens]))
+classifier.compile(optimizer=keras.optimizers.Adam(3e-3), jit_compile=False)
+history = classifier.fit(x=sentences, y=np.arange(len(sentences)) % 3, epochs=4, verbose=0)
+print("losses", json.dumps(history.history["loss"]))
+
+# keras-hub's own preset of a random BertBackbone (every weight random, LayerNorms and biases
+# too) and its BertTokenizer.
+keras.utils.set_random_seed(11)
+backbone = keras_hub.models.BertBackbone(**sizes)
+for v in backbone.weights:
+  v.assign(np.random.RandomState(len(v.path)).normal(0, 0.2, v.shape).astype("float32") + (
+      1.0 if v.path.endswith("gamma") else 0.0))
+backbone.save_to_preset(theirs)
+vocab = [line.rstrip("\n") for line in open(vocab_file, encoding="utf-8")]
+keras_hub.models.BertTokenizer(vocabulary=vocab, lowercase=True).save_to_preset(theirs)
+outputs(backbone, "theirs.npz")
 '''
 
 
-def keras_hub_run(*args):
-  """Runs KERAS_HUB in Keras 3 (TF_USE_LEGACY_KERAS unset: the tests' process has it set)."""
+def keras_hub_run(ours, theirs, out, sizes, vocab_file, sentences):
+  """Runs KERAS_HUB in Keras 3 (TF_USE_LEGACY_KERAS unset: the tests' process has it set): `out`
+  holds inputs.npz and gets ours.npz, tokens.npy, theirs.npz; returns the fine-tuning's losses."""
+  args = [ours, theirs, out, json.dumps(sizes), vocab_file, *sentences]
   env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
   env["TF_CPP_MIN_LOG_LEVEL"] = "3"
   run = subprocess.run([sys.executable, "-c", KERAS_HUB, *map(str, args)], capture_output=True,
                        text=True, timeout=600, env=env)
   assert run.returncode == 0, run.stderr[-3000:]
-  return run.stdout
+  return json.loads(run.stdout.split("losses ", 1)[1])

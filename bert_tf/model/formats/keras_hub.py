@@ -216,10 +216,7 @@ def _tokenizer_json(do_lower_case):
           "registered_name": TOKENIZER}
 
 
-def _check_writable(tensors, config, vocab_file):
-  if not vocab_file:
-    raise BertTfError("--vocab_file: required for --output_format=keras_hub (a preset carries "
-                      "its vocabulary): the model's vocab.txt, or an --input that holds it")
+def _check_writable(tensors, config):
   if config.hidden_act.lower() not in _GELUS:
     raise BertTfError(f"--output_format=keras_hub: keras-hub's BertBackbone computes GELU, and "
                       f"this model's hidden_act is {config.hidden_act!r}")
@@ -248,7 +245,7 @@ def _weights_h5(tensors, config):
 def write(output, tensors, config, vocab_file, do_lower_case):
   """convert_checkpoint.py --output_format=keras_hub: the preset directory `output` of
   `tensors` (TF1 name -> array) of a model of `config`; returns it."""
-  _check_writable(tensors, config, vocab_file)
+  _check_writable(tensors, config)
   if config.hidden_act.lower() == "gelu_exact":
     logging.warning("keras-hub's BertBackbone computes GELU in its tanh form, this model in its "
                     "exact one: keras-hub's outputs differ slightly from bert_tf's (bert_tf "

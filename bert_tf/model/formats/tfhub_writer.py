@@ -77,10 +77,7 @@ def _assign(model, tensors):
 
 def write(output, tensors, config, vocab_file, do_lower_case):
   """Writes DIR/encoder and DIR/preprocess (see the module's docstring) from `tensors` (TF1 name
-  -> array) of a model of `config`; returns DIR."""
-  if not vocab_file:
-    raise BertTfError("--vocab_file: required for --output_format=tfhub (the module carries its "
-                      "vocabulary): the model's vocab.txt, or an --input that holds it")
+  -> array) of a model of `config`, vocab_file their asset; returns DIR."""
   output_directory.check_new(output)
   with_mlm = all(name in tensors for name in tfhub.MLM_NAMES)
   if not with_mlm:
