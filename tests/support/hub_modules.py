@@ -98,7 +98,7 @@ tokens = classifier.preprocessor.tokenizer(sentences)
 tokens = tokens.to_list() if hasattr(tokens, "to_list") else [list(map(int, t)) for t in tokens]
 width = max(map(len, tokens))
 np.save(os.path.join(out, "tokens.npy"), np.array([t + [0] * (width - len(t)) for t in tokens]))
-classifier.compile(optimizer=keras.optimizers.Adam(3e-3), jit_compile=False)
+classifier.compile(optimizer=keras.optimizers.Adam(3e-3), run_eagerly=True)
 history = classifier.fit(x=sentences, y=np.arange(len(sentences)) % 3, epochs=4, verbose=0)
 print("losses", json.dumps(history.history["loss"]))
 

@@ -5,7 +5,10 @@ A format module (tf_checkpoint, hugging_face, and the others registry.FORMATS li
   describe(path)            a Described, or None when `path` is not in this format: no TensorFlow
                             op is run, so that a job reads it before its strategy starts;
   source(described)         (formats that checkpoints.open_checkpoint does not read itself) a
-                            Source of the weights under the original's TF1 names.
+                            Source of the weights under the original's TF1 names;
+  write(output, tensors, config, vocab_file, do_lower_case)
+                            (formats convert_checkpoint.py writes through the registry: tfhub,
+                            keras_hub) writes `tensors` (TF1 name -> array) as that format.
 bert_tf.model.model_files is the one door that asks them.
 """
 import dataclasses

@@ -1,6 +1,7 @@
 """The model formats, in the order a path is tried: the most specific files first (a directory
-can hold a sentence-transformers model's files beside a Hugging Face model's, and a TF Hub
-SavedModel's variables are a TF checkpoint)."""
+can hold a sentence-transformers model's files beside a Hugging Face model's, a keras-hub preset
+has a config.json as a Hugging Face model does, and a TF Hub SavedModel's variables are a TF
+checkpoint)."""
 from bert_tf.model.formats import hugging_face
 from bert_tf.model.formats import keras_hub
 from bert_tf.model.formats import tf_checkpoint
