@@ -23,6 +23,7 @@ from bert_tf.jobs import finetuning
 from bert_tf.model import heads
 from bert_tf.serving import export
 from bert_tf.serving import predictor
+from bert_tf.options import option
 from bert_tf.tasks import base
 from bert_tf.tasks import glue
 from bert_tf.tasks import glue_server
@@ -37,9 +38,9 @@ LABELS = ["same", "other"]
 class PairOptions:
   """The task's flags: where its data are (the run script's), its label file (also the
   export's), and their rule."""
-  pairs_dir: Optional[str] = base.flag(None, "Where train.tsv, dev.tsv and test.tsv are: "
+  pairs_dir: Optional[str] = option(None, "Where train.tsv, dev.tsv and test.tsv are: "
                                        "label<TAB>text_a<TAB>text_b a line.")
-  pair_labels: Optional[str] = base.flag(None, "The labels, one a line.", export=True)
+  pair_labels: Optional[str] = option(None, "The labels, one a line.", export=True)
 
   def __post_init__(self):
     if self.pair_labels is not None and not self.pair_labels.endswith(".txt"):
@@ -139,11 +140,11 @@ def files(tmp_path):
 
 def test_its_flags_come_from_its_options():
   own = flags.FlagValues()
-  bert_flags.define_options_flags(PairOptions, flag_values=own)
+  bert_flags.define_flags(PairOptions, flag_values=own)
   assert sorted(own) == ["pair_labels", "pairs_dir"]
   assert own["pairs_dir"].help == PairOptions.__dataclass_fields__["pairs_dir"].metadata["help"]
   exported = flags.FlagValues()
-  bert_flags.define_options_flags(PairOptions, export=True, flag_values=exported)
+  bert_flags.define_flags(PairOptions, export=True, flag_values=exported)
   assert sorted(exported) == ["pair_labels"]
 
 

@@ -11,24 +11,27 @@ import pytest
 
 from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
+from bert_tf.data.pretraining_data.pipeline import DataOptions
 from bert_tf.jobs import finetune_options
+from bert_tf.jobs.pretraining_options import PretrainingOptions
 from bert_tf.model import objectives
 from bert_tf.training import options
 
 
 def test_defaults_are_the_flags_defaults():
-  bert_flags.define_runtime_flags()
+  bert_flags.define_flags(options.RuntimeOptions)
+  bert_flags.define_flags(options.TrainLoopOptions)
   values = types.SimpleNamespace(**{name: bert_flags.FLAGS[name].default
                                     for name in bert_flags.FLAGS})
-  runtime = bert_flags.runtime_options(values)
-  assert runtime == dataclasses.replace(options.RuntimeOptions(), seed=12345)
-  assert bert_flags.train_loop_options(values) == options.TrainLoopOptions()
+  runtime = bert_flags.build(options.RuntimeOptions, values)
+  assert runtime == options.RuntimeOptions() and runtime.seed == 12345
+  assert bert_flags.build(options.TrainLoopOptions, values) == options.TrainLoopOptions()
   assert runtime.strategy_name == "one_device" and runtime.trim_padding
 
 
 def test_a_script_without_a_flag_keeps_the_default():
-  runtime = bert_flags.runtime_options(types.SimpleNamespace(dtype="bfloat16"))
-  assert runtime.dtype == "bfloat16" and runtime.seed is None
+  runtime = bert_flags.build(options.RuntimeOptions, types.SimpleNamespace(dtype="bfloat16"))
+  assert runtime == options.RuntimeOptions(dtype="bfloat16")
 
 
 def test_tpu_and_xla():
@@ -59,12 +62,12 @@ def test_each_rule_names_its_flag(make, message):
 
 
 def test_values_leaves_the_rules_to_the_options(monkeypatch):
-  bert_flags.define_runtime_flags()
+  bert_flags.define_flags(options.TrainLoopOptions)
   bert_flags.FLAGS.mark_as_parsed()
   monkeypatch.setattr(bert_flags.FLAGS, "log_steps", 0)
   values = bert_flags.values()
   with pytest.raises(BertTfError, match="--log_steps: expected an integer of at least 1, got 0"):
-    bert_flags.train_loop_options(values)
+    bert_flags.build(options.TrainLoopOptions, values)
 
 
 def _finetune_options(**overrides):
@@ -90,9 +93,8 @@ def test_finetune_ranges(flag, value, expected):
   assert _finetune_options(**{flag: None if flag in _NONE_ALLOWED else 1}).do_train
 
 
-# The fine-tuning flags that are None where a script does not give them.
-_NONE_ALLOWED = ("eval_batch_size", "eval_every_n_steps", "early_stopping_patience",
-                 "bilstm_hidden_size")
+# The fine-tuning flags whose default None means "not given".
+_NONE_ALLOWED = ("eval_every_n_steps", "early_stopping_patience", "bilstm_hidden_size")
 
 
 def _pretraining_values(**overrides):
@@ -109,14 +111,14 @@ def _pretraining_values(**overrides):
 
 
 def test_pretraining_options_carry_the_objective():
-  built = bert_flags.pretraining_options(_pretraining_values())
+  built = bert_flags.build(PretrainingOptions, _pretraining_values())
   assert built.objective == objectives.Objective() and built.max_predictions_per_seq == 20
   assert built.objective.predicts_next_sentence
   for flags in (dict(no_nsp=True), dict(left_to_right=True)):
-    objective = bert_flags.pretraining_options(_pretraining_values(**flags)).objective
+    objective = bert_flags.build(PretrainingOptions, _pretraining_values(**flags)).objective
     assert not objective.predicts_next_sentence and objective.metric_names() == [
         "masked_lm_accuracy", "masked_lm_loss"]
-  assert bert_flags.pretraining_options(_pretraining_values(
+  assert bert_flags.build(PretrainingOptions, _pretraining_values(
       dynamic_masking=True, vocab_file="v.txt")).objective.run_shape() == {
           "left_to_right": False, "dynamic_masking": True}
 
@@ -134,7 +136,7 @@ def test_pretraining_options_carry_the_objective():
 ])
 def test_pretraining_rules(overrides, message):
   with pytest.raises(BertTfError, match=re.escape(message)):
-    bert_flags.pretraining_options(_pretraining_values(**overrides))
+    bert_flags.build(PretrainingOptions, _pretraining_values(**overrides))
 
 
 def _data_values(**overrides):
@@ -149,13 +151,13 @@ def _data_values(**overrides):
 
 
 def test_create_pretraining_data_options():
-  built = bert_flags.pretraining_data_options(_data_values())
+  built = bert_flags.build(DataOptions, _data_values())
   assert built.num_workers == 2 and built.instances.max_seq_length == 64
   assert built.instances.max_predictions_per_seq == 10
   with pytest.raises(BertTfError, match=re.escape(
       "--max_seq_length: cannot use sequence length 65536 because instances hold their positions "
       "in 16 bits (up to 65535)")):
-    bert_flags.pretraining_data_options(_data_values(max_seq_length=65536))
+    bert_flags.build(DataOptions, _data_values(max_seq_length=65536))
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -177,11 +179,11 @@ def test_one_masking_type_for_both_scripts():
   # still predicts one token).
   flags = dict(max_predictions_per_seq=7, masked_lm_prob=0.0, do_whole_word_mask=True,
                mask_prob_mask=1.0, mask_prob_keep=0.0, mask_prob_random=0.0)
-  data = bert_flags.pretraining_data_options(_data_values(**flags)).instances.masking
-  dynamic = bert_flags.pretraining_options(_pretraining_values(
+  data = bert_flags.build(DataOptions, _data_values(**flags)).instances.masking
+  dynamic = bert_flags.build(PretrainingOptions, _pretraining_values(
       dynamic_masking=True, vocab_file="v.txt", **flags)).objective.masking
   assert data == objectives.Masking(**flags)
-  assert dynamic == objectives.Masking(dynamic=True, **flags)
+  assert dynamic == objectives.Masking(dynamic_masking=True, **flags)
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -190,4 +192,4 @@ def test_one_masking_type_for_both_scripts():
 ])
 def test_create_pretraining_data_rules(flags, message):
   with pytest.raises(BertTfError, match=re.escape(message)):
-    bert_flags.pretraining_data_options(_data_values(**flags))
+    bert_flags.build(DataOptions, _data_values(**flags))

@@ -68,7 +68,7 @@ def test_rows_hold_each_instance_at_its_offset():
 def _losses_and_gradients(model, features, use_nsp):
   with tf.GradientTape() as tape:
     outputs = model(features, training=True)
-    loss = pretraining.loss_fn(objectives.Objective(use_nsp=use_nsp))(features, outputs)
+    loss = pretraining.loss_fn(objectives.Objective(no_nsp=not use_nsp))(features, outputs)
   gradients = tape.gradient(loss, model.trainable_variables)
   mlm = pretraining._cross_entropy(outputs["mlm_logits"], features["masked_lm_ids"]).numpy()
   labels, _ = pretraining._next_sentence_labels(features)
@@ -128,7 +128,7 @@ def test_input_resumes_at_the_same_row(short_records):
 
 def test_row_limits_are_checked():
   masking = objectives.Masking(max_predictions_per_seq=20)
-  mlm, left_to_right = objectives.Objective(masking=masking), objectives.Objective.of_flags(
+  mlm, left_to_right = objectives.Objective(masking=masking), objectives.Objective(
       left_to_right=True, masking=masking)
   assert packing.row_limits(128, mlm) == (8, 24)
   assert packing.row_limits(128, left_to_right) == (8, 128)

@@ -158,7 +158,8 @@ def _options(**overrides):
 
 
 @pytest.mark.parametrize("overrides,expected", [
-    (dict(do_train=False), "^--do_train: at least one must be True$"),
+    (dict(do_train=False, task=squad.SquadOptions()),
+     "^--do_train/--do_predict: at least one must be True$"),
     (dict(do_train=False, do_eval=False, do_predict=False),
      "^--do_train/--do_eval/--do_predict: at least one must be True$"),
     (dict(bilstm_hidden_size=8), "^--bilstm_hidden_size: only with --bilstm_head$"),
@@ -188,8 +189,9 @@ def test_task_options_rules(cls, fields, expected):
 
 
 def test_options_from_flag_values():
-  """The door: the fields a script has flags for; the rest keep their defaults (None for the
-  phase and head flags a script lacks); the runtime and loop flags become their own options."""
+  """The door: the fields a script has flags for; the rest keep their defaults, and the task's
+  options say which shared flags the script lacks; the runtime and loop flags become their own
+  options."""
   values = types.SimpleNamespace(output_dir="o", bert_config_file="c", vocab_file="v",
                                  do_train=True, do_predict=False, data_dir="d", seed=3,
                                  max_seq_length=64, unrelated=1)
@@ -197,8 +199,10 @@ def test_options_from_flag_values():
   assert options.task == swag.SwagOptions(data_dir="d")
   assert options.runtime == options_lib.RuntimeOptions(seed=3)
   assert options.loop == options_lib.TrainLoopOptions()
-  assert (options.do_eval, options.bilstm_head, options.max_seq_length) == (None, None, 64)
-  assert options.phases() == ["do_train", "do_predict"]
+  assert (options.do_eval, options.bilstm_head, options.max_seq_length) == (False, False, 64)
+  assert not options.has_flag("bilstm_head") and options.has_flag("do_eval")
+  assert options.distill is None and "bilstm_head" not in options.run_shape()
+  assert options.phases() == ["do_train", "do_eval", "do_predict"]
   assert options.run_shape() == {"max_seq_length": 64, "pack_sequences": False,
                                  "left_to_right": False}
   with pytest.raises(dataclasses.FrozenInstanceError):

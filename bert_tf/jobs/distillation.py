@@ -24,12 +24,10 @@ The loss of every element (example or word), averaged as the task averages its o
 Evaluation, keep-best, prediction and export are the task's own: the student is a model like any
 other (its task_config.json, its export).
 """
-import dataclasses
 import hashlib
 import io
 import json
 import os
-from typing import Optional
 
 from absl import logging
 import numpy as np
@@ -54,38 +52,6 @@ SOFT_WEIGHTS, HARD_WEIGHTS = "soft_weights", "hard_weights"
 
 def teacher_feature(j):
   return f"teacher_logit_{j}"
-
-
-@dataclasses.dataclass(frozen=True)
-class DistillOptions:
-  """--teacher_dir, --distill_temperature, --distill_alpha, --transfer_file,
-  --teacher_batch_size."""
-  teacher_dir: Optional[str] = None
-  distill_temperature: float = 2.0
-  distill_alpha: float = 0.5
-  transfer_file: Optional[str] = None
-  teacher_batch_size: int = 32
-
-  def __post_init__(self):
-    if not self.distill_temperature > 0:
-      raise BertTfError(f"--distill_temperature: expected a number above 0, got "
-                        f"{self.distill_temperature}")
-    if not 0 <= self.distill_alpha <= 1:
-      raise BertTfError(f"--distill_alpha: expected a fraction between 0 and 1, got "
-                        f"{self.distill_alpha}")
-    if self.teacher_batch_size < 1:
-      raise BertTfError(f"--teacher_batch_size: expected an integer of at least 1, got "
-                        f"{self.teacher_batch_size}")
-    if self.transfer_file and not self.teacher_dir:
-      raise BertTfError("--transfer_file: only with --teacher_dir (its examples have no labels: "
-                        "the teacher's soft targets are all they teach)")
-    if self.transfer_file and not tf.io.gfile.exists(self.transfer_file):
-      raise BertTfError(f"--transfer_file: {self.transfer_file} not found")
-
-  def settings(self):
-    """What a resumed run must keep: the loss's T and alpha, and the transfer set."""
-    return {"temperature": float(self.distill_temperature), "alpha": float(self.distill_alpha),
-            "transfer_file": self.transfer_file and os.path.abspath(self.transfer_file)}
 
 
 # ---------------------------------------------------------------------------- the loss

@@ -257,7 +257,7 @@ def _check_checkpoint_model(options, config):
     raise BertTfError(f"--left_to_right: {path} holds a model fine-tuned "
                       f"{'left to right: pass' if causal else 'bidirectionally: leave out'} "
                       f"--left_to_right (or train in a new --output_dir)")
-  if options.bilstm_head is None:  # a script without the flag (run_swag.py)
+  if not options.has_flag("bilstm_head"):  # run_swag.py
     return
   wanted = options.bilstm_units(config)
   if found == wanted:
@@ -332,12 +332,11 @@ def _splits(options, plan=None, task=None):
   """[(split, batch size)] to evaluate or predict: dev with --do_eval, test with --do_predict;
   with a plan that evaluates during training, the task's eval_split too (its records are made
   once, for both)."""
-  eval_batch_size = options.eval_batch_size
-  wanted = [("dev", eval_batch_size, options.do_eval),
+  wanted = [("dev", options.eval_batch_size, options.do_eval),
             ("test", options.predict_batch_size, options.do_predict)]
   splits = [(split, batch_size) for split, batch_size, flag in wanted if flag]
   if options.do_train and plan is not None and plan.every_n_steps is not None:
     split = task.eval_split
     if split not in dict(splits):
-      splits.append((split, eval_batch_size or options.predict_batch_size))
+      splits.append((split, options.eval_split_batch_size))
   return splits

@@ -3,7 +3,7 @@
 
 loss = masked-LM loss sum(w * ce) / (sum(w) + 1e-5) + mean next-sentence loss, as the original.
 The objective is a bert_tf.model.objectives.Objective (with the feature names it reads). The ablations
-of the paper's Table 5: use_nsp=False drops the NSP term (--no_nsp); left_to_right rebuilds the
+of the paper's Table 5: no_nsp drops the NSP term (--no_nsp); left_to_right rebuilds the
 unmasked text and predicts every next token (--left_to_right, with a causal BertPretrainer).
 run(options, runtime, loop_options) takes a bert_tf.jobs.pretraining_options.PretrainingOptions,
 RuntimeOptions and TrainLoopOptions (bert_tf.cli.flags builds them from run_pretraining.py's flags).

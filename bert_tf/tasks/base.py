@@ -27,7 +27,6 @@ values. get(name) and names() find every module of this package: a new task type
 here (and its run script), nothing else to list; a task registered elsewhere before it is used
 serves as well (tests/test_new_task.py defines one in a test file).
 """
-import dataclasses
 import importlib
 import pkgutil
 
@@ -42,15 +41,6 @@ RECORD_FILES = {"train": "train.tf_record", "dev": "eval.tf_record", "test": "pr
 
 _REGISTRY = {}
 _discovered = False
-
-
-def flag(default, help_text, *, run=True, export=False, enum=None, group=None):
-  """A field of a task's options dataclass that is a flag (bert_tf.cli.flags.define_options_flags
-  defines it from the field's name, type and default): of the run script unless run=False, and of
-  export_savedmodel.py with export=True (or export="its help text there"). enum: the values it
-  takes; group: its --help group (default "data and task")."""
-  return dataclasses.field(default=default, metadata={
-      "help": help_text, "run": run, "export": export, "enum": enum, "group": group})
 
 
 def register(name):
@@ -174,6 +164,7 @@ class Task:
   aliases = ()  # older names: of its exports, --task values and task_config.json "export_kind"s
   script = None  # the run script, for messages
   options_class = None  # the frozen dataclass of the task's own flags (FinetuneOptions.task)
+  distillable = False  # whether the script distils (--teacher_dir: write_transfer_records)
   server_class = None  # its server (a text_server.TextServer), or None: no serving half
   record_files = RECORD_FILES  # {split: record file name in output_dir}
   eval_split = "dev"  # the split evaluations during training score

@@ -25,6 +25,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.io.fileio import read_lines
 from bert_tf.io.fileio import write_text_atomically
 from bert_tf.model import heads
+from bert_tf.options import option
 from bert_tf.tasks import base
 from bert_tf.tasks import glue
 from bert_tf.tasks import metrics
@@ -37,8 +38,11 @@ FULL_COLUMNS = ("sent1", "sent2", "gold-ending", "distractor-0", "distractor-1",
 
 @dataclasses.dataclass(frozen=True)
 class SwagOptions:
-  """run_swag.py's own flags."""
-  data_dir: Optional[str] = base.flag(None, "The input data dir. Should contain the SWAG csv "
+  """run_swag.py's own flags. The script has no BiLSTM head and no export (SWAG's four endings
+  per question have no server)."""
+  LACKS = ("bilstm_head", "bilstm_hidden_size", "export_dir", "tflite")
+
+  data_dir: Optional[str] = option(None, "The input data dir. Should contain the SWAG csv "
                                       "files train.csv, val.csv and test.csv (regular or full "
                                       "format).")
 

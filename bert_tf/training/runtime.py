@@ -96,9 +96,10 @@ def trim_padding(options):
   return options.trim_padding
 
 
-def setup_runtime(options, config=None, seq_length=128):
-  """The strategy for a RuntimeOptions, after which precision, seed and determinism are set. Call
-  before any other TensorFlow op: multi_worker_mirrored must be created first. The concrete dtype
+def setup_runtime(options, config=None, seq_length=128, seeded=True):
+  """The strategy for a RuntimeOptions, after which precision, seed and determinism are set
+  (seeded=False: a job that does not train, and has no --seed, seeds nothing). Call before any
+  other TensorFlow op: multi_worker_mirrored must be created first. The concrete dtype
   (--dtype=auto resolved, for the model of `config` at seq_length) is concrete_dtype() from here
   on."""
   strategy = get_strategy(options.strategy_name, num_gpus=options.num_gpus,
@@ -109,6 +110,6 @@ def setup_runtime(options, config=None, seq_length=128):
     logging.warning("--num_tpu_cores=%d, but the TPU has %d cores: all of them are used",
                     options.num_tpu_cores, strategy.num_replicas_in_sync)
   set_precision(options.dtype, strategy, config=config, seq_length=seq_length)
-  if options.seed is not None:
+  if seeded and options.seed is not None:
     set_seed(options.seed, deterministic=options.deterministic)
   return strategy
