@@ -11,7 +11,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from support.oracle import CONFIG, ORACLE, inputs
+from support.oracle import ORACLE, inputs
 
 tf1 = tf.compat.v1
 # The oracle's own harness, then this module's checks in the same process.
