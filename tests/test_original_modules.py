@@ -137,6 +137,21 @@ def test_bert_model_in_a_session_is_the_originals(graph, variant):
                arrays_of(arrays, f"theirs/bert_model/{variant}/"), f"BertModel, {variant}")
 
 
+def test_the_originals_pretraining_heads_on_our_bert_model_are_the_originals(graph):
+  """Code written against the original: its run_pretraining.py's get_masked_lm_output and
+  get_next_sentence_output (modeling.layer_norm, get_activation, create_initializer,
+  get_shape_list) on our BertModel's getters, from its checkpoint: every layer, the logits, the
+  loss and every variable's tf.gradients within 1e-5 (relative above 1) of its own."""
+  work_dir, _, arrays = graph
+  ours = arrays_of(arrays, "pretraining_heads/")
+  theirs = dict(np.load(work_dir / "original_outputs.npz"))
+  assert sorted(ours) == sorted(theirs)
+  worst = {k: max_diff(ours[k], theirs[k]) / max(1.0, float(np.abs(theirs[k]).max()))
+           for k in theirs}
+  print(f"the original's heads on ours: largest diff {max(worst.values()):.2g}")
+  assert max(worst.values()) < TOLERANCE, worst
+
+
 def test_variable_scopes_and_reuse_are_the_originals(graph):
   _, report, _ = graph
   names = report["ours/variable_names"]

@@ -225,6 +225,38 @@ def bert_models(m, config, ckpt, f, is_training, one_hot):
                     "initialized": sorted(initialized)}
 
 
+def original_heads_on_ours(work_dir, ckpt, f):
+  """The original's run_pretraining.py heads (their `modeling` made ours) on our BertModel from
+  the original's checkpoint: the values the oracle's "pretraining" command saved of its own,
+  gradients of the loss by tf.gradients included."""
+  import bert.run_pretraining as run_pretraining
+  from bert_tf import modeling as ours
+  theirs, run_pretraining.modeling = run_pretraining.modeling, ours
+  try:
+    config = ours.BertConfig.from_json_file(os.path.join(work_dir, "bert_config.json"))
+    with tf.Graph().as_default():
+      x = {k: tf.constant(v) for k, v in f.items()}
+      model = ours.BertModel(config, True, x["input_ids"], x["input_mask"], x["segment_ids"])
+      mlm_loss, _, mlm_log_probs = run_pretraining.get_masked_lm_output(
+          config, model.get_sequence_output(), model.get_embedding_table(),
+          x["masked_lm_positions"], x["masked_lm_ids"], x["masked_lm_weights"])
+      nsp_loss, _, nsp_log_probs = run_pretraining.get_next_sentence_output(
+          config, model.get_pooled_output(), x["next_sentence_labels"])
+      tvars = tf1.trainable_variables()
+      tf1.train.init_from_checkpoint(ckpt, ours.get_assignment_map_from_checkpoint(tvars, ckpt)[0])
+      fetches = {"layer_%d" % i: t for i, t in enumerate(model.get_all_encoder_layers())}
+      fetches.update(embedding_output=model.get_embedding_output(),
+                     pooled_output=model.get_pooled_output(), loss=mlm_loss + nsp_loss,
+                     mlm_logits=mlm_log_probs.op.inputs[0], nsp_logits=nsp_log_probs.op.inputs[0])
+      gradients = tf1.gradients(mlm_loss + nsp_loss, tvars)
+      fetches.update(("grad/" + v.op.name, tf.convert_to_tensor(g)) for v, g in zip(tvars, gradients))
+      with tf1.Session() as session:
+        session.run(tf1.global_variables_initializer())
+        return session.run(fetches)
+  finally:
+    run_pretraining.modeling = theirs
+
+
 def variable_names(m, config):
   """Names in one graph of: two default-scope models, one in a scope, one reusing "bert"
   (one layer each)."""
@@ -336,7 +368,8 @@ def run_in_graph(work_dir):
   report = {"api": {name: public_api(module) for name, module in
                     zip(("modeling", "optimization"), sides["theirs"])},
             "unit_tests": original_unit_tests()}
-  arrays = {}
+  arrays = {"pretraining_heads/" + k: v
+            for k, v in original_heads_on_ours(work_dir, ckpt, f).items()}
   for side, (m, optimization) in sides.items():
     config = m.BertConfig.from_json_file(os.path.join(work_dir, "bert_config.json"))
     for variant, (is_training, one_hot) in {"inference": (False, False),
