@@ -189,6 +189,7 @@ def test_a_head_trained_in_a_session_from_an_original_checkpoint_is_the_original
   _, report, arrays = graph
   ours, theirs = report["ours/training"], report["theirs/training"]
   assert ours["step"] == theirs["step"] == 4
+  assert ours["names"] == theirs["names"] and "output_bias/adam_v" in ours["names"]
   np.testing.assert_allclose(ours["losses"], theirs["losses"], atol=TOLERANCE, rtol=TOLERANCE)
   start = arrays_of(arrays, "ours/training/start/")
   # The checkpoint's values on both sides (random ones would differ), and the same head.
@@ -330,8 +331,6 @@ def test_adam_weight_decay_eagerly_and_in_tf_function_is_our_keras_adamw():
     keras_optimizer.apply_gradients(pairs(keras, step))
   for name in start:
     assert max_diff(ours[name], keras[name]) < 1e-6, name
-  slots = sorted(v.name for v in optimizer._moments[ours["layer/kernel"].ref()])  # pylint: disable=protected-access
-  assert slots == ["layer/kernel/adam_m:0", "layer/kernel/adam_v:0"]
 
 
 def test_eagerly_the_shapes_the_errors_dropout_and_the_graph_only_name():
@@ -357,8 +356,8 @@ def test_bert_tf_itself_never_imports_the_originals_modules():
   bert_tf's own code imports bert_tf.model.modeling and bert_tf.training.optimization."""
   pattern = re.compile(r"^\s*(from bert_tf import [^\n]*\b(modeling|optimization)\b|"
                        r"(import|from) bert_tf\.(modeling|optimization)\b)", re.MULTILINE)
-  sources = (glob.glob(os.path.join(REPO, "bert_tf", "**", "*.py"), recursive=True)
-             + glob.glob(os.path.join(REPO, "bench", "*.py")) + glob.glob(os.path.join(REPO, "*.py")))
+  sources = [path for where in ("bert_tf/**/*.py", "bench/**/*.py", "*.py")
+             for path in glob.glob(os.path.join(REPO, where), recursive=True)]
   assert len(sources) > 50
   offenders = [os.path.relpath(path, REPO) for path in sources
                if pattern.search(open(path, encoding="utf-8").read())]

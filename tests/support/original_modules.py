@@ -248,8 +248,9 @@ def original_heads_on_ours(work_dir, ckpt, f):
       fetches.update(embedding_output=model.get_embedding_output(),
                      pooled_output=model.get_pooled_output(), loss=mlm_loss + nsp_loss,
                      mlm_logits=mlm_log_probs.op.inputs[0], nsp_logits=nsp_log_probs.op.inputs[0])
-      gradients = tf1.gradients(mlm_loss + nsp_loss, tvars)
-      fetches.update(("grad/" + v.op.name, tf.convert_to_tensor(g)) for v, g in zip(tvars, gradients))
+      gradients = tf1.gradients(mlm_loss + nsp_loss, tvars)  # the embeddings': IndexedSlices
+      fetches.update(("grad/" + v.op.name, tf.convert_to_tensor(g))
+                     for v, g in zip(tvars, gradients))
       with tf1.Session() as session:
         session.run(tf1.global_variables_initializer())
         return session.run(fetches)
@@ -282,7 +283,7 @@ LEARNING_RATE = 2e-4
 def train_head(m, optimization, config, ckpt, steps=4):
   """A classifier head on get_pooled_output of a 2-layer model from the original's 4-layer
   checkpoint, trained `steps` steps by optimization.create_optimizer: per-step losses, every
-  weight before and after, the global step."""
+  weight before and after, the global step and the names of every variable."""
   config = copy.deepcopy(config)
   config.num_hidden_layers = 2
   batches = [inputs(seed=seed) for seed in range(1, steps + 1)]
@@ -309,7 +310,8 @@ def train_head(m, optimization, config, ckpt, steps=4):
                 for batch in batches]
       end = session.run({v.op.name: v for v in tvars})
       step = int(session.run(tf1.train.get_global_step()))
-  return losses, start, end, step
+    names = sorted(v.op.name for v in tf1.global_variables())  # the slots and the step too
+  return losses, start, end, {"step": step, "names": names}
 
 
 def tpu_ops(optimization):
@@ -379,8 +381,8 @@ def run_in_graph(work_dir):
       arrays.update((f"{side}/bert_model/{variant}/{k}", v) for k, v in values.items())
     report[f"{side}/variable_names"] = variable_names(m, config)
     report[f"{side}/facts"] = errors_and_facts(m)
-    losses, start, end, step = train_head(m, optimization, config, ckpt)
-    report[f"{side}/training"] = {"losses": losses, "step": step}
+    losses, start, end, report[f"{side}/training"] = train_head(m, optimization, config, ckpt)
+    report[f"{side}/training"]["losses"] = losses
     arrays.update((f"{side}/training/start/{k}", v) for k, v in start.items())
     arrays.update((f"{side}/training/end/{k}", v) for k, v in end.items())
     report[f"{side}/tpu_ops"] = tpu_ops(optimization)
