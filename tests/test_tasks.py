@@ -2,6 +2,7 @@
 the task_config.json files of old runs (without "task": their "export_kind") still read."""
 import dataclasses
 import json
+import os
 import types
 
 import pytest
@@ -17,25 +18,27 @@ from bert_tf.tasks import glue
 from bert_tf.tasks import squad
 from bert_tf.tasks import swag
 from bert_tf.training import options as options_lib
-
-TASKS = {"glue": (glue.GlueTask, True, "run_classifier.py"),
-         "ner": (conll.NerTask, True, "run_ner.py"),
-         "squad": (squad.SquadTask, True, "run_squad.py"),
-         "swag": (swag.SwagTask, False, "run_swag.py")}
-
+from support.paths import REPO
 
 def test_names():
-  assert base.names() == sorted(TASKS)
-  assert base.export_names() == ["glue", "ner", "squad"]
-  assert base.export_names(aliases=True) == ["classifier", "glue", "ner", "squad"]
+  names = base.names()
+  assert names == sorted(names)
+  assert (glue.GlueTask, conll.NerTask, squad.SquadTask, swag.SwagTask) == tuple(
+      base.get(name) for name in ("glue", "ner", "squad", "swag"))  # the modules register them
+  assert base.export_names() == [name for name in names if base.get(name).server_class]
+  assert set(base.export_names(aliases=True)) == set(base.export_names()) | {
+      alias for name in base.export_names() for alias in base.get(name).aliases}
   assert export.task_names() == base.export_names()
 
 
-@pytest.mark.parametrize("name", sorted(TASKS))
+@pytest.mark.parametrize("name", base.names())
 def test_registered_task(name):
-  cls, exportable, script = TASKS[name]
-  assert base.get(name) is cls and issubclass(cls, base.Task)
-  assert (cls.name, bool(cls.server_class), cls.script) == (name, exportable, script)
+  """Every task the registry finds: its script is at the top level, an export or a line that
+  says it has none."""
+  cls = base.get(name)
+  exportable, script = bool(cls.server_class), cls.script
+  assert issubclass(cls, base.Task) and cls.name == name
+  assert os.path.isfile(os.path.join(REPO, script)), script
   assert cls.eval_split in cls.record_files
   assert cls.num_sequences >= 1 and isinstance(cls.packed_loss_weights, str)
   if exportable:
@@ -59,7 +62,8 @@ def test_task_defaults_and_overrides():
 def test_unknown_names():
   with pytest.raises(BertTfError, match="^task: 'nope' is not a registered task; known: glue, "):
     base.get("nope")
-  with pytest.raises(BertTfError, match="^--task: 'nope' is not one of glue, ner, squad$"):
+  with pytest.raises(BertTfError, match=f"^--task: 'nope' is not one of "
+                     f"{', '.join(base.export_names())}$"):
     base.for_export("nope")
   with pytest.raises(ValueError, match="registered twice"):
     base.register("glue")(type("Other", (base.Task,), {}))

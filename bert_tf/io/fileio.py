@@ -146,6 +146,14 @@ def check_input_file(path, flag=None):
     raise BertTfError(f"{where}: permission denied; expected a file this user can read")
 
 
+def check_data_directory(path, flag="--data_dir"):
+  """Raises BertTfError when a task's data directory is a file (a missing one is named with the
+  file the task reads first)."""
+  if path and exists(path) and not (tf.io.gfile.isdir if is_url(path) else os.path.isdir)(path):
+    raise BertTfError(f"{flag}: {path} is a file, not a directory (expected the directory that "
+                      f"holds the task's train, dev and test files)")
+
+
 def check_output_directory(path, flag):
   """Raises BertTfError when `path` exists and is not a directory: a run names it before it
   starts, not when it first writes there."""

@@ -130,10 +130,6 @@ def run(task_class, options):
   second run out of it meanwhile).
   """
   start = time.time()
-  data_dir = getattr(options.task, "data_dir", None)
-  if data_dir and tf.io.gfile.exists(data_dir) and not tf.io.gfile.isdir(data_dir):
-    raise BertTfError(f"--data_dir: {data_dir} is a file, not a directory (expected the "
-                      f"directory that holds the task's train, dev and test files)")
   # Python only, so that bad flags and files fail before TensorFlow's runtime starts.
   files = model_files.open_model(options, max_seq_length=options.max_seq_length)
   options, config = files.resolved(options), files.config

@@ -19,6 +19,7 @@ from absl import logging
 from bert_tf.data import packing_finetune
 from bert_tf.data import records
 from bert_tf.errors import BertTfError
+from bert_tf.io import fileio
 from bert_tf.io.fileio import atomic_output
 from bert_tf.io.fileio import read_lines
 from bert_tf.io.fileio import write_text_atomically
@@ -342,6 +343,7 @@ class NerOptions:
       "--init_checkpoint, as run_ner.py writes it).", run=False, export=True)
 
   def __post_init__(self):
+    fileio.check_data_directory(self.data_dir)
     if self.feature_based and self.feature_layers not in heads.FEATURE_LAYERS:
       raise BertTfError(f"--feature_layers: {self.feature_layers!r} is not one of "
                         f"{heads.FEATURE_LAYERS}")

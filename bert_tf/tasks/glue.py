@@ -19,6 +19,7 @@ from absl import logging
 from bert_tf.data import packing_finetune
 from bert_tf.data import records
 from bert_tf.errors import BertTfError
+from bert_tf.io import fileio
 from bert_tf.io.fileio import read_lines
 from bert_tf.io.fileio import write_text_atomically
 from bert_tf.model import heads
@@ -356,6 +357,7 @@ class GlueOptions:
       "label names and whether it takes pairs).")
 
   def __post_init__(self):
+    fileio.check_data_directory(self.data_dir)
     if self.task_name:
       canonical_task_name(self.task_name)  # --task_name: unknown task ...
 

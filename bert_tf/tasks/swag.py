@@ -22,6 +22,7 @@ from absl import logging
 from bert_tf.data import packing_finetune
 from bert_tf.data import records
 from bert_tf.errors import BertTfError
+from bert_tf.io import fileio
 from bert_tf.io.fileio import read_lines
 from bert_tf.io.fileio import write_text_atomically
 from bert_tf.model import heads
@@ -45,6 +46,9 @@ class SwagOptions:
   data_dir: Optional[str] = option(None, "The input data dir. Should contain the SWAG csv "
                                       "files train.csv, val.csv and test.csv (regular or full "
                                       "format).")
+
+  def __post_init__(self):
+    fileio.check_data_directory(self.data_dir)
 
 
 def multiple_choice_features(max_seq_length, num_choices=NUM_CHOICES):

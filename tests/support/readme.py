@@ -8,7 +8,7 @@ import os
 import re
 import shlex
 
-from support.flag_reference import SCRIPTS
+from support.flag_reference import is_script
 from support.paths import REPO
 
 README = os.path.join(REPO, "README.md")
@@ -127,7 +127,7 @@ def script_commands(code, variables):
       words = shlex.split(line, comments=True)
     except ValueError:
       words = line.split()
-    scripts = [i for i, word in enumerate(words) if os.path.basename(word) in SCRIPTS]
+    scripts = [i for i, word in enumerate(words) if is_script(word)]
     if not scripts:
       continue
     flags = []
