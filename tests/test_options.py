@@ -1,7 +1,11 @@
 """The typed options (bert_tf.training.options, bert_tf.jobs' FinetuneOptions and PretrainingOptions):
 each rule once, beside its option; their builders (bert_tf.cli.flags)."""
+import ast
 import dataclasses
+import glob
+import importlib
 import os
+import pkgutil
 import re
 import types
 
@@ -15,7 +19,9 @@ from bert_tf.data.pretraining_data.pipeline import DataOptions
 from bert_tf.jobs import finetune_options
 from bert_tf.jobs.pretraining_options import PretrainingOptions
 from bert_tf.model import objectives
+from bert_tf import options as bert_options
 from bert_tf.training import options
+from support.paths import REPO
 
 
 def test_defaults_are_the_flags_defaults():
@@ -193,3 +199,59 @@ def test_one_masking_type_for_both_scripts():
 def test_create_pretraining_data_rules(flags, message):
   with pytest.raises(BertTfError, match=re.escape(message)):
     bert_flags.build(DataOptions, _data_values(**flags))
+
+
+# ------------------------------------------------------------------- each option said once
+
+def test_a_flag_is_defined_only_from_its_field():
+  """Every absl flag of the library and the scripts is made by bert_flags from an options field
+  (its default, help and range written there once), but export_savedmodel.py's --task, whose
+  values are the tasks the registry finds."""
+  sources = glob.glob(os.path.join(REPO, "*.py")) + glob.glob(
+      os.path.join(REPO, "bert_tf", "**", "*.py"), recursive=True)
+  defining = {}
+  for path in sources:
+    with open(path, encoding="utf-8") as f:
+      text = f.read()
+    if "DEFINE_" in text:
+      defining[os.path.relpath(path, REPO)] = re.findall(r'DEFINE_\w*\("?(\w*)', text)
+  assert defining == {"bert_tf/cli/flags.py": ["field"], "export_savedmodel.py": ["task"]}
+
+
+def _options_classes():
+  """Every options dataclass of the library: a dataclass with a field made by option()."""
+  import bert_tf  # pylint: disable=g-import-not-at-top
+  found = set()
+  for module_info in pkgutil.walk_packages(bert_tf.__path__, "bert_tf."):
+    module = importlib.import_module(module_info.name)
+    for value in vars(module).values():
+      if (isinstance(value, type) and dataclasses.is_dataclass(value) and
+          any(bert_options.is_flag(f) for f in dataclasses.fields(value))):
+        found.add(value)
+  return found
+
+
+def test_each_default_is_written_once():
+  """A field a subclass states again, or a script's DEFAULTS and HELP, differ from what they
+  replace: a second literal of the same default is a copy that can drift."""
+  classes = _options_classes()
+  assert {"FinetuneOptions", "RuntimeOptions", "Masking", "SquadOptions"} <= {
+      cls.__name__ for cls in classes}
+  for cls in classes:
+    fields = {field.name: field for field in dataclasses.fields(cls)}
+    for base_class in cls.__mro__[1:]:
+      if not dataclasses.is_dataclass(base_class):
+        continue
+      for field in dataclasses.fields(base_class):
+        if field.name in vars(cls).get("__annotations__", {}):
+          mine = fields[field.name]
+          assert (mine.default, mine.metadata.get("help")) != (
+              field.default, field.metadata.get("help")), (cls, field.name)
+    flag_fields = {f.name: f for f in dataclasses.fields(cls) if bert_options.is_flag(f)}
+    for name, value in getattr(cls, "DEFAULTS", {}).items():
+      nested = [f for c in classes for f in dataclasses.fields(c) if f.name == name]
+      assert nested and all(f.default != value for f in nested), (cls, name)
+    for name in getattr(cls, "LACKS", ()):
+      assert any(name in {f.name for f in dataclasses.fields(c)} for c in classes), (cls, name)
+    assert all(f.default is not dataclasses.MISSING or f.default_factory is not
+               dataclasses.MISSING for f in flag_fields.values()), cls

@@ -74,27 +74,35 @@ def _script_rules(options_class, lacks=(), defaults=None, helps=None):
           {**getattr(options_class, "HELP", {}), **(helps or {})})
 
 
-def define_flags(options_class, export=False, nested=None, lacks=(), defaults=None, helps=None,
-                 only=None, flag_values=FLAGS):
-  """Defines a flag for each flag field of options_class and of the options classes nested in it
-  (those of export_savedmodel.py with export), but those it LACKS (and `lacks`), with the
-  script's DEFAULTS and HELP where they differ from the fields'; only: just these names. A flag
-  already defined is left as it is."""
-  lacks, defaults, helps = _script_rules(options_class, lacks, defaults, helps)
+def script_fields(options_class, export=False, nested=None, lacks=(), only=None):
+  """(field, its type hint) of each flag field of options_class and of the options classes
+  nested in it (those of export_savedmodel.py with export), but those it LACKS (and `lacks`);
+  only: just these names."""
+  lacks, _, _ = _script_rules(options_class, lacks)
   hints = typing.get_type_hints(options_class)
   for field in dataclasses.fields(options_class):
     inner = _nested(field, nested)
     if inner is not None:
-      define_flags(inner, export, lacks=lacks, defaults=defaults, helps=helps, only=only,
-                   flag_values=flag_values)
-      continue
-    meta = field.metadata
-    if (not is_flag(field) or field.name in lacks or not meta["export" if export else "run"] or
-        (only is not None and field.name not in only)):
-      continue
-    _GROUP_OF[field.name] = meta["group"]
+      yield from script_fields(inner, export, lacks=lacks, only=only)
+    elif (is_flag(field) and field.name not in lacks and
+          field.metadata["export" if export else "run"] and
+          (only is None or field.name in only)):
+      yield field, hints[field.name]
+
+
+def define_flags(options_class, export=False, nested=None, lacks=(), defaults=None, helps=None,
+                 only=None, flag_values=FLAGS):
+  """Defines a flag for each of script_fields(...), with the script's DEFAULTS and HELP where
+  they differ from the fields'. A flag already defined is left as it is."""
+  _, defaults, helps = _script_rules(options_class, lacks, defaults, helps)
+  seen = set()
+  for field, hint in script_fields(options_class, export, nested, lacks, only):
+    if field.name in seen:  # two fields of one script would be one flag with two defaults
+      raise ValueError(f"--{field.name}: a field of two options classes of one script")
+    seen.add(field.name)
+    _GROUP_OF[field.name] = field.metadata["group"]
     if field.name not in flag_values:
-      _define(field, hints[field.name], defaults, helps, export, flag_values)
+      _define(field, hint, defaults, helps, export, flag_values)
 
 
 def _define(field, hint, defaults, helps, export, flag_values):
