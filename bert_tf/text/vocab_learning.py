@@ -12,9 +12,8 @@
    - "tensorflow_text": tensorflow-text's WordPiece learner (the algorithm of the original's
      vocabularies: pieces whose count passes a threshold, recounted over 4 passes of greedy
      segmentation), at the largest threshold that gives the size.
-   bench/bench_vocab.py measured both on Gutenberg books against HF tokenizers: tensorflow-text's
-   gives 0.5-4% more pieces per word than HF's at 8,000-30,522 and takes 2-3x as long as "bpe",
-   hence the default.
+   bench/bench_vocab.py measures both on Gutenberg books against HF tokenizers
+   (BENCHMARKS.md#vocab): "bpe" is the default, as it gives fewer pieces per word, sooner.
 3. That vocabulary is cut to size by usage: the training words are segmented greedily, longest
    match first (as WordpieceTokenizer does), and the pieces used least are dropped, in rounds,
    until `num_pieces` remain. Every character of the alphabet stays, bare and with "##", so a word
