@@ -1,10 +1,12 @@
 """The pretraining objective as one unit: masked LM and next sentence prediction, their ablations
 (the paper's Table 5: no NSP, left-to-right) and how the masked-LM predictions are drawn (whole
-words, the Table 8 mask/keep/random split, dynamic masking), with the record features they read.
+words, the Table 8 mask/keep/random split, dynamic masking), with the names of the features they
+read and the outputs their losses take.
 
-TensorFlow-free: records.py builds the tf.io specs from RECORD_FEATURES; pretraining.py (loss,
-metrics, the left-to-right targets), packing.py, dynamic_masking.py and the record writers of
-bert_tf/pretraining_data consult the names and the Objective here.
+TensorFlow-free: the pretraining record's schema (bert_tf.data.records.PRETRAINING_RECORD) is
+made of these names; pretraining.py (loss, metrics, the left-to-right targets), packing.py,
+dynamic_masking.py, the record writers of bert_tf/data/pretraining_data and the model consult
+them and the Objective here.
 
   Objective(no_nsp=False, left_to_right=False, masking=Masking())
       .predicts_next_sentence   whether the loss has the next-sentence term (not with
@@ -36,26 +38,10 @@ NEXT_SENTENCE_WEIGHTS = "next_sentence_weights"
 # The text's features, per token.
 TEXT_FEATURES = ("input_ids", "input_mask", "segment_ids")
 
-# A pretraining record (create_pretraining_data.py), in its features' order: name -> (length,
-# kind), length "seq" (max_seq_length) or "predictions" (max_predictions_per_seq) or 1.
-RECORD_FEATURES = {
-    "input_ids": ("seq", "int64"), "input_mask": ("seq", "int64"),
-    "segment_ids": ("seq", "int64"),
-    MASKED_LM_POSITIONS: ("predictions", "int64"), MASKED_LM_IDS: ("predictions", "int64"),
-    MASKED_LM_WEIGHTS: ("predictions", "float32"),
-    NEXT_SENTENCE_LABELS: (1, "int64"),
-}
-
 # The model's outputs the objective's loss reads.
 MLM_LOGITS = "mlm_logits"
 NSP_LOGITS = "nsp_logits"
 
-
-def record_features(masked=True):
-  """The features of a pretraining record, in order; masked=False: create_pretraining_data.py
-  --unmasked's (no masked-LM features: run_pretraining.py --dynamic_masking draws them)."""
-  return {name: spec for name, spec in RECORD_FEATURES.items()
-          if masked or name not in MASKED_LM_FEATURES}
 
 
 @dataclasses.dataclass(frozen=True)
