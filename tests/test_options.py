@@ -1,6 +1,5 @@
 """The typed options (bert_tf.training.options, bert_tf.jobs' FinetuneOptions and PretrainingOptions):
 each rule once, beside its option; their builders (bert_tf.cli.flags)."""
-import ast
 import dataclasses
 import glob
 import importlib

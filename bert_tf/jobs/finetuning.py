@@ -131,6 +131,7 @@ def run(task_class, options):
   """
   start = time.time()
   # Python only, so that bad flags and files fail before TensorFlow's runtime starts.
+  task_class.check_options(options)
   files = model_files.open_model(options, max_seq_length=options.max_seq_length)
   options, config = files.resolved(options), files.config
   task = distillation.wrap(task_class(options, files.tokenizer), options)  # --teacher_dir

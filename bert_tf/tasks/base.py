@@ -178,6 +178,11 @@ class Task:
     self.options = options  # a bert_tf.jobs.finetune_options.FinetuneOptions
     self.tokenizer = tokenizer
 
+  @classmethod
+  def check_options(cls, options):
+    """The task's rules on a run's options that must hold before its model is opened (e.g. that
+    no input file is one the run would write): a BertTfError naming the flag."""
+
   # ------------------------------------------------------------------ records
   def schema(self, is_training):
     """The record kind (a name_to_features dict of bert_tf.data.records' readers)."""

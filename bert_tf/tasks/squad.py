@@ -407,14 +407,6 @@ class SquadOptions:
       raise BertTfError("--tune_null_threshold: needs --version_2_with_negative")
 
 
-def check_outputs(options):
-  """--train_file and --predict_file must not be files the run writes into --output_dir
-  (options: the run's FinetuneOptions)."""
-  fileio.check_dir_not_input(options.output_dir, squad_answers.OUTPUT_FILES + tuple(
-      SquadTask.record_files.values()), [("--train_file", options.task.train_file),
-                                         ("--predict_file", options.task.predict_file)])
-
-
 @base.register("squad")
 class SquadTask(base.Task):
   """SQuAD 1.1 / 2.0: windowed features, BertSpanLabeler, the original's answer files and the
@@ -428,12 +420,18 @@ class SquadTask(base.Task):
   eval_split = "test"  # evaluation during training scores --predict_file
   primary_metric = "f1"
 
+  @classmethod
+  def check_options(cls, options):
+    """--train_file and --predict_file must not be files the run writes into --output_dir."""
+    fileio.check_dir_not_input(options.output_dir, squad_answers.OUTPUT_FILES + tuple(
+        cls.record_files.values()), [("--train_file", options.task.train_file),
+                                     ("--predict_file", options.task.predict_file)])
+
   def __init__(self, options, tokenizer):
     """The original's validate_flags_or_throw, as one-line errors naming the flag (the rules
     between run_squad's own flags and the shared ones; SquadOptions holds its own); a bad predict
     file fails here, before training."""
     own = options.task
-    check_outputs(options)
     if options.pack_sequences:
       raise BertTfError("--pack_sequences: not supported by run_squad.py (a window's start and "
                         "end are a softmax over all its positions, so windows cannot share rows)")
