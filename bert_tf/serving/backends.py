@@ -53,6 +53,11 @@ def pick(version, backend, batch_size, open_backend, choices=None):
     _log(version, "savedmodel", f"auto, the export holds no {export.TFLITE_FILE} (export with "
                                 f"--tflite to let auto time TensorFlow Lite)")
     return open_backend("savedmodel")
+  damaged = export.tflite_damage(version)
+  if damaged:  # skipped, as TF Serving skips a version that fails to load
+    logging.warning("%s: %s: TensorFlow Lite skipped, the SavedModel served", version, damaged)
+    _log(version, "savedmodel", "auto, the export's TensorFlow Lite model is damaged")
+    return open_backend("savedmodel")
   choices = choices or machine.Choices("backends")
   key = measure_key(version, batch_size)
   kept = choices.get(key)
