@@ -78,6 +78,7 @@ from bert_tf.io import progress
 from bert_tf.model import checkpoints
 from bert_tf.model import model_dir
 from bert_tf.training import optimization
+from bert_tf.training import recovery
 from bert_tf.training import run_dir
 from bert_tf.training import scalars
 from bert_tf.training.options import RuntimeOptions
@@ -124,6 +125,12 @@ def _worker_index(strategy):
   from tensorflow.python.distribute import multi_worker_util  # pylint: disable=g-import-not-at-top
   return multi_worker_util.id_in_cluster(resolver.cluster_spec(), resolver.task_type,
                                          resolver.task_id)
+
+
+def _worker_count(strategy):
+  resolver = getattr(strategy, "cluster_resolver", None)
+  spec = resolver.cluster_spec().as_dict() if resolver is not None else {}
+  return max(1, sum(len(tasks) for job, tasks in spec.items() if job in ("chief", "worker")))
 
 
 def _is_chief(strategy):
@@ -237,6 +244,7 @@ def train(strategy, model_fn, loss_fn, train_input_fn, schedule, output_dir,
       num_warmup_steps=schedule.num_warmup_steps, optimizer_type=loop_options.optimizer,
       adam_bias_correction=loop_options.adam_bias_correction, clip_norm=None))
   if _is_chief(strategy):
+    recovery.set_aside_damaged(output_dir)  # a cut newest checkpoint: go on from the one before
     run_dir.check_same_run(output_dir, state.model, dict(
         learning_rate=schedule.learning_rate, num_warmup_steps=schedule.num_warmup_steps,
         train_batch_size=schedule.train_batch_size, optimizer_type=loop_options.optimizer,
@@ -325,9 +333,8 @@ def _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoi
                            keep_checkpoint_max):
   """The CheckpointManager of output_dir, after resuming its latest checkpoint (model, optimizer,
   input position, dropout RNG) or, when there is none, loading init_checkpoint."""
-  checkpoint = tf.train.Checkpoint(model=state.model, optimizer=state.optimizer,
-                                   train_iterators=iterators.iterators,
-                                   rngs=_dropout_generators(state.model))
+  objects = dict(model=state.model, optimizer=state.optimizer, train_iterators=iterators.iterators,
+                 rngs=_dropout_generators(state.model))
   checkpoint_dir = output_dir if _is_chief(strategy) else os.path.join(
       output_dir, f".worker_{_worker_index(strategy)}_tmp")
   if _is_chief(strategy):
@@ -336,20 +343,30 @@ def _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoi
     run_dir.record_checkpoints(output_dir, latest)  # before the manager reads the state file
   else:
     latest = model_dir.latest_checkpoint(output_dir)
-  # model.ckpt-N, as the original's Estimator names them (its users glob model.ckpt-*);
-  # --keep_checkpoint_max=0 keeps all, as the Estimator's RunConfig.
-  manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir,
-                                       max_to_keep=keep_checkpoint_max or None,
-                                       checkpoint_name=run_dir.CHECKPOINT_NAME)
-  if latest:
+  while latest:
     logging.info("Resuming from %s%s", latest,
                  f" (--init_checkpoint {init_checkpoint} is ignored)" if init_checkpoint else "")
-    try:
-      checkpoint.restore(latest).assert_existing_objects_matched()
+    try:  # a Checkpoint of its own: one that failed keeps the restore it began
+      tf.train.Checkpoint(**objects).restore(latest).assert_existing_objects_matched()
+      break
     except checkpoints.READ_ERRORS + (AssertionError,) as e:
-      raise run_dir.restore_error(latest, e) from None
-  elif init_checkpoint:
+      # A tensor TensorFlow cannot read (its checksum): set aside, the one before tried. Not
+      # with several workers, which each restore on their own.
+      if not (isinstance(e, tf.errors.DataLossError) and _is_chief(strategy) and
+              _worker_count(strategy) == 1):
+        raise run_dir.restore_error(latest, e) from None
+      run_dir.silence_abandoned_restore()
+      moved, latest = recovery.set_aside_unreadable(latest, e), run_dir.resume_point(output_dir)
+      if not latest:  # the model holds part of it: a new process starts afresh
+        raise BertTfError(f"{moved}: set aside, unreadable, and {output_dir} holds no checkpoint "
+                          f"before it: run again to start afresh") from None
+  if not latest and init_checkpoint:
     _load_init_checkpoint(state.model, init_checkpoint)
+  # model.ckpt-N, as the original's Estimator names them (its users glob model.ckpt-*);
+  # --keep_checkpoint_max=0 keeps all, as the Estimator's RunConfig.
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(**objects), checkpoint_dir,
+                                       max_to_keep=keep_checkpoint_max or None,
+                                       checkpoint_name=run_dir.CHECKPOINT_NAME)
   return manager
 
 
@@ -438,7 +455,7 @@ def _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumul
 
 def _save(strategy, manager, step):
   prefix = os.path.join(manager.directory, f"{run_dir.CHECKPOINT_NAME}-{step}")
-  there = tf.io.gfile.glob(prefix + ".*")
+  there = [p for p in tf.io.gfile.glob(prefix + ".*") if not recovery.is_set_aside(p)]
   if there:  # never written over (resume_point refuses such runs before they start)
     raise BertTfError(f"--output_dir: {prefix} exists ({os.path.basename(there[0])}, ...): a save "
                       f"at step {step} would write over it; training stopped, the checkpoint "
