@@ -35,6 +35,10 @@ def _one_line(error):
     where = f"{error.filename}: " if error.filename else ""
     return f"error: {where}{error.strerror}"
   tf = sys.modules.get("tensorflow")
+  peers = sys.modules.get("bert_tf.training.peers")  # loaded where a run has workers
+  lost = peers and peers.lost_peer(error)
+  if lost:
+    return f"error: {lost}"
   if tf is not None and isinstance(error, tf.errors.OpError):
     what = _TF_FILE_ERRORS.get(type(error).__name__)
     if what:

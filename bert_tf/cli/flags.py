@@ -217,7 +217,8 @@ _GROUPS = {
     "output": ("output_dir output_file overwrite output output_format export_dir "
                "export_tf1_checkpoint save_checkpoints_steps keep_checkpoint_max log_steps "
                "progress_seconds"),
-    "runtime": ("distribution_strategy num_gpus dtype use_xla deterministic iterations_per_loop "
+    "runtime": ("distribution_strategy num_gpus worker_timeout_seconds dtype use_xla deterministic "
+                "iterations_per_loop "
                 "num_workers beam_runner beam_pipeline_options use_one_hot_embeddings"),
     "TPU": "use_tpu tpu_name tpu_zone gcp_project master num_tpu_cores",
 }
@@ -478,6 +479,10 @@ def define_runtime_flags(training=True):
           "environment variable) or tpu. --use_tpu implies tpu.")
   _define("integer", "num_gpus", None, "GPUs for --distribution_strategy=mirrored (default: all "
           "visible; 0 means the CPU).")
+  _define("float", "worker_timeout_seconds", 300, "With --distribution_strategy="
+          "multi_worker_mirrored: how long the workers wait for one that has not started, and "
+          "at most for one that stopped answering (killed, its machine lost), before the run "
+          "ends with a line naming it.")
   define_dtype_flag()
   define_tpu_flags()
   if training:

@@ -39,7 +39,10 @@ API (stable; later changes only add keyword arguments):
       BertTfError without saving. run_shape: recorded in output_dir/train_run.json (see
       bert_tf.training.run_dir.check_run_shape). evaluator (bert_tf.training.keep_best.Evaluator, optional): called as
       evaluator(model, step) after the checkpoint of each step where evaluator.due(step,
-      num_train_steps); training stops early when it returns True. On resume,
+      num_train_steps); training stops early when it returns True. SIGTERM (a preemption's
+      notice; tf.distribute.experimental.PreemptionCheckpointHandler's rule) stops the loop after
+      the step in flight, on every worker at the same step, saves that step and then acts
+      (cli's handler: `terminated: ...` naming the checkpoint); a rerun resumes from it exactly. On resume,
       evaluator.resume(model, step, num_train_steps) may evaluate a step a kill interrupted, or
       stop at once. TensorBoard summaries go to output_dir/train; a progress line
       (steps/s, examples/s, ETA) is logged every log_steps, and a live bar drawn on a terminal
@@ -65,6 +68,7 @@ API (stable; later changes only add keyword arguments):
       init_checkpoint loaded (for --do_eval / --do_predict without --do_train).
 """
 import os
+import signal
 
 from absl import logging
 import numpy as np
@@ -259,6 +263,9 @@ def train(strategy, model_fn, loss_fn, train_input_fn, schedule, output_dir,
   log = scalars.TrainLog(state, output_dir, num_train_steps, schedule.train_batch_size,
                          loop_options.log_steps, chief=_is_chief(strategy), timed=not isinstance(
                              strategy, tf.distribute.MultiWorkerMirroredStrategy))
+  # SIGTERM (a preemption's notice) sets it from a thread at once: the loop stops after the step in
+  # flight, on every worker (replica_step's reduce), saves it and acts on the signal.
+  stop_requested = state.stop_requested
   step = int(state.optimizer.iterations.numpy())
   if step >= num_train_steps:
     logging.warning("%s already holds a checkpoint at step %d, and --num_train_steps is %d: "
@@ -266,31 +273,45 @@ def train(strategy, model_fn, loss_fn, train_input_fn, schedule, output_dir,
                     "--num_train_steps to train on)", output_dir, step, num_train_steps)
   logging.info("***** Running training from step %d to %d *****", step, num_train_steps)
   stop = evaluator is not None and evaluator.resume(state.model, step, num_train_steps)
+  with interrupts.noted(lambda unused_signum: stop_requested.assign(True)) as notice:
+    stopped = _train_steps(strategy, state, manager, train_loop, log, evaluator, loop_options,
+                           num_train_steps, output_dir, step, stop)
+  if stopped:  # a peer's SIGTERM: this worker stops as it would
+    notice.act(signal.SIGTERM)
+  state.model.global_step = int(state.optimizer.iterations.numpy())
+  return state.model
+
+
+def _train_steps(strategy, state, manager, train_loop, log, evaluator, loop_options,
+                 num_train_steps, output_dir, step, stop):
+  """train()'s loop, from `step` (stop: done already); whether a SIGTERM (here or on a peer)
+  stopped it, after saving the step it stopped at."""
+  save_checkpoints_steps = loop_options.save_checkpoints_steps
+  stopped = False
   try:
-    while step < num_train_steps and not stop:
+    while step < num_train_steps and not stop and not stopped:
       until_save = save_checkpoints_steps - step % save_checkpoints_steps
       if evaluator is not None:
         until_save = min(until_save, evaluator.every_n_steps - step % evaluator.every_n_steps)
       n = log.chunk_size(step, min(loop_options.iterations_per_loop, until_save,
                                    num_train_steps - step))
       with records.naming_bad_records():
-        loss, all_finite = train_loop(tf.constant(n, tf.int32))
-      step = int(state.optimizer.iterations.numpy())
+        loss, all_finite, stopped = train_loop(tf.constant(n, tf.int32))
+      step, stopped = int(state.optimizer.iterations.numpy()), bool(stopped)
       if not bool(all_finite):
         raise BertTfError(
             f"loss became {float(loss)} (NaN or Inf) by step {step}: training stopped, last "
             f"good checkpoint kept: {model_dir.latest_checkpoint(output_dir)} (try a lower "
             "--learning_rate or --dtype=float32)")
       log.after_chunk(step)
-      evaluate = evaluator is not None and evaluator.due(step, num_train_steps)
-      if step % save_checkpoints_steps == 0 or step == num_train_steps or evaluate:
+      evaluate = not stopped and evaluator is not None and evaluator.due(step, num_train_steps)
+      if step % save_checkpoints_steps == 0 or step == num_train_steps or evaluate or stopped:
         _save(strategy, manager, step)
       if evaluate:
         stop = evaluator(state.model, step)
   finally:
     log.close()
-  state.model.global_step = step
-  return state.model
+  return stopped
 
 
 class _TrainState:
@@ -312,6 +333,8 @@ class _TrainState:
       names = sorted(metric_fn(features, outputs)) if metric_fn else []
       self.train_metrics = {name: tf_keras.metrics.Mean(name, dtype=tf.float32)
                             for name in names}
+    # This worker's own (not the strategy's: a signal's thread sets it), never checkpointed.
+    self.stop_requested = tf.Variable(False, trainable=False, name="stop_requested")
 
   def update_metrics(self, metric_fn, features, outputs, loss):
     self.train_loss.update_state(loss)
@@ -372,8 +395,9 @@ def _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoi
 
 def _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumulation, use_xla,
                          clip_norm_rule="per_position"):
-  """train_loop(num_steps) -> (last loss, whether every loss was finite): a tf.function running
-  num_steps optimizer steps on the replicas, each clipping its summed gradients to global norm
+  """train_loop(num_steps) -> (last loss, whether every loss was finite, whether a worker asked
+  to stop: state.stop_requested): a tf.function running up to num_steps optimizer steps on the
+  replicas, each clipping its summed gradients to global norm
   CLIP_NORM as counted by clip_norm_rule (see bert_tf.training.optimization)."""
   model, optimizer = state.model, state.optimizer
   trainable = model.trainable_variables
@@ -424,7 +448,7 @@ def _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumul
       total = [a + g for a, g in zip(total, grads)]
     return total_loss / accumulation, total, None, total_rows
 
-  def replica_step(features):
+  def replica_step(features, stop_requested):
     loss, grads, outputs, rows_squared = compute_gradients(features)
     # The cross-replica sum first (the optimizer then skips its own), so that the clip sees the
     # whole batch's gradients, as one device would: the rows of every replica's positions count.
@@ -436,19 +460,22 @@ def _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumul
                                if i not in no_gradient], skip_gradients_aggregation=True)
     if outputs is not None:  # with accumulation, compute_gradients updated them per micro-batch
       state.update_metrics(metric_fn, features, outputs, loss)
-    return loss
+    return tf.stack([loss, stop_requested])  # reduced together: one collective a step
 
   @tf.function
   def train_loop(num_steps):
-    all_finite = tf.constant(True)
+    """(last loss, whether every loss was finite, whether a worker asked to stop)."""
+    all_finite, stopping = tf.constant(True), tf.constant(False)
     loss = tf.constant(0.0)
     for _ in tf.range(num_steps):
-      per_replica = strategy.run(replica_step, args=(iterators.next(accumulation),))
-      loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)
+      per_replica = strategy.run(replica_step, args=(
+          iterators.next(accumulation), tf.cast(state.stop_requested, tf.float32)))
+      reduced = strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)  # [2]
+      loss, stopping = reduced[0], reduced[1] > 0  # any worker's request stops every worker
       all_finite = tf.logical_and(all_finite, tf.math.is_finite(loss))
-      if not all_finite:  # stop at the first NaN/Inf step, not at the end of the loop
+      if not all_finite or stopping:  # at the first NaN/Inf step, or the step asked to stop at
         break
-    return loss, all_finite
+    return loss, all_finite, stopping
 
   return train_loop
 

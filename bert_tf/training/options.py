@@ -9,7 +9,7 @@ them directly:
 
   RuntimeOptions(distribution_strategy="one_device", use_tpu=False, tpu_name=None, tpu_zone=None,
                  gcp_project=None, master=None, num_gpus=None, num_tpu_cores=8, dtype="float32",
-                 seed=None, deterministic=True, use_xla=False)
+                 seed=None, deterministic=True, use_xla=False, worker_timeout_seconds=300)
       where and how TensorFlow runs (bert_tf.training.runtime.setup_runtime); seed None: a script without
       the training flags, which seeds nothing. .strategy_name: tpu with use_tpu, else
       distribution_strategy.
@@ -23,6 +23,7 @@ them directly:
 import dataclasses
 from typing import Optional
 
+from bert_tf.errors import check_above_zero
 from bert_tf.errors import check_at_least
 from bert_tf.errors import check_choice
 from bert_tf.errors import check_not_negative
@@ -48,9 +49,12 @@ class RuntimeOptions:
   seed: Optional[int] = None
   deterministic: bool = True
   use_xla: bool = False
+  # multi_worker_mirrored: the bound on waiting for a worker that never starts or is lost.
+  worker_timeout_seconds: float = 300.0
 
   def __post_init__(self):
     check_choice(self.distribution_strategy, "distribution_strategy", STRATEGIES)
+    check_above_zero(self.worker_timeout_seconds, "worker_timeout_seconds")
     check_choice(self.dtype, "dtype", precision.CHOICES)
     if self.num_gpus is not None:
       check_not_negative(self.num_gpus, "num_gpus")
