@@ -12,6 +12,7 @@ from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
 from bert_tf.errors import op_message
 from bert_tf.io import fileio
+from bert_tf.io import interrupts
 from bert_tf.io import terminal
 
 # TensorFlow errors that come from the user's files and directories, not from a bug: one line each.
@@ -127,6 +128,8 @@ def catch_startup_signals():
   for signum in _HOW:
     if signal.getsignal(signum) in (signal.default_int_handler, signal.SIG_DFL):
       signal.signal(signum, _stop_starting)
+  # Never lost: one raised in a weakref callback or a __del__ is raised again where it can be.
+  interrupts.redeliver_swallowed({KeyboardInterrupt: signal.SIGINT, Terminated: signal.SIGTERM})
 
 
 def _take_over_signals():
@@ -151,6 +154,7 @@ def run(main):
 
   def guarded_main(argv):
     _take_over_signals()
+    interrupts.redeliver_swallowed({KeyboardInterrupt: signal.SIGINT, Terminated: signal.SIGTERM})
     try:
       for flag, url in bert_flags.urls_given():
         fileio.check_reachable(url, flag)

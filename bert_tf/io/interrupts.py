@@ -7,9 +7,11 @@ from cli's SIGTERM handler) unwinds its device scopes out of order and ends in a
 traceback instead of the one-line interrupt. Within `deferred()` the signals are only noted; when
 the block ends, the first one noted acts as it would have, through the handler that was in place.
 """
+import _thread
 import contextlib
 import os
 import signal
+import sys
 import threading
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -105,3 +107,35 @@ def _watch(read, signals, on_signal):
           on_signal(signum)
   finally:
     os.close(read)
+
+
+_redelivered = {}
+_REDELIVERY_SECONDS = 0.01
+
+
+def redeliver_swallowed(kinds):
+  """Makes a signal's exception that Python would swallow raise again: `kinds` is {exception
+  type: the signal that raises it} (KeyboardInterrupt: SIGINT). Raised where it cannot propagate
+  (a weakref callback, a __del__, a garbage collector's callback, which a model's loading runs
+  by the thousand), Python only prints "Exception ignored in ..." and goes on, and the Ctrl-C is
+  lost; here sys.unraisablehook makes the signal pending again a moment later, from a thread
+  (at once, the handler would run inside the hook, and be swallowed again), so its handler runs
+  again once the main thread is back in code where an exception propagates. Other
+  unraisable exceptions go to the hook that was in place. Installed once; later calls add
+  kinds."""
+  _redelivered.update(kinds)
+  if getattr(sys.unraisablehook, "_bert_tf_redelivers", False):
+    return
+  previous = sys.unraisablehook
+
+  def hook(unraisable):
+    for kind, signum in _redelivered.items():
+      if unraisable.exc_type is not None and issubclass(unraisable.exc_type, kind):
+        timer = threading.Timer(_REDELIVERY_SECONDS, _thread.interrupt_main, args=(signum,))
+        timer.daemon = True
+        timer.start()
+        return
+    previous(unraisable)
+
+  hook._bert_tf_redelivers = True  # pylint: disable=protected-access
+  sys.unraisablehook = hook
