@@ -148,6 +148,15 @@ CASES = {
                           r"\([\d,]+ of [\d,]+ bytes\)\): skipped, going on from .*/model\.ckpt-2",
          {"model.ckpt-4.index": "model.ckpt-4.damaged-1.index",
           "model.ckpt-4.data-00000-of-00001": "model.ckpt-4.damaged-1.data-00000-of-00001"})),
+    # Its index cut short (TensorFlow's table, which a native reader parses): named before.
+    "pretraining_with_its_newest_index_cut_short": (
+        "run_pretraining.py", lambda w, d: (
+            copy_of(w, "pre", d), _cut(d / "model.ckpt-4.index"),
+            pretraining_flags(w, d, "--num_train_steps=4"))[-1],
+        ("resumes", 2, 4, r"model\.ckpt-4 is damaged \(its \.index cannot be read \(no table "
+                          r"mark at its end: cut short or not a checkpoint index\)\): skipped",
+         {"model.ckpt-4.index": "model.ckpt-4.damaged-1.index",
+          "model.ckpt-4.data-00000-of-00001": "model.ckpt-4.damaged-1.data-00000-of-00001"})),
     # A flipped byte in a tensor: TensorFlow's checksum finds it as it restores.
     "classifier_with_a_flipped_byte_in_its_newest_data_file": (
         "run_classifier.py", lambda w, d: (
