@@ -98,7 +98,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.serving import predictor, tflite
 from bert_tf.serving import export
 from bert_tf.model.config import BertConfig
-cases, version, root, quantized_config = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+cases, (version, root, quantized_config) = json.loads(sys.argv[1]), sys.argv[2:5]
 warnings = []
 class Catch(logging.Handler):
   def emit(self, record):
@@ -142,7 +142,8 @@ for name, (file, how, backend, checksums) in cases.items():
 # A quantized model (dynamic-range int8 weights) cut and flipped, read by TensorFlow Lite's runner.
 model = export.build_model("classifier", BertConfig.from_json_file(quantized_config), num_labels=2)
 blob = tflite.convert(model, ["logits"], quantize="dynamic_int8")
-for name, how in (("quantized_cut_in_half", ("cut", 0.5)), ("quantized_flipped_fourth_byte", ("flip", 3))):
+for name, how in (("quantized_cut_in_half", ("cut", 0.5)),
+                  ("quantized_flipped_fourth_byte", ("flip", 3))):
   path = os.path.join(root, name + ".tflite")
   open(path, "wb").write(blob)
   damage(path, how)
@@ -151,8 +152,8 @@ for name, how in (("quantized_cut_in_half", ("cut", 0.5)), ("quantized_flipped_f
     report(name, outcome="read")
   except BertTfError as e:
     report(name, outcome="error", message=str(e))
-report("quantized_whole", outcome="read" if tflite.Runner(blob) else "?", bytes=len(blob),
-       int8=any(d["dtype"].__name__ == "int8" for d in tflite.Runner(blob).interpreter.get_tensor_details()))
+details = tflite.Runner(blob).interpreter.get_tensor_details()
+report("quantized_whole", int8=any(d["dtype"].__name__ == "int8" for d in details))
 """
 QUANTIZED_CASES = {"quantized_cut_in_half": r"\.tflite: cut short or damaged",
                    "quantized_flipped_fourth_byte": r"\.tflite: cut short or damaged"}
@@ -213,7 +214,8 @@ def test_a_dtype_probe_cache_of_another_shape_is_measured_again(tmp_path, monkey
   monkeypatch.setattr(dtype_probe, "measure",
                       lambda config, seq: measured.append(seq) or (0.2, 0.1))
   config = BertConfig.from_dict(CONFIG)
-  key = machine.Choices._key(dtype_probe.cache_key(config, 32, "", None))  # pylint: disable=protected-access
+  key = machine.Choices._key(  # pylint: disable=protected-access
+      dtype_probe.cache_key(config, 32, "", None))
   path = tmp_path / "dtype_probe.json"
   path.write_bytes({
       "another_shape": json.dumps({key: {"value": [0.2, 0.1], "time": 1}}).encode(),

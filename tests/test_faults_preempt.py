@@ -1,5 +1,5 @@
-"""Preemption, lost workers and interrupts: SIGTERM (how GCE and TPU VMs announce a preemption) saves
-the step in flight of every training script and a rerun resumes exactly; a multi-worker run whose
+"""Preemption, lost workers and interrupts: SIGTERM (how GCE and TPU VMs announce a preemption)
+saves the step in flight of every training script and a rerun resumes exactly; a multi-worker run whose
 peer is terminated, killed or never starts ends in bounded time with one line naming it, and a
 rerun resumes; Ctrl-C is never lost at any moment of start-up; two exports in one second take two
 versions.

@@ -86,7 +86,8 @@ def files_of(path, pattern="model.ckpt-*"):
 
 
 def warnings_of(stderr):
-  return [line for line in stderr.splitlines() if re.match(r"W\d{4} |\d\d:\d\d:\d\d warning: ", line)]
+  return [line for line in stderr.splitlines()
+          if re.match(r"W\d{4} |\d\d:\d\d:\d\d warning: ", line)]
 
 
 # Each case: script, its flags (a function of the world and the case directory, which the function

@@ -5,9 +5,9 @@ phrase ("cut short: 1,204 of 2,410 bytes"), or None when it finds nothing:
 
   tflite_damage(data)        a .tflite flatbuffer (bytes or an mmap): its magic and every table,
                              vector and index it holds within the file (TensorFlow Lite's schema)
-  bundle_damage(prefix)      a TensorFlow checkpoint (<prefix>.index and its .data shards): the index
-                             whole (its blocks' checksums, TensorFlow's table format) and every data
-                             shard as long as the index says
+  bundle_damage(prefix)      a TensorFlow checkpoint (<prefix>.index and its .data shards): the
+                             index whole (its blocks' checksums, TensorFlow's table format) and
+                             every data shard as long as the index says
   savedmodel_pb_damage(path) a saved_model.pb: not empty, and it starts as a SavedModel proto does
   write_checksums(directory) / checksum_damage(directory)
                              the size and sha256 of every file a directory holds, written when it is
@@ -46,7 +46,8 @@ def tflite_damage(data):
     return f"{len(data)} bytes, too short for a TensorFlow Lite model"
   if data[4:8] != _TFLITE_MAGIC:
     return f"no {_TFLITE_MAGIC.decode()} mark at byte 4: not a TensorFlow Lite model"
-  from tensorflow.lite.python import schema_py_generated as schema  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top  (TensorFlow's, loaded only where a model is checked)
+  from tensorflow.lite.python import schema_py_generated as schema
   try:
     model = schema.ModelT.InitFromObj(schema.Model.GetRootAs(data, 0))
   except Exception:  # pylint: disable=broad-except  (struct.error, IndexError, ...)

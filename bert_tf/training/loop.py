@@ -39,12 +39,12 @@ API (stable; later changes only add keyword arguments):
       BertTfError without saving. run_shape: recorded in output_dir/train_run.json (see
       bert_tf.training.run_dir.check_run_shape). evaluator (bert_tf.training.keep_best.Evaluator, optional): called as
       evaluator(model, step) after the checkpoint of each step where evaluator.due(step,
-      num_train_steps); training stops early when it returns True. SIGTERM (a preemption's
-      notice; tf.distribute.experimental.PreemptionCheckpointHandler's rule) stops the loop after
-      the step in flight, on every worker at the same step, saves that step and then acts
-      (cli's handler: `terminated: ...` naming the checkpoint); a rerun resumes from it exactly. On resume,
+      num_train_steps); training stops early when it returns True. On resume,
       evaluator.resume(model, step, num_train_steps) may evaluate a step a kill interrupted, or
-      stop at once. TensorBoard summaries go to output_dir/train; a progress line
+      stop at once. SIGTERM (a preemption's notice; the rule of tf.distribute.experimental.
+      PreemptionCheckpointHandler) stops the loop after the step in flight, on every worker at
+      the same step, saves that step and then acts (cli's handler: `terminated: ...` naming the
+      checkpoint); a rerun resumes from it exactly. TensorBoard summaries go to output_dir/train; a progress line
       (steps/s, examples/s, ETA) is logged every log_steps, and a live bar drawn on a terminal
       (bert_tf.training.scalars.TrainLog). Returns the trained model; global_step(model) gives its step,
       model.train_summary the scalars of the last line. Gradients are clipped to global norm 1.0
@@ -397,8 +397,8 @@ def _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumul
                          clip_norm_rule="per_position"):
   """train_loop(num_steps) -> (last loss, whether every loss was finite, whether a worker asked
   to stop: state.stop_requested): a tf.function running up to num_steps optimizer steps on the
-  replicas, each clipping its summed gradients to global norm
-  CLIP_NORM as counted by clip_norm_rule (see bert_tf.training.optimization)."""
+  replicas, each clipping its summed gradients to global norm CLIP_NORM as counted by
+  clip_norm_rule (see bert_tf.training.optimization)."""
   model, optimizer = state.model, state.optimizer
   trainable = model.trainable_variables
   denominator = float(strategy.num_replicas_in_sync * accumulation)

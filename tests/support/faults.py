@@ -77,7 +77,8 @@ def bundle_index(num_shards=1):
 
   def block(key, value):  # one entry, one restart point, then the type byte and checksum
     body = bytes([0, len(key), len(value)]) + key + value + struct.pack("<II", 0, 1)
-    return body + b"\0" + struct.pack("<I", integrity._masked_crc32c(body + b"\0"))  # pylint: disable=protected-access
+    checksum = integrity._masked_crc32c(body + b"\0")  # pylint: disable=protected-access
+    return body + b"\0" + struct.pack("<I", checksum)
 
   data = block(b"", bytes([0x08, num_shards]))  # BundleHeaderProto.num_shards
   handle = bytes([0, len(data) - 5])  # offset 0, size without the trailer
