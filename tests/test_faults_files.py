@@ -355,21 +355,25 @@ def files_of(path):
 
 
 def _crlf_then_resumed(w):
-  """A student with the teacher's vocabulary in CRLF line ends and the teacher through a symlink;
-  then resumed with the teacher by its real path, its cached soft targets cut short."""
+  """A student with the teacher's vocabulary in CRLF line ends and the teacher through a symlink,
+  saving steps 1 and 2; then, its cached soft targets and its newest checkpoint's .data file cut
+  short (a power loss), resumed with the teacher by its real path."""
   d = w["root"] / "cases" / "crlf"
   d.mkdir(parents=True)
   crlf = d / "vocab_crlf.txt"
   crlf.write_bytes(open(w["vocab"], "rb").read().replace(b"\n", b"\r\n"))
   os.symlink(w["teacher"], d / "teacher_link")
-  first = run_script("run_classifier.py", *_student(w, d, d / "teacher_link", vocab=crlf),
+  first = run_script("run_classifier.py", *_student(w, d, d / "teacher_link",
+                                                    "--save_checkpoints_steps=1", vocab=crlf),
                      timeout=300)
-  logits = d / "student" / "teacher_logits.npz"
-  if logits.exists():
-    logits.write_bytes(logits.read_bytes()[:100])
-  second = run_script("run_classifier.py", *_student(w, d, w["teacher"], vocab=crlf),
-                      "--num_train_epochs=2", timeout=300)
-  return first, second
+  student = d / "student"
+  for name in ("teacher_logits.npz", "model.ckpt-2.data-00000-of-00001"):
+    if (student / name).exists():
+      (student / name).write_bytes((student / name).read_bytes()[:100])
+  second = run_script("run_classifier.py", *_student(w, d, w["teacher"], "--save_checkpoints_steps=1",
+                                                     vocab=crlf), "--num_train_epochs=2",
+                      timeout=300)
+  return first, second, sorted(os.listdir(student))
 
 
 @pytest.fixture(scope="module")
@@ -401,10 +405,17 @@ def test_a_damaged_file_or_a_bad_input_is_one_line(outcomes, name):
 
 
 def test_a_crlf_vocabulary_and_a_teacher_through_a_symlink_are_the_teachers(outcomes):
-  first, second = outcomes["crlf"]
+  """And a distilled run resumed after a power loss: its cut soft targets predicted again, its cut
+  newest checkpoint set aside, the one before resumed."""
+  first, second, files = outcomes["crlf"]
   assert first.returncode == 0, first.stderr[-3000:]
   assert second.returncode == 0, second.stderr[-3000:]
-  assert "Resuming from" in second.stderr
-  damaged = [line for line in second.stderr.splitlines() if "soft targets are damaged" in line]
+  assert re.search(r"Resuming from .*/student/model\.ckpt-1\n", second.stderr), second.stderr
+  lines = second.stderr.splitlines()
+  damaged = [line for line in lines if "soft targets are damaged" in line]
   assert len(damaged) == 1 and "predicted again" in damaged[0], second.stderr[-3000:]
+  cut = [line for line in lines if "model.ckpt-2 is damaged (.data-00000-of-00001 is cut" in line]
+  assert len(cut) == 1, second.stderr[-3000:]
+  assert {"model.ckpt-2.damaged-1.index", "model.ckpt-2.damaged-1.data-00000-of-00001",
+          "model.ckpt-4.index"} <= set(files)
 
