@@ -21,6 +21,7 @@ import shutil
 import pytest
 
 from support import faults
+from support.paths import REPO
 from support.script_runner import run_script
 
 WORDS, VOCAB = faults.RUN_WORDS, faults.RUN_VOCAB
@@ -94,6 +95,7 @@ EXPORT_CASES = {
 
 _LOADER = r"""
 import json, logging, os, shutil, sys, traceback
+sys.path.insert(0, {repo!r})  # this worktree's bert_tf, in a fresh interpreter too
 from bert_tf.errors import BertTfError
 from bert_tf.serving import predictor, tflite
 from bert_tf.serving import export
@@ -163,14 +165,15 @@ QUANTIZED_CASES = {"quantized_cut_in_half": r"\.tflite: cut short or damaged",
 def loaded(world):
   """Every export case loaded by one process: name -> what it reported."""
   script = world["root"] / "loader.py"
-  script.write_text(_LOADER)
+  script.write_text(_LOADER.replace("{repo!r}", repr(REPO)))
   cases = {name: case[:4] for name, case in EXPORT_CASES.items()}
   quantized_config = faults.write_json(world["root"] / "quantized_config.json",
                                        dict(CONFIG, hidden_size=64, intermediate_size=128))
   (world["root"] / "exports").mkdir()
   done = run_script(str(script), json.dumps(cases), world["version"],
                     str(world["root"] / "exports"), quantized_config, timeout=600)
-  assert done.returncode == 0, done.stderr[-3000:]  # never a signal (a negative status)
+  # Never a signal (a negative status): what it reported until then says where.
+  assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
   return {found["name"]: found for found in map(json.loads, done.stdout.splitlines())}
 
 
