@@ -58,7 +58,7 @@ class Notice:
     signum = self.received[0] if self.received else signum
     if signum is not None and not self._acted:
       self._acted = True
-      _act(signum, self._previous[signum])
+      _act(signum, self._previous.get(signum, signal.getsignal(signum)))
 
 
 @contextlib.contextmanager

@@ -237,7 +237,6 @@ def train(strategy, model_fn, loss_fn, train_input_fn, schedule, output_dir,
   """Trains model_fn()'s model for schedule.num_train_steps optimizer steps; see the module
   docstring."""
   num_train_steps, accumulation = schedule.num_train_steps, loop_options.gradient_accumulation_steps
-  save_checkpoints_steps = loop_options.save_checkpoints_steps
   tf.io.gfile.makedirs(output_dir)
   if runtime.seed is not None:
     tf_keras.utils.set_random_seed(runtime.seed)
