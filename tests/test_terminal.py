@@ -80,6 +80,19 @@ def test_the_relay_drops_chatter_keeps_the_rest_in_order_and_passes_a_bar_at_onc
   assert relay.stdout.read() == b"\n"
 
 
+def test_a_grpc_records_lines_go_with_it_but_not_after_a_line_of_ours():
+  """A lost worker's record goes on with its gRPC error's lines: dropped with it, as chatter; the
+  same lines after a line that is not chatter pass."""
+  grpc = [b"", b"Additional GRPC error information from remote target /job:worker/replica:0/task:0"
+          b" while calling /tensorflow.CoordinationService/RegisterTask:",
+          b':UNKNOWN:Error received from peer  {grpc_status:4, grpc_message:"Deadline Exceeded"}']
+  ours = b"error: --distribution_strategy=multi_worker_mirrored: worker 0 (...) did not connect"
+  stream = [TSL] + grpc + [ours] + grpc[1:]
+  done = subprocess.run([sys.executable, "-I", "-S", native_log.__file__],
+                        input=b"\n".join(stream) + b"\n", capture_output=True, timeout=30)
+  assert done.stdout == b"\n".join([ours] + grpc[1:]) + b"\n"
+
+
 def test_our_records_read_plainly_and_others_show_from_error_up():
   formatter = terminal.PlainFormatter()
   record = logging.LogRecord("absl", logging.WARNING, terminal.__file__, 1, "a %s", ("warning",),

@@ -442,6 +442,29 @@ def remove_dead_temporaries(directory, pattern):
   return removed
 
 
+def rename_to_free_number(tmp, directory, first):
+  """Renames the finished directory `tmp` to directory/<n>, n the first number from `first` on
+  that no entry there has yet, and returns that path. Never over an entry: two processes that
+  publish at once get two numbers (locally a rename onto a directory another process made first
+  fails, and the later one takes the next number; on a URL's file system, where a rename is a
+  copy, the check comes first)."""
+  number = first
+  while True:
+    final = os.path.join(directory, str(number))
+    if is_url(final):
+      if not tf.io.gfile.exists(final):
+        tf.io.gfile.rename(tmp, final, overwrite=False)
+        return final
+    elif not os.path.lexists(final):
+      try:
+        os.rename(tmp, final)  # onto a directory of files: ENOTEMPTY or EEXIST, nothing moved
+        return final
+      except OSError as e:
+        if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+          raise
+    number += 1
+
+
 def write_text_atomically(path, text):
   with atomic_output(path) as tmp:
     with open_file(tmp, "w") as writer:

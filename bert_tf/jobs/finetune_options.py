@@ -20,6 +20,7 @@ lives in __post_init__ beside the options it constrains, and raises a one-line B
 the flag.
 """
 import dataclasses
+import math
 import os
 from typing import Any, Optional
 
@@ -81,6 +82,9 @@ class DistillOptions:
 
   def __post_init__(self):
     check_fields(self)
+    if not math.isfinite(self.distill_temperature):  # inf: every soft target uniform
+      raise BertTfError(f"--distill_temperature: expected a finite number above 0, got "
+                        f"{self.distill_temperature}")
     if self.transfer_file and not self.teacher_dir:
       raise BertTfError("--transfer_file: only with --teacher_dir (its examples have no labels: "
                         "the teacher's soft targets are all they teach)")
@@ -88,9 +92,12 @@ class DistillOptions:
       raise BertTfError(f"--transfer_file: {self.transfer_file} not found")
 
   def settings(self):
-    """What a resumed run must keep: the loss's T and alpha, and the transfer set."""
+    """What a resumed run must keep: the loss's T and alpha, and the transfer set (its real path:
+    the same file named through a link is the same)."""
+    transfer = self.transfer_file
     return {"temperature": float(self.distill_temperature), "alpha": float(self.distill_alpha),
-            "transfer_file": self.transfer_file and os.path.abspath(self.transfer_file)}
+            "transfer_file": transfer and (transfer if fileio.is_url(transfer) else
+                                           os.path.realpath(transfer))}
 
 
 

@@ -389,6 +389,18 @@ class NerTask(base.Task):
     logging.info("%s: tag scheme %s, labels %s", path, detect_scheme(sentences), label_list)
     return label_list, sentences
 
+  def adopt_labels(self, labels, whose):
+    """Trains on `labels` (a teacher's, a superset of the training file's tags: a distilled
+    student predicts what its teacher does); a training tag outside them is a BertTfError naming
+    the training file and its line, and `whose` labels they are."""
+    path = os.path.join(self.options.task.data_dir, SPLIT_FILES["train"])
+    for sentence in self.train_sentences or []:
+      for tag, number in zip(sentence.tags, sentence.line_numbers):
+        if tag not in labels:
+          raise BertTfError(f"{path}:{number}: tag {tag!r} is not one of {whose} labels "
+                            f"({', '.join(labels)}): a student learns its teacher's tags only")
+    self.label_list = list(labels)
+
   def schema(self, is_training):
     return tagging_features(self.options.max_seq_length)
 

@@ -153,6 +153,14 @@ def _training_answer(qa, doc_tokens, char_to_word_offset, input_file, version_2_
   answer = answers[0]
   orig_answer_text = _require(answer, "text", f"question {qa['id']!r} answer", input_file)
   answer_offset = _require(answer, "answer_start", f"question {qa['id']!r} answer", input_file)
+  if not isinstance(orig_answer_text, str):
+    raise BertTfError(f"{input_file}: question {qa['id']!r}: answer text should be a string, is "
+                      f"{type(orig_answer_text).__name__} {orig_answer_text!r}")
+  # A character offset: 3.0 or "3" is a file another tool wrote wrongly (the original fails).
+  if isinstance(answer_offset, bool) or not isinstance(answer_offset, int):
+    raise BertTfError(f"{input_file}: question {qa['id']!r}: answer_start should be an integer "
+                      f"(a character offset into the context), is "
+                      f"{type(answer_offset).__name__} {answer_offset!r}")
   answer_end = answer_offset + len(orig_answer_text) - 1
   found = 0 <= answer_offset <= answer_end < len(char_to_word_offset)
   if found:

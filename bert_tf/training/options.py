@@ -10,7 +10,7 @@ them directly:
 
   RuntimeOptions(distribution_strategy="one_device", use_tpu=False, tpu_name=None, tpu_zone=None,
                  gcp_project=None, master=None, num_gpus=None, num_tpu_cores=8, dtype="float32",
-                 seed=12345, deterministic=True, use_xla=False)
+                 seed=12345, deterministic=True, use_xla=False, worker_timeout_seconds=300)
       where and how TensorFlow runs (bert_tf.training.runtime.setup_runtime; a job that does not
       train seeds nothing). .strategy_name: tpu with use_tpu, else distribution_strategy.
   TrainLoopOptions(optimizer="adamw", adam_bias_correction=False, gradient_accumulation_steps=1,
@@ -76,6 +76,10 @@ class RuntimeOptions:
       True, "Enable TF op determinism (bit-identical reruns and resumption; slightly slower on "
       "GPU).", RUNTIME)
   use_xla: bool = option(False, "Compile the train/eval steps with XLA (jit_compile).", RUNTIME)
+  worker_timeout_seconds: float = option(
+      300.0, "With --distribution_strategy=multi_worker_mirrored: how long the workers wait for one "
+      "that has not started, and at most for one that stopped answering (killed, its machine "
+      "lost), before the run ends with a line naming it.", RUNTIME, above_zero=True)
 
   def __post_init__(self):
     check_fields(self)

@@ -19,6 +19,7 @@ from bert_tf.io import fileio
 from bert_tf.io.fileio import write_text_atomically
 from bert_tf.model import checkpoints
 from bert_tf.model import model_dir
+from bert_tf.training import recovery
 
 RUN_FILE = "train_run.json"
 LOCK_FILE = ".bert_tf.lock"  # holds `pid <pid> on <host>` while a run uses the directory
@@ -164,10 +165,10 @@ def check_run_kind(output_dir, task_config=None):
 
 def check_init_checkpoint(output_dir, init_checkpoint):
   """Before a training run writes anything: what it starts from is sound. That is output_dir's
-  checkpoint to resume (resume_point: a BertTfError when the run would write over checkpoint
-  files there) or else --init_checkpoint, which must be a checkpoint (a BertTfError naming the
-  flag)."""
-  if resume_point(output_dir) or not init_checkpoint:
+  latest checkpoint to resume (newer damaged ones are set aside when training starts:
+  bert_tf.training.recovery) or else --init_checkpoint, which must be a checkpoint (a
+  BertTfError naming the flag)."""
+  if model_dir.latest_checkpoint(output_dir) or not init_checkpoint:
     return
   try:
     checkpoints.detect_format(init_checkpoint)
@@ -188,6 +189,8 @@ class _Claim:
     run added to the one it found (record files, model files, its lock); what was there stays."""
     if model_dir.latest_checkpoint(self.output_dir) != self.latest:
       return
+    # Never what recovery set aside (renamed damaged checkpoints): kept, whatever the run did.
+    self.found |= {name for name in _names(self.output_dir) if recovery.is_set_aside(name)}
     added = set(_names(self.output_dir)) - self.found
     if any(name.endswith(".index") for name in added):
       return  # a checkpoint was written, though the run ended before it was recorded as latest
