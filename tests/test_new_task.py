@@ -16,6 +16,7 @@ import pytest
 from bert_tf.errors import BertTfError
 from bert_tf.jobs import finetune_options
 from bert_tf.tasks import base
+from bert_tf.training import run_dir
 from support import tiny
 from support.script_runner import run_script
 
@@ -35,6 +36,7 @@ from bert_tf.io.fileio import write_text_atomically
 from bert_tf.model import heads
 from bert_tf.options import option
 from bert_tf.tasks import base
+from bert_tf.training import run_dir
 from bert_tf.tasks import glue
 from bert_tf.tasks import glue_server
 from bert_tf.tasks import metrics
@@ -255,4 +257,5 @@ def test_its_flags_rules_and_run_kind(pairs_task, work, tmp_path):
       '"no"], "pair": true, "regression": false}')
   with pytest.raises(BertTfError, match=r"holds a pairs fine-tuning run with label_list=\['yes', "
                      r"'no'\] \(task_config.json\), not this run's label_list=\['same', 'other'\]"):
-    base.check_recorded_task(pairs_task.PairTask(options, None), options.output_dir)
+    run_dir.RunDir(options.output_dir).check(run_dir.Run(
+        training=True, config=None, run_shape={}, task=pairs_task.PairTask(options, None)))

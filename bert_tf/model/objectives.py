@@ -111,7 +111,7 @@ class Objective:
     return not self.masking.dynamic_masking
 
   def run_shape(self):
-    """What the objective changes in a run's checkpoints or input (run_dir.check_run_shape)."""
+    """What the objective changes in a run's checkpoints or input (bert_tf.training.run_dir.RunDir.check)."""
     return {"left_to_right": bool(self.left_to_right),
             "dynamic_masking": bool(self.masking.dynamic_masking)}
 

@@ -33,8 +33,6 @@ import pkgutil
 from bert_tf.data import packing_finetune
 from bert_tf.errors import BertTfError
 from bert_tf.io import progress
-from bert_tf.model.model_dir import TASK_CONFIG_FILE
-from bert_tf.training import run_dir
 
 # Record files in output_dir, per split, unless a task names others (Task.record_files).
 RECORD_FILES = {"train": "train.tf_record", "dev": "eval.tf_record", "test": "predict.tf_record"}
@@ -127,33 +125,6 @@ def for_signature(inputs):
     if cls.server_class and cls.server_class.serves(set(inputs)):
       return cls
   raise BertTfError(f"an export whose inputs ({', '.join(sorted(inputs))}) no task serves")
-
-
-def check_recorded_task(task, output_dir):
-  """A BertTfError unless output_dir's task_config.json, when it has one, is of a run of the same
-  task as `task` (a Task), with the same values of its run_keys (names compare in any case): a
-  run goes on only in an output_dir of its own kind."""
-  recorded = run_dir.recorded_task_config(output_dir)
-  if recorded is None:
-    return
-  now = task.task_config()
-  found = for_task_config(recorded)
-  if found is not None and "task" not in recorded:  # written before "task" existed
-    recorded = dict(recorded, task=found.name)
-  differs = [key for key in task.run_keys if _comparable(recorded.get(key)) !=
-             _comparable(now.get(key))]
-  if found is not None and found.name == task.name and not differs:
-    return
-  was, this = f"{run_dir.describe_run(recorded)} run", run_dir.describe_run(now)
-  if was == f"{this} run":  # the same task with other labels (NER's come from its data)
-    was += f" with {', '.join(f'{key}={recorded.get(key)}' for key in differs)}"
-    this = f"this run's {', '.join(f'{key}={now.get(key)}' for key in differs)}"
-  raise BertTfError(f"--output_dir: {output_dir} holds a {was} ({TASK_CONFIG_FILE}), not "
-                    f"{this}: give another --output_dir")
-
-
-def _comparable(value):
-  return value.lower() if isinstance(value, str) else value
 
 
 class Task:

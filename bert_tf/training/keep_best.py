@@ -38,7 +38,7 @@ from bert_tf.io import progress
 from bert_tf.model import checkpoints
 from bert_tf.model import model_dir
 from bert_tf.training import loop
-from bert_tf.training import run_dir
+from bert_tf.training import saves
 from bert_tf.training import scalars
 
 BEST_DIR = "best"
@@ -215,7 +215,7 @@ class BestKeeper:
     else:
       model.global_step = self.step
       return
-    run_dir.silence_abandoned_restore()
+    saves.silence_abandoned_restore()
     raise BertTfError(f"--output_dir: {self.prefix}: the best weights kept there are not of this "
                       f"model ({error}): move {self.directory} aside, or give a new --output_dir")
 

@@ -32,12 +32,12 @@ API (stable; later changes only add keyword arguments):
       output_dir/model.ckpt-N every save_checkpoints_steps and at the end (keep_checkpoint_max
       of them, 0 for all), never over existing files, the loop running iterations_per_loop steps
       at most between them and host-side work; the newest whole checkpoint there (found by
-      listing: bert_tf.training.run_dir.resume_point) is
+      listing: bert_tf.training.saves.resume_point) is
       resumed (global step, optimizer slots, input position, dropout RNG), and init_checkpoint is
       then ignored. Otherwise init_checkpoint (an original TF1 checkpoint, one of ours, or a Hugging
       Face directory) is loaded with bert_tf.model.checkpoints.init_from_checkpoint. A NaN/Inf loss raises
       BertTfError without saving. run_shape: recorded in output_dir/train_run.json (see
-      bert_tf.training.run_dir.check_run_shape). evaluator (bert_tf.training.keep_best.Evaluator, optional): called as
+      bert_tf.training.run_dir.RunDir.check). evaluator (bert_tf.training.keep_best.Evaluator, optional): called as
       evaluator(model, step) after the checkpoint of each step where evaluator.due(step,
       num_train_steps); training stops early when it returns True. On resume,
       evaluator.resume(model, step, num_train_steps) may evaluate a step a kill interrupted, or
@@ -84,6 +84,7 @@ from bert_tf.model import model_dir
 from bert_tf.training import optimization
 from bert_tf.training import recovery
 from bert_tf.training import run_dir
+from bert_tf.training import saves
 from bert_tf.training import scalars
 from bert_tf.training.options import RuntimeOptions
 from bert_tf.training.options import TrainLoopOptions
@@ -360,9 +361,9 @@ def _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoi
   checkpoint_dir = output_dir if _is_chief(strategy) else os.path.join(
       output_dir, f".worker_{_worker_index(strategy)}_tmp")
   if _is_chief(strategy):
-    run_dir.remove_unfinished_saves(output_dir)
-    latest = run_dir.resume_point(output_dir)
-    run_dir.record_checkpoints(output_dir, latest)  # before the manager reads the state file
+    saves.remove_unfinished_saves(output_dir)
+    latest = saves.resume_point(output_dir)
+    saves.record_checkpoints(output_dir, latest)  # before the manager reads the state file
   else:
     latest = model_dir.latest_checkpoint(output_dir)
   while latest:
@@ -376,9 +377,9 @@ def _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoi
       # with several workers, which each restore on their own.
       if not (isinstance(e, tf.errors.DataLossError) and _is_chief(strategy) and
               _worker_count(strategy) == 1):
-        raise run_dir.restore_error(latest, e) from None
-      run_dir.silence_abandoned_restore()
-      moved, latest = recovery.set_aside_unreadable(latest, e), run_dir.resume_point(output_dir)
+        raise saves.restore_error(latest, e) from None
+      saves.silence_abandoned_restore()
+      moved, latest = recovery.set_aside_unreadable(latest, e), saves.resume_point(output_dir)
       if not latest:  # the model holds part of it: a new process starts afresh
         raise BertTfError(f"{moved}: set aside, unreadable, and {output_dir} holds no checkpoint "
                           f"before it: run again to start afresh") from None
@@ -388,7 +389,7 @@ def _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoi
   # --keep_checkpoint_max=0 keeps all, as the Estimator's RunConfig.
   manager = tf.train.CheckpointManager(tf.train.Checkpoint(**objects), checkpoint_dir,
                                        max_to_keep=keep_checkpoint_max or None,
-                                       checkpoint_name=run_dir.CHECKPOINT_NAME)
+                                       checkpoint_name=saves.CHECKPOINT_NAME)
   return manager
 
 
@@ -480,7 +481,7 @@ def _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumul
 
 
 def _save(strategy, manager, step):
-  prefix = os.path.join(manager.directory, f"{run_dir.CHECKPOINT_NAME}-{step}")
+  prefix = os.path.join(manager.directory, f"{saves.CHECKPOINT_NAME}-{step}")
   there = [p for p in tf.io.gfile.glob(prefix + ".*") if not recovery.is_set_aside(p)]
   if there:  # never written over (resume_point refuses such runs before they start)
     raise BertTfError(f"--output_dir: {prefix} exists ({os.path.basename(there[0])}, ...): a save "
@@ -490,7 +491,7 @@ def _save(strategy, manager, step):
     with interrupts.deferred():  # Ctrl-C or SIGTERM act once the save is whole
       path = manager.save(checkpoint_number=step)
   except BaseException:  # SIGTERM (SystemExit) or an error mid-save: no half-written save left
-    run_dir.remove_unfinished_saves(manager.directory)
+    saves.remove_unfinished_saves(manager.directory)
     raise
   if _is_chief(strategy):
     logging.info("Saved checkpoint %s", path)
