@@ -39,9 +39,8 @@ from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
 from bert_tf.model import checkpoints
 from bert_tf.model import model_dir
-from bert_tf.model.config import BertConfig
-from bert_tf.model.config import check_max_seq_length
-from bert_tf.text import tokenization
+from bert_tf.model import model_files
+from bert_tf.model.model_options import ModelOptions
 from bert_tf.training import keep_best
 from bert_tf.training import loop
 
@@ -148,15 +147,16 @@ class Teacher:
     if bool(config.get("do_lower_case")) != bool(options.do_lower_case):
       raise BertTfError(f"{flag}: {teacher_dir} was fine-tuned with do_lower_case="
                         f"{config.get('do_lower_case')}: pass the same --do_lower_case")
-    vocab = os.path.join(teacher_dir, model_dir.VOCAB_FILE)
+    self.prefix = self._weights()
+    files = model_files.open_model(ModelOptions(init_checkpoint=teacher_dir),
+                                   max_seq_length=options.max_seq_length, need_vocab=False,
+                                   checkpoint_flag=flag)
     # Its tokens and their ids, not its bytes: the same file with CRLF line ends is the same.
-    if not tf.io.gfile.exists(vocab) or (tokenization.load_vocab(vocab) !=
-                                         tokenization.load_vocab(options.vocab_file)):
+    vocab = files.vocab_file or os.path.join(teacher_dir, model_dir.VOCAB_FILE)
+    if not files.vocab_file or not model_files.same_vocabulary(vocab, options.vocab_file):
       raise BertTfError(f"{flag}: {vocab} is not --vocab_file {options.vocab_file}: a teacher "
                         f"and its student read the same token ids")
-    self.config = BertConfig.from_json_file(os.path.join(teacher_dir, model_dir.CONFIG_FILE))
-    check_max_seq_length(options.max_seq_length, self.config.max_position_embeddings)
-    self.prefix = self._weights()
+    self.config = files.config
 
   def _weights(self):
     """Its best weights (best/best.json) or else its latest checkpoint."""
