@@ -208,6 +208,13 @@ class Task:
     config.update(self.task_config_fields())
     return config
 
+  @staticmethod
+  def recorded(task_config):
+    """A task_config.json's contents with its task named: files written before "task" existed
+    name it by an alias in "export_kind"."""
+    found = None if "task" in task_config else for_task_config(task_config)
+    return dict(task_config, task=found.name) if found is not None else task_config
+
   def task_config_fields(self):
     """The task's own fields of task_config.json: by default its server's options."""
     return self.serving_options(self.options.task) if self.server_class else {}

@@ -118,10 +118,8 @@ class RunDir:
                         f"--output_dir, with --init_checkpoint={self.path}")
 
   def _check_task(self, task, recorded):
-    now = task.task_config()
-    # task_config.json files written before "task" existed name an "export_kind" (an alias).
-    same = (recorded["task"] == task.name if "task" in recorded else
-            recorded.get("export_kind") in (task.name,) + tuple(task.aliases))
+    now, recorded = task.task_config(), task.recorded(recorded)
+    same = recorded.get("task") == task.name
     differs = [key for key in task.run_keys if _comparable(recorded.get(key)) !=
                _comparable(now.get(key))]
     if same and not differs:
