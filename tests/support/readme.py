@@ -94,7 +94,7 @@ def closing_shape(text):
       in_summary = True
     elif in_summary and line.startswith("  "):
       name = re.match(r"^\s+(.+?)(?: = |: )", line)
-      shape.append(("key", name.group(1) if name else _normal(line)))
+      shape.append(("key", _normal(name.group(1) if name else line)))
     elif line.strip():
       in_summary = False
       shape.append(("line", _normal(line)))
