@@ -77,8 +77,9 @@ _CLOSING_TITLE = re.compile(r"^\*{5} (.*) \*{5}$")
 
 
 def _normal(line):
-  """A printed line with its numbers (and a time stamp's digits) as #: what any run prints."""
-  return re.sub(r"\d+(?:[.,:]\d+)*(?:e-?\d+)?", "#", line.strip())
+  """A printed line with its numbers (and a time stamp's digits) as # and its runs of spaces as
+  one (columns padded to the numbers' widths): what any run of the command prints."""
+  return re.sub(r"\s+", " ", re.sub(r"\d+(?:[.,:]\d+)*(?:e-?\d+)?", "#", line.strip()))
 
 
 def closing_shape(text):
