@@ -27,27 +27,26 @@ import run_classifier  # noqa: E402
 from bert_tf.cli import flags as bert_flags  # noqa: E402
 from bert_tf.errors import BertTfError  # noqa: E402
 from bert_tf.jobs import finetuning  # noqa: E402
+from bert_tf.model.model_options import HubModuleOptions  # noqa: E402
 from bert_tf.model.formats import tfhub  # noqa: E402
 from bert_tf.tasks import glue  # noqa: E402
 
 
 def define_flags():
   run_classifier.define_flags()
-  flags.DEFINE_string("bert_hub_module_handle", None, "Handle for the BERT TF-Hub module: its "
-                      "directory (or a tfhub.dev URL already in tensorflow_hub's cache). "
-                      "--init_checkpoint, --bert_config_file, --vocab_file and --do_lower_case "
-                      "then come from the module.")
+  bert_flags.define_flags(HubModuleOptions)
   flags.adopt_module_key_flags(bert_flags)  # --helpshort lists run_classifier.py's flags too
 
 
 def main(_):
   values = bert_flags.values()
-  module = tfhub.module_directory(values.bert_hub_module_handle)
-  if values.init_checkpoint and values.init_checkpoint != values.bert_hub_module_handle:
-    raise BertTfError(f"--init_checkpoint: {values.init_checkpoint} and "
-                      f"--bert_hub_module_handle {values.bert_hub_module_handle} both name the "
-                      f"model: leave --init_checkpoint out")
+  handle = bert_flags.build(HubModuleOptions, values).bert_hub_module_handle
+  module = tfhub.module_directory(handle)
   options = bert_flags.finetune_options(glue.GlueTask, values)
+  if options.init_checkpoint and options.init_checkpoint != handle:
+    raise BertTfError(f"--init_checkpoint: {options.init_checkpoint} and "
+                      f"--bert_hub_module_handle {handle} both name the model: leave "
+                      f"--init_checkpoint out")
   finetuning.run(glue.GlueTask, dataclasses.replace(options, init_checkpoint=module))
 
 

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from bert_tf.model import checkpoints
 from bert_tf.model import model_files
+from bert_tf.model.model_options import ModelOptions
 from bert_tf.model import modeling
 from bert_tf.model.config import BertConfig
 from bert_tf.text import tokenization
@@ -75,7 +76,7 @@ def presets(tmp_path_factory):
 
 def test_a_keras_hub_preset_reads_with_keras_hubs_outputs(presets, tmp_path):
   preset = presets["root"] / "theirs"
-  files = model_files.open_model(model_files.ModelFlags(init_checkpoint=str(preset),
+  files = model_files.open_model(ModelOptions(init_checkpoint=str(preset),
                                                         given=frozenset()))
   assert files.described.format == "keras_hub" and files.described.authoritative
   assert files.config == CONFIG and files.do_lower_case is True

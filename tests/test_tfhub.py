@@ -19,6 +19,7 @@ from official.nlp.tools import export_tfhub_lib
 
 from bert_tf.model import checkpoints
 from bert_tf.model import model_files
+from bert_tf.model.model_options import ModelOptions
 from bert_tf.model import modeling
 from bert_tf.model.config import BertConfig
 from bert_tf.text import tokenization
@@ -96,7 +97,7 @@ INPUTS = {"input_word_ids": tf.constant([[2, 9, 10, 13, 5, 3, 6, 3], [2, 15, 6, 
 
 
 def test_a_model_garden_module_reads_with_the_modules_own_outputs(garden):
-  files = model_files.open_model(model_files.ModelFlags(init_checkpoint=garden["module"],
+  files = model_files.open_model(ModelOptions(init_checkpoint=garden["module"],
                                                         given=frozenset()))
   assert files.described.format == "tfhub" and files.described.authoritative
   assert files.config == BertConfig(vocab_size=len(WORDS), **TINY)
@@ -242,7 +243,7 @@ def test_an_original_tf1_hub_module_reads_with_its_own_outputs(tmp_path):
   feed = oracle_inputs()
   np.savez(tmp_path / "inputs.npz", **feed)
   module = hub_modules.tf1_hub_module(tmp_path, do_lower_case=False)
-  files = model_files.open_model(model_files.ModelFlags(init_checkpoint=module, given=frozenset()))
+  files = model_files.open_model(ModelOptions(init_checkpoint=module, given=frozenset()))
   assert files.config == BertConfig.from_dict(dict(
       ORACLE_CONFIG, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
       initializer_range=0.02))
