@@ -10,7 +10,8 @@
     with the tanh form (what the preset's consumer computes); the difference the activation
     itself makes is reported beside it.
   * The round trip TF1 -> TF Hub -> keras-hub -> safetensors -> TF1: tensors that differ.
-  * Each conversion's wall time (one process, MiniLM).
+  * Each conversion's wall time (writing), and each format's reading time: its files opened
+    (model_files.open_model) and its weights loaded into a built BertModel (one process, MiniLM).
 
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_formats.py
 """
@@ -30,6 +31,7 @@ from bert_tf.model import checkpoints
 from bert_tf.model import model_files
 from bert_tf.model import modeling
 from bert_tf.model.config import BertConfig
+from bert_tf.model.model_options import ModelOptions
 from bert_tf.text import tokenization
 import harness
 
@@ -41,6 +43,8 @@ flags.DEFINE_integer("sentences", 256, "SST-2 dev sentences the encoders are com
 flags.DEFINE_integer("lines", 4000, "Real lines (SST-2 dev, then Gutenberg) the tokenizers are "
                      "compared on.", flag_values=FLAGS)
 flags.DEFINE_integer("seq_length", 128, "Sequence length of the compared ids.", flag_values=FLAGS)
+flags.DEFINE_integer("rounds", 3, "Rounds of the conversions and readings, the formats in turn "
+                     "each round (medians reported).", flag_values=FLAGS)
 flags.DEFINE_boolean("append", True, "Append the results to benchmarks/<date>.md.",
                      flag_values=FLAGS)
 
@@ -116,6 +120,22 @@ def timed(fn):
   return result, time.perf_counter() - start
 
 
+def read_times(paths, config, rounds):
+  """{format: median seconds to open its files and load its weights into a built BertModel},
+  the formats in turn, `rounds` times."""
+  model = modeling.BertModel(config)
+  encode(model, np.zeros([1, 8], np.int32), np.ones([1, 8], np.int32))  # built
+  times = {name: [] for name in paths}
+  for _ in range(rounds):
+    for name, path in paths.items():
+      def read(path=path):
+        model_files.open_model(ModelOptions(init_checkpoint=path, given=frozenset()),
+                               need_vocab=True)
+        checkpoints.init_from_checkpoint(model, path)
+      times[name].append(timed(read)[1])
+  return {name: float(np.median(t)) for name, t in times.items()}
+
+
 def tfhub_rows(work, tokenizer, lines, ids, mask, ours):
   import tensorflow_hub as hub  # pylint: disable=import-outside-toplevel
   import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
@@ -158,17 +178,30 @@ def keras_hub_rows(work, tokenizer, lines, ids, mask, config):
       encode(exact, ids, mask), as_theirs, mask)
 
 
+def conversions(work, rounds):
+  """Each conversion of the chain MiniLM -> tf1 -> tfhub -> keras_hub -> hf, `rounds` times in
+  turn, each round into new directories (the first's: work/tf1, hub, preset, hf); each step's
+  median seconds."""
+  def where(name, r):
+    return os.path.join(work, f"{name}{r or ''}")
+  steps = (("tf1", lambda r: MINILM, lambda r: os.path.join(where("tf1", r), "bert_model.ckpt")),
+           ("tfhub", lambda r: os.path.join(where("tf1", r), "bert_model.ckpt"),
+            lambda r: where("hub", r)),
+           ("keras_hub", lambda r: where("hub", r), lambda r: where("preset", r)),
+           ("hf", lambda r: where("preset", r), lambda r: where("hf", r) + "/"))
+  times = {name: [] for name, _, _ in steps}
+  for r in range(rounds):
+    for name, source, target in steps:
+      start = time.perf_counter()
+      checkpoints.convert_checkpoint(source(r), target(r), output_format=name)
+      times[name].append(time.perf_counter() - start)
+  return {name: float(np.median(t)) for name, t in times.items()}
+
+
 def main(_):
   work = tempfile.mkdtemp(prefix="bench_formats-")
-  times = {}
-  tf1, times["tf1"] = timed(lambda: checkpoints.convert_checkpoint(
-      MINILM, os.path.join(work, "tf1", "bert_model.ckpt"), output_format="tf1"))
-  _, times["tfhub"] = timed(lambda: checkpoints.convert_checkpoint(
-      tf1, os.path.join(work, "hub"), output_format="tfhub"))
-  _, times["keras_hub"] = timed(lambda: checkpoints.convert_checkpoint(
-      os.path.join(work, "hub"), os.path.join(work, "preset"), output_format="keras_hub"))
-  _, times["hf"] = timed(lambda: checkpoints.convert_checkpoint(
-      os.path.join(work, "preset"), os.path.join(work, "hf") + "/", output_format="hf"))
+  times = conversions(work, FLAGS.rounds)
+  tf1 = os.path.join(work, "tf1", "bert_model.ckpt")
   back = checkpoints.convert_checkpoint(os.path.join(work, "hf"),
                                         os.path.join(work, "back", "bert_model.ckpt"),
                                         output_format="tf1")
@@ -177,6 +210,9 @@ def main(_):
   differ = [n for n in names if not np.array_equal(first.get_tensor(n), last.get_tensor(n))]
 
   config = model_files.describe(tf1).read_config()
+  reads = read_times({"tf1": tf1, "tfhub": os.path.join(work, "hub", "encoder"),
+                      "keras_hub": os.path.join(work, "preset"), "hf": os.path.join(work, "hf")},
+                     config, FLAGS.rounds)
   tokenizer = tokenization.FullTokenizer(os.path.join(MINILM, "vocab.txt"), do_lower_case=True)
   lines = real_lines(FLAGS.lines)
   ids, mask = packed(tokenizer, lines[:FLAGS.sentences], FLAGS.seq_length)
@@ -197,7 +233,7 @@ def main(_):
       f"{len(lines)} real lines (SST-2 dev, Gutenberg).\n",
       "| format | consumer | ids differ (lines) | pooled max abs diff | hidden max abs diff |",
       "|---|---|---:|---:|---:|",
-      f"| tfhub | tensorflow_hub.KerasLayer (preprocess, encoder) | {hub_differ} / {len(lines)} "
+      f"| tfhub | tensorflow_hub.KerasLayer (preprocess, encoder; Model Garden's export_tfhub_lib) | {hub_differ} / {len(lines)} "
       f"| {hub_pooled:.2g} | {hub_hidden:.2g} |",
       f"| keras_hub | keras_hub BertBackbone, BertTokenizer (vs bert_tf, tanh GELU) | "
       f"{kh_differ} / {len(lines)} | {kh_pooled:.2g} | {kh_hidden:.2g} |",
@@ -206,8 +242,11 @@ def main(_):
       "",
       f"Round trip TF1 -> tfhub -> keras_hub -> hf -> TF1: {len(differ)} of {len(names)} tensors "
       f"differ{' (' + ', '.join(differ[:3]) + ')' if differ else ''}.  ",
-      "Conversion wall time, one process (MiniLM): " + ", ".join(
-          f"to {k} {v:.1f} s" for k, v in times.items()) + "."]
+      f"Conversion wall time, one process (MiniLM), median of {FLAGS.rounds}: " + ", ".join(
+          f"to {k} {v:.1f} s" for k, v in times.items()) + ".  ",
+      f"Reading (files opened, weights loaded into a built BertModel), median of {FLAGS.rounds}: "
+      + ", ".join(
+          f"{k} {v:.2f} s" for k, v in reads.items()) + "."]
   harness.publish(lines_out, FLAGS.append)
 
 

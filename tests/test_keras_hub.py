@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf.errors import BertTfError
 from bert_tf.model import checkpoints
 from bert_tf.model import model_files
 from bert_tf.model.model_options import ModelOptions
@@ -126,16 +127,13 @@ def test_what_keras_hub_cannot_hold_is_one_line(tmp_path):
   checkpoints.save_tf1_checkpoint(modeling.BertModel(relu), str(tf1))
   relu.to_json_file(str(tf1.parent / "bert_config.json"))
   write_vocab(tf1.parent)
-  run = run_script("convert_checkpoint.py", f"--input={tf1}", f"--output={tmp_path / 'kh'}",
-                   "--output_format=keras_hub")
-  assert run.returncode == 1 and run.stderr.rstrip().splitlines()[-1].startswith("error:")
-  assert "GELU" in run.stderr.rstrip().splitlines()[-1] and not (tmp_path / "kh").exists()
+  with pytest.raises(BertTfError, match="GELU"):
+    checkpoints.convert_checkpoint(str(tf1), str(tmp_path / "kh"), output_format="keras_hub")
+  assert not (tmp_path / "kh").exists()
   other = tmp_path / "other"
   other.mkdir()
   (other / "config.json").write_text(json.dumps({"registered_name": "keras_hub>GemmaBackbone",
                                                  "config": {}}))
   (other / "model.weights.h5").write_bytes(b"")
-  run = run_script("convert_checkpoint.py", f"--input={other}", f"--output={tmp_path / 'x'}",
-                   "--output_format=tf1")
-  assert run.returncode == 1
-  assert "GemmaBackbone, not of keras_hub>BertBackbone" in run.stderr.rstrip().splitlines()[-1]
+  with pytest.raises(BertTfError, match="GemmaBackbone, not of keras_hub>BertBackbone"):
+    checkpoints.convert_checkpoint(str(other), str(tmp_path / "x"), output_format="tf1")

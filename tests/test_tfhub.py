@@ -17,6 +17,7 @@ from official.legacy.bert import configs as garden_configs
 from official.nlp.modeling import models as garden_models
 from official.nlp.tools import export_tfhub_lib
 
+from bert_tf.errors import BertTfError
 from bert_tf.model import checkpoints
 from bert_tf.model import model_files
 from bert_tf.model.model_options import ModelOptions
@@ -140,8 +141,10 @@ def test_run_classifier_with_tfhub_fine_tunes_from_the_module(garden, tmp_path):
   other = tmp_path / "other_vocab.txt"
   other.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n")
   again = [*common[:2], f"--output_dir={tmp_path / 'again'}", *common[3:], "--do_eval"]
+  # run_classifier.py reads the module through the same door, as --init_checkpoint.
   assert "--vocab_file" in one_error_line(run_script(
-      "run_classifier_with_tfhub.py", *again, f"--vocab_file={other}"))
+      "run_classifier.py", *again[:3], "--do_eval", "--max_seq_length=16",
+      f"--init_checkpoint={garden['module']}", f"--vocab_file={other}"))
   assert "--do_lower_case" in one_error_line(run_script(
       "run_classifier_with_tfhub.py", *again, "--do_lower_case=false"))
   assert "downloads nothing" in one_error_line(run_script(
@@ -208,7 +211,7 @@ def test_the_export_loads_in_keras_layer_with_bert_tfs_outputs(exported):
 
 def test_minilm_through_every_format_and_back_is_bit_exact(exported):
   """TF1 -> TF Hub (above) -> keras-hub -> safetensors -> TF1, each step reading the files the
-  one before wrote; and TF Hub -> TF1 straight, through the script."""
+  one before wrote; and TF Hub -> TF1 straight."""
   root = exported["root"]
   preset = checkpoints.convert_checkpoint(exported["hub"], str(root / "preset"),
                                           output_format="keras_hub")
@@ -216,9 +219,7 @@ def test_minilm_through_every_format_and_back_is_bit_exact(exported):
   back = checkpoints.convert_checkpoint(hf, str(root / "back" / "bert_model.ckpt"),
                                         output_format="tf1")
   straight = root / "straight" / "bert_model.ckpt"
-  run = run_script("convert_checkpoint.py", f"--input={exported['hub']}", f"--output={straight}",
-                   "--output_format=tf1")
-  assert run.returncode == 0, run.stderr[-3000:]
+  checkpoints.convert_checkpoint(exported["hub"], str(straight), output_format="tf1")
   first = tf.train.load_checkpoint(exported["tf1"])
   names = first.get_variable_to_shape_map()
   encoder = {n for n in names if n.startswith("bert/")}
@@ -260,11 +261,11 @@ def test_an_original_tf1_hub_module_reads_with_its_own_outputs(tmp_path):
 
 def test_what_is_not_a_bert_module_is_one_line(exported, tmp_path):
   preprocess = os.path.join(exported["hub"], "preprocess")
-  run = run_script("convert_checkpoint.py", f"--input={preprocess}",
-                   f"--output={tmp_path / 'x.ckpt'}", "--output_format=tf1")
-  error = one_error_line(run)
+  with pytest.raises(BertTfError) as error:
+    checkpoints.convert_checkpoint(preprocess, str(tmp_path / "x.ckpt"), output_format="tf1")
+  error = str(error.value)
   assert "not a BERT encoder" in error and "input_word_ids" in error and "preprocessing" in error
-  # A TF1 hub.Module of other weights: the TF2 module to use instead.
+  # A TF1 hub.Module of other weights: the TF2 module to use instead, from the script's door.
   foreign = tmp_path / "foreign"
   tf.io.gfile.makedirs(str(foreign / "variables"))
   tf.io.gfile.copy(os.path.join(preprocess, "saved_model.pb"),
@@ -276,13 +277,12 @@ def test_what_is_not_a_bert_module_is_one_line(exported, tmp_path):
                                     f"--output_dir={tmp_path / 'out'}"))
   assert "TF1 hub.Module" in error and "tensorflow/bert_en_uncased" in error
   # An output that would write over something, or without a vocabulary.
-  error = one_error_line(run_script("convert_checkpoint.py", f"--input={exported['hub']}",
-                                    f"--output={exported['root']}", "--output_format=tfhub"))
-  assert "--output" in error and "not an empty directory" in error
+  with pytest.raises(BertTfError, match="--output.*not an empty directory"):
+    checkpoints.convert_checkpoint(exported["hub"], str(exported["root"]), output_format="tfhub")
   bare = tmp_path / "bare" / "bert_model.ckpt"
   tiny = BertConfig(vocab_size=len(WORDS), **TINY)
   checkpoints.save_tf1_checkpoint(modeling.BertModel(tiny), str(bare))
   tiny.to_json_file(str(bare.parent / "bert_config.json"))
-  error = one_error_line(run_script("convert_checkpoint.py", f"--input={bare}",
-                                    f"--output={tmp_path / 'hub'}", "--output_format=tfhub"))
-  assert "--vocab_file: required" in error and not (tmp_path / "hub").exists()
+  with pytest.raises(BertTfError, match="--vocab_file: required"):
+    checkpoints.convert_checkpoint(str(bare), str(tmp_path / "hub"), output_format="tfhub")
+  assert not (tmp_path / "hub").exists()
