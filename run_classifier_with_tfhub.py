@@ -26,7 +26,7 @@ from absl import flags  # noqa: E402
 import run_classifier  # noqa: E402
 from bert_tf.cli import flags as bert_flags  # noqa: E402
 from bert_tf.errors import BertTfError  # noqa: E402
-from bert_tf.jobs import finetuning  # noqa: E402
+from bert_tf.drivers import finetuning  # noqa: E402
 from bert_tf.model.model_options import HubModuleOptions  # noqa: E402
 from bert_tf.model.formats import tfhub  # noqa: E402
 from bert_tf.tasks import glue  # noqa: E402

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from lib import bench_env  # noqa: F401  (first: the environment every bench runs in)
 from absl import flags
 import numpy as np
 import tensorflow as tf
@@ -33,7 +33,7 @@ from bert_tf.model import modeling
 from bert_tf.model.config import BertConfig
 from bert_tf.model.model_options import ModelOptions
 from bert_tf.text import tokenization
-import harness
+from lib import harness
 
 FLAGS = flags.FlagValues()
 flags.DEFINE_string("data_dir", bench_env.DATA, "The shared data (glue/SST-2, corpus/gutenberg).",
