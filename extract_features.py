@@ -1,7 +1,9 @@
 """Extract pre-computed feature vectors from BERT (the original's extract_features.py).
 
 Reads one sentence a line (or `sentence A ||| sentence B`) and writes one JSON line per input line:
-{"linex_index": i, "features": [{"token": ..., "layers": [{"index": -1, "values": [...]}, ...]}]}.
+{"linex_index": i, "features": [{"token": ..., "layers": [{"index": -1, "values": [...]}, ...]}]};
+with --pooling, one vector a line: {"linex_index": i, "embedding": [...]}, or a float32 .npy array
+when --output_file ends in .npy.
 """
 import os
 
@@ -29,9 +31,19 @@ def define_flags():
   flags.DEFINE_string("input_file", None, "Text to read: one sentence a line, or `sentence A ||| "
                       "sentence B`.")
   flags.DEFINE_string("output_file", None, "Where to write one JSON line of features per input "
-                      "line.")
-  flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated encoder layers to write (-1 is "
-                      "the last).")
+                      "line; with --pooling, of its vector, or all vectors as one float32 "
+                      "[lines, hidden_size] array when the name ends in .npy.")
+  flags.DEFINE_string("layers", feature_extraction.DEFAULT_LAYERS, "Comma-separated encoder "
+                      "layers to write (-1 is the last); with --pooling, the one layer to pool "
+                      "(default the last).")
+  flags.DEFINE_enum("pooling", None, list(feature_extraction.POOLINGS), "One vector a line, of "
+                    "its tokens' vectors: cls (the [CLS] token's), mean, max or mean_sqrt_len "
+                    "(their sum over the square root of their number), as sentence-transformers "
+                    "pools; none: every token's, as the original. Default: the model's own (a "
+                    "sentence-transformers directory's 1_Pooling), else none.")
+  flags.DEFINE_bool("normalize", None, "With --pooling: unit-length vectors (their dot products "
+                    "are cosines). Default: the model's own (a sentence-transformers directory's "
+                    "2_Normalize), else false.")
   bert_flags.define_model_flags()
   bert_flags.define_max_seq_length_flag()
   flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")

@@ -32,6 +32,7 @@ from bert_tf.model import activations
 from bert_tf.model import checkpoints
 from bert_tf.model import model_dir
 from bert_tf.model import model_files
+from bert_tf.model.formats import tf_checkpoint
 from bert_tf.serving import tflite as tflite_lib
 from bert_tf.tasks import base
 from bert_tf.text import fast_tokenization
@@ -183,7 +184,7 @@ def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_s
   # that cast (~20% of a batch-1 call). LayerNorm, embeddings and heads keep float32 either way.
   # The model the checkpoint holds: with a --bilstm_head BiLSTM when it has one, left to right
   # when it was fine-tuned so.
-  prefix = checkpoints.fine_tuned_prefix(init_checkpoint)
+  prefix = _weights(init_checkpoint)
   tf_keras.mixed_precision.set_global_policy(dtype)
   try:
     model = build_model(serving, config, num_labels=num_labels,
@@ -191,10 +192,23 @@ def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_s
                         causal=checkpoints.left_to_right(prefix))
   finally:
     tf_keras.mixed_precision.set_global_policy(previous)
-  checkpoints.load_task_model(model, init_checkpoint, serving.name)
+  if checkpoints.task_head_variables(model):
+    checkpoints.load_task_model(model, init_checkpoint, serving.name)
+  else:  # the encoder alone (sentence embeddings): a pretrained model holds all of it
+    checkpoints.init_from_checkpoint(model, prefix)
   if tflite:
     model = tflite_lib.ServingModel(tflite_lib.Runner(tflite_lib.convert(model)))
   return make_server(serving, tokenizer, model, max_seq_length, **options)
+
+
+def _weights(init_checkpoint):
+  """What a server loads: a fine-tuned checkpoint's prefix (of a run's output_dir: its latest), or
+  the weights of a model in a format of its own (a Hugging Face or sentence-transformers
+  directory), which serve a task whose model is the encoder alone."""
+  described = model_files.describe(init_checkpoint)
+  if described is not None and described.format != tf_checkpoint.NAME:
+    return described.weights
+  return checkpoints.fine_tuned_prefix(init_checkpoint)
 
 
 def export(task, config, vocab_file, do_lower_case, init_checkpoint, export_dir, max_seq_length,
