@@ -18,7 +18,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PAGE = os.path.join(REPO, "docs", "flags.md")
 # In the order a user meets them: data, pretraining, fine-tuning, then what uses a model.
 SCRIPTS = ("create_vocab.py", "create_pretraining_data.py", "run_pretraining.py",
-           "run_classifier.py", "run_squad.py", "run_ner.py", "run_swag.py",
+           "run_classifier.py", "run_squad.py", "run_ner.py", "run_swag.py", "run_embeddings.py",
            "extract_features.py", "export_savedmodel.py", "convert_checkpoint.py")
 # Imported once before forking; each child then only runs its script's module body.
 _HEAVY = ("tensorflow", "tf_keras", "tensorflow_text", "bert_tf.cli.app", "bert_tf.jobs.finetuning",

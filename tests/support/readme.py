@@ -17,7 +17,7 @@ DOCS = os.path.join(REPO, "docs")
 # The README's set-up first; then each page after the pages whose outputs its commands read.
 PAGES = ("README.md", "docs/checkpoints.md", "docs/pretraining-data.md", "docs/pretraining.md",
          "docs/vocabularies.md", "docs/fine-tuning.md", "docs/classification.md",
-         "docs/distillation.md", "docs/swag.md", "docs/squad.md", "docs/ner.md", "docs/feature-extraction.md", "docs/serving.md",
+         "docs/distillation.md", "docs/swag.md", "docs/squad.md", "docs/ner.md", "docs/feature-extraction.md", "docs/embeddings.md", "docs/serving.md",
          "docs/ablations.md", "docs/distributed.md", "docs/runs.md", "docs/troubleshooting.md",
          "docs/compatibility.md", "docs/adding-a-task.md", "docs/flags.md")
 # Written before a fenced block, this keeps it out of the run: its flags are still checked against
