@@ -11,7 +11,6 @@ pooling (the server's `pooling` option, the model's own) and the normalisation r
 graph, so an export's and a TensorFlow Lite server's vectors are the same computation.
 """
 import numpy as np
-import tensorflow as tf
 
 from bert_tf.model import heads
 from bert_tf.tasks import sentence_encoder
