@@ -27,6 +27,7 @@ from bert_tf.model import checkpoints
 from bert_tf.model import heads
 from bert_tf.model import model_files
 from bert_tf.model import modeling
+from bert_tf.model.formats import sentence_transformers
 from bert_tf.tasks import sentence_encoder
 from bert_tf.training import runtime as runtime_lib
 
@@ -236,15 +237,6 @@ def pooled_layer(options, num_hidden_layers):
   return indexes[0]
 
 
-def embedding_length(options, described, config):
-  """--max_seq_length, or, where it is left out, a sentence-transformers directory's own (the
-  length its encode() truncates to), within the config's positions."""
-  own = (described.extras if described else {}).get("max_seq_length")
-  if own is None or options.given is None or "max_seq_length" in options.given:
-    return options.max_seq_length
-  return min(own, config.max_position_embeddings)
-
-
 def embed(encoder, features, batch_size, shown=None):
   """float32 [len(features), H]: each feature's vector (encoder: a SentenceEncoder), in order.
   The features go to the encoder in order of their length, so that each batch, which runs on its
@@ -300,7 +292,8 @@ def run(options, runtime):
     seq_length = options.max_seq_length
   else:
     layer = pooled_layer(options, bert_config.num_hidden_layers)
-    seq_length = embedding_length(options, files.described, bert_config)
+    seq_length = sentence_transformers.sequence_length(files.described, options.max_seq_length,
+                                                       options.given, bert_config)
   examples = read_examples(options.input_file)
   features = convert_examples_to_features(examples, seq_length, tokenizer)
   strategy = runtime_lib.setup_runtime(runtime, bert_config, seq_length)

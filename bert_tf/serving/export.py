@@ -17,6 +17,7 @@ TF_ENABLE_ONEDNN_OPTS=1 set before TensorFlow's import where oneDNN wins on the 
 Each export is a new version directory, export_dir/<number> (TF Serving's layout: a server
 pointed at export_dir serves the newest); nothing already in export_dir is replaced.
 """
+import dataclasses
 import json
 import os
 import time
@@ -32,6 +33,7 @@ from bert_tf.model import activations
 from bert_tf.model import checkpoints
 from bert_tf.model import model_dir
 from bert_tf.model import model_files
+from bert_tf.model.formats import sentence_transformers
 from bert_tf.model.formats import tf_checkpoint
 from bert_tf.serving import tflite as tflite_lib
 from bert_tf.tasks import base
@@ -318,4 +320,7 @@ def run(task, options):
   export directory."""
   files = model_files.open_model(options, max_seq_length=options.max_seq_length)
   check_task_config(task, options.task, options.init_checkpoint)
-  return export_from_options(task, files.resolved(options), files.config, options.init_checkpoint)
+  options = dataclasses.replace(files.resolved(options), max_seq_length=(
+      sentence_transformers.sequence_length(files.described, options.max_seq_length,
+                                            options.given, files.config)))
+  return export_from_options(task, options, files.config, options.init_checkpoint)

@@ -13,6 +13,9 @@ adds is in the Described's extras:
   unsupported     None, or what of the model bert_tf does not reproduce (a Dense module,
                   weighted-mean or last-token pooling, several pooling modes at once): the
                   encoder still loads, pooled vectors of it are refused where they are asked for.
+
+sequence_length(...) is --max_seq_length or, left out, the model's own (extract_features.py and
+export_savedmodel.py read it, so that their vectors are encode()'s for long texts too).
 """
 import dataclasses
 import json
@@ -99,3 +102,13 @@ def describe(path):
             "max_seq_length": length if isinstance(length, int) and length > 0 else None,
             "unsupported": unsupported}
   return dataclasses.replace(described, extras=extras)
+
+
+def sequence_length(described, max_seq_length, given, config):
+  """--max_seq_length (max_seq_length), or where it was left out (given: the flags the user gave;
+  None: all that have a value) the sentence-transformers model's own, the length its encode()
+  truncates to, within the config's positions. described: the model's Described, or None."""
+  own = (described.extras if described else {}).get("max_seq_length")
+  if own is None or given is None or "max_seq_length" in given:
+    return max_seq_length
+  return min(own, config.max_position_embeddings)
