@@ -148,8 +148,8 @@ def test_its_flags_come_from_its_options():
 
 
 def test_a_task_defined_here_trains_exports_serves_and_predicts(registered, files, tmp_path):
-  assert base.names() == ["glue", "ner", "pairs", "squad", "swag"]
-  assert base.export_names() == ["glue", "ner", "pairs", "squad"]
+  assert base.names() == ["embeddings", "glue", "ner", "pairs", "squad", "swag"]
+  assert base.export_names() == ["embeddings", "glue", "ner", "pairs", "squad"]
   output_dir, export_dir = str(tmp_path / "out"), str(tmp_path / "export")
   values = types.SimpleNamespace(  # what the run script's flags would hold
       pairs_dir=files.data, pair_labels=files.labels, output_dir=output_dir,

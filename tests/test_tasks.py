@@ -13,12 +13,14 @@ from bert_tf.serving import export
 from bert_tf.serving import predictor
 from bert_tf.tasks import base
 from bert_tf.tasks import conll
+from bert_tf.tasks import embeddings
 from bert_tf.tasks import glue
 from bert_tf.tasks import squad
 from bert_tf.tasks import swag
 from bert_tf.training import options as options_lib
 
-TASKS = {"glue": (glue.GlueTask, True, "run_classifier.py"),
+TASKS = {"embeddings": (embeddings.EmbeddingTask, True, "run_embeddings.py"),
+         "glue": (glue.GlueTask, True, "run_classifier.py"),
          "ner": (conll.NerTask, True, "run_ner.py"),
          "squad": (squad.SquadTask, True, "run_squad.py"),
          "swag": (swag.SwagTask, False, "run_swag.py")}
@@ -26,8 +28,8 @@ TASKS = {"glue": (glue.GlueTask, True, "run_classifier.py"),
 
 def test_names():
   assert base.names() == sorted(TASKS)
-  assert base.export_names() == ["glue", "ner", "squad"]
-  assert base.export_names(aliases=True) == ["classifier", "glue", "ner", "squad"]
+  assert base.export_names() == ["embeddings", "glue", "ner", "squad"]
+  assert base.export_names(aliases=True) == ["classifier", "embeddings", "glue", "ner", "squad"]
   assert export.task_names() == base.export_names()
 
 
@@ -57,9 +59,9 @@ def test_task_defaults_and_overrides():
 
 
 def test_unknown_names():
-  with pytest.raises(BertTfError, match="^task: 'nope' is not a registered task; known: glue, "):
+  with pytest.raises(BertTfError, match="^task: 'nope' is not a registered task; known: embeddings, glue, "):
     base.get("nope")
-  with pytest.raises(BertTfError, match="^--task: 'nope' is not one of glue, ner, squad$"):
+  with pytest.raises(BertTfError, match="^--task: 'nope' is not one of embeddings, glue, ner, squad$"):
     base.for_export("nope")
   with pytest.raises(ValueError, match="registered twice"):
     base.register("glue")(type("Other", (base.Task,), {}))

@@ -39,6 +39,12 @@ class EmbeddingServer(text_server.TextServer):
     return {"embeddings": sentence_encoder.normalized(pooled)}
 
   @classmethod
+  def serves(cls, inputs):
+    """False: an export of this server always has info(); an export without it that takes
+    "text" is an NER tagger's (ner_server's, which came first)."""
+    return False
+
+  @classmethod
   def predictor_inputs(cls, predictor, texts=None, **others):
     """{text} of p(texts) (or predictor.embed(texts))."""
     text_server.no_other_inputs(predictor, others)
