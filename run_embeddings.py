@@ -17,11 +17,7 @@ from bert_tf.tasks import embeddings  # noqa: E402
 
 
 def define_flags():
-  bert_flags.define_options_flags(embeddings.EmbeddingOptions)
-  bert_flags.define_model_flags()
-  bert_flags.define_finetuning_flags()
-  bert_flags.define_export_flags()
-  bert_flags.define_runtime_flags()
+  bert_flags.define_finetuning_flags(embeddings.EmbeddingTask)
   flags.adopt_module_key_flags(bert_flags)  # --helpshort lists the shared flags too
 
 

@@ -18,16 +18,21 @@ import tf_keras
 from absl import logging
 
 from bert_tf.errors import BertTfError
-from bert_tf.errors import check_at_least
-from bert_tf.errors import check_choice
 from bert_tf.io import fileio
 from bert_tf.io.fileio import atomic_output
 from bert_tf.io import progress
 from bert_tf.model import checkpoints
 from bert_tf.model import heads
 from bert_tf.model import model_files
+from bert_tf.model.model_options import ModelOptions
 from bert_tf.model import modeling
 from bert_tf.model.formats import sentence_transformers
+from bert_tf.options import MODEL
+from bert_tf.options import OUTPUT
+from bert_tf.options import RUNTIME
+from bert_tf.options import TRAINING
+from bert_tf.options import check_fields
+from bert_tf.options import option
 from bert_tf.tasks import sentence_encoder
 from bert_tf.training import runtime as runtime_lib
 
@@ -55,26 +60,36 @@ def read_examples(input_file):
 
 
 @dataclasses.dataclass(frozen=True)
-class ExtractOptions:
+class ExtractOptions(ModelOptions):
   """extract_features.py's own flags (the runtime's come as a RuntimeOptions)."""
-  input_file: str
-  output_file: str
-  bert_config_file: str
-  init_checkpoint: str
-  vocab_file: str
-  do_lower_case: bool = True
-  layers: str = DEFAULT_LAYERS
-  max_seq_length: int = 128
-  batch_size: int = 32
-  use_one_hot_embeddings: bool = False
-  pooling: Optional[str] = None  # None: the model's own (embedding_settings)
-  normalize: Optional[bool] = None  # None: the model's own
-  given: Optional[frozenset] = None  # the flags the user gave (None: all that have a value)
+  input_file: Optional[str] = option(None, "Text to read: one sentence a line, or `sentence A "
+                                     "||| sentence B`.")
+  output_file: Optional[str] = option(
+      None, "Where to write one JSON line of features per input line; with --pooling, of its "
+      "vector, or all vectors as one float32 [lines, hidden_size] array when the name ends in "
+      ".npy.", OUTPUT)
+  layers: str = option(DEFAULT_LAYERS, "Comma-separated encoder layers to write (-1 is the last); "
+                       "with --pooling, the one layer to pool (default the last).", MODEL)
+  pooling: Optional[str] = option(
+      None, "One vector a line, of its tokens' vectors: cls (the [CLS] token's), mean, max or "
+      "mean_sqrt_len (their sum over the square root of their number), as sentence-transformers "
+      "pools; none: every token's, as the original. Default: the model's own (a "
+      "sentence-transformers directory's 1_Pooling), else none.", OUTPUT, choices=POOLINGS)
+  normalize: Optional[bool] = option(
+      None, "With --pooling: unit-length vectors (their dot products are cosines). Default: the "
+      "model's own (a sentence-transformers directory's 2_Normalize), else false.", OUTPUT)
+  max_seq_length: int = option(
+      128, "The maximum total input sequence length after WordPiece tokenization. Sequences "
+      "longer than this will be truncated, and sequences shorter than this will be padded. "
+      "With --pooling of a sentence-transformers model, default: the model's own.")
+  batch_size: int = option(32, "Batch size for predictions.", TRAINING, at_least=1)
+  use_one_hot_embeddings: bool = option(
+      False, "If True, tf.one_hot will be used for embedding lookups, otherwise "
+      "tf.nn.embedding_lookup will be used. On TPUs, this should be True since it is much "
+      "faster.", RUNTIME)
 
   def __post_init__(self):
-    check_at_least(self.batch_size, "batch_size", 1)
-    if self.pooling is not None:
-      check_choice(self.pooling, "pooling", POOLINGS)
+    check_fields(self)
 
 
 def check_outputs(options):
@@ -296,7 +311,7 @@ def run(options, runtime):
                                                        options.given, bert_config)
   examples = read_examples(options.input_file)
   features = convert_examples_to_features(examples, seq_length, tokenizer)
-  strategy = runtime_lib.setup_runtime(runtime, bert_config, seq_length)
+  strategy = runtime_lib.setup_runtime(runtime, bert_config, seq_length, seeded=False)
   with strategy.scope():
     if pooling is None:
       model = FeatureExtractor(bert_config, layer_indexes, options.use_one_hot_embeddings)

@@ -32,13 +32,14 @@ from bert_tf.model.formats.base import Source
 from bert_tf.model.formats import tf_checkpoint
 from bert_tf.model import model_dir
 from bert_tf.model import model_files
+from bert_tf.model.model_options import ModelOptions
+from bert_tf.model.model_options import FORMATS
 from bert_tf.model import modeling
 from bert_tf.model.safetensors_io import read_safetensors, write_safetensors
 
 WORD_EMBEDDINGS = "bert/embeddings/word_embeddings"
 HF_WEIGHTS_NAME = hugging_face.WEIGHTS_NAME
 HF_CONFIG_NAME = hugging_face.CONFIG_NAME
-FORMATS = ("tf1", "tf2", "hf")
 _TF2_VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
@@ -513,7 +514,7 @@ def convert_checkpoint(input_path, output, bert_config_file=None, input_format=N
   """
   output_format = _output_format(output, output_format)
   source = open_checkpoint(input_path, input_format)
-  files = model_files.open_model(model_files.ModelFlags(
+  files = model_files.open_model(ModelOptions(
       init_checkpoint=input_path, bert_config_file=bert_config_file, vocab_file=vocab_file),
       need_vocab=False, checkpoint_flag="--input")
   config, vocab_file = files.config, files.vocab_file

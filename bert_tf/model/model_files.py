@@ -30,17 +30,6 @@ ARCHITECTURE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention
 
 
 @dataclasses.dataclass(frozen=True)
-class ModelFlags:
-  """The model flags, for a caller without an options dataclass of its own (convert_checkpoint,
-  the predictor, a notebook). given: the flags the user gave (None: all that have a value)."""
-  init_checkpoint: Optional[str] = None
-  bert_config_file: Optional[str] = None
-  vocab_file: Optional[str] = None
-  do_lower_case: bool = True
-  given: Optional[frozenset] = None
-
-
-@dataclasses.dataclass(frozen=True)
 class ModelFiles:
   """A model's files as open_model read and checked them. init_checkpoint: the weights as the
   user named them (what bert_tf.model.checkpoints reads), or None; described: what the model's
@@ -71,7 +60,7 @@ def describe(path):
 
 def open_model(options, max_seq_length=None, need_vocab=True, need_config=True,
                checkpoint_flag="--init_checkpoint"):
-  """The ModelFiles of `options`' model flags (a ModelFlags, or an options dataclass with their
+  """The ModelFiles of `options`' model flags (a ModelOptions, or an options dataclass with their
   fields; one without vocab_file, do_lower_case or given has no such flag). Checks
   max_seq_length (if given) against the config; with need_vocab, a vocabulary is required, read
   into the tokenizer and checked against the config's vocab_size. A BertTfError names the flag (checkpoint_flag: the script's name for

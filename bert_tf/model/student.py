@@ -23,6 +23,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.model import checkpoints
 from bert_tf.model import model_dir
 from bert_tf.model import model_files
+from bert_tf.model.model_options import ModelOptions
 from bert_tf.model.config import BertConfig
 
 _LAYER = re.compile(r"^(bert/encoder/layer_)(\d+)(/.+)$")
@@ -76,7 +77,7 @@ def write_student(input_path, output, student_layers=None, teacher_layers=None,
   teacher_layers: "0,2,4". Returns (output, the teacher layers taken)."""
   if (student_layers is None) == (teacher_layers is None):
     raise BertTfError("--student_layers/--teacher_layers: give one of them")
-  files = model_files.open_model(model_files.ModelFlags(
+  files = model_files.open_model(ModelOptions(
       init_checkpoint=input_path, bert_config_file=bert_config_file, vocab_file=vocab_file),
       need_vocab=False, checkpoint_flag="--input")
   config, vocab_file = files.config, files.vocab_file

@@ -53,10 +53,15 @@ def pick(version, backend, batch_size, open_backend, choices=None):
     _log(version, "savedmodel", f"auto, the export holds no {export.TFLITE_FILE} (export with "
                                 f"--tflite to let auto time TensorFlow Lite)")
     return open_backend("savedmodel")
+  damaged = export.tflite_damage(version)
+  if damaged:  # skipped, as TF Serving skips a version that fails to load
+    logging.warning("%s: %s: TensorFlow Lite skipped, the SavedModel served", version, damaged)
+    _log(version, "savedmodel", "auto, the export's TensorFlow Lite model is damaged")
+    return open_backend("savedmodel")
   choices = choices or machine.Choices("backends")
   key = measure_key(version, batch_size)
-  kept = choices.get(key)
-  if isinstance(kept, dict) and kept.get("backend") in MEASURED and kept.get("seconds"):
+  kept = choices.get(key, check=lambda value: _kept(value, batch_size))
+  if kept:
     _log(version, kept["backend"], f"auto, timed before on this machine: "
                                    f"{_describe(kept['seconds'])} (kept in {choices.path})")
     return open_backend(kept["backend"])
@@ -71,6 +76,17 @@ def pick(version, backend, batch_size, open_backend, choices=None):
   _log(version, chosen, f"auto, both loaded and timed in {took:.0f} s: {_describe(seconds)}"
                         f"{f' (kept in {choices.path})' if written else ''}")
   return loaded[chosen]
+
+
+def _kept(value, batch_size):
+  """Whether a cache entry is what pick keeps: the backend chosen and both backends' seconds at
+  batch 1 and batch_size (sizes as JSON keeps them: strings)."""
+  sizes = {str(size) for size in (1, batch_size)}
+  seconds = value["seconds"]
+  return (value["backend"] in MEASURED and set(seconds) == set(MEASURED) and
+          all(set(times) == sizes and all(isinstance(s, (int, float)) and s > 0
+                                          for s in times.values())
+              for times in seconds.values()))
 
 
 def _log(path, backend, reason):

@@ -29,10 +29,14 @@ import tensorflow as tf
 from bert_tf.data import packing_finetune
 from bert_tf.data import records
 from bert_tf.errors import BertTfError
-from bert_tf.errors import check_above_zero
+from bert_tf.io import fileio
 from bert_tf.io.fileio import read_lines
 from bert_tf.io.fileio import write_text_atomically
 from bert_tf.model import model_files
+from bert_tf.options import MODEL
+from bert_tf.options import TRAINING
+from bert_tf.options import check_fields
+from bert_tf.options import option
 from bert_tf.tasks import base
 from bert_tf.tasks import embedding_server
 from bert_tf.tasks import glue
@@ -48,34 +52,40 @@ DEFAULT_POOLING = "mean"  # sentence-transformers' default
 @dataclasses.dataclass(frozen=True)
 class EmbeddingOptions:
   """run_embeddings.py's own flags (--pooling also export_savedmodel.py's, for --task=embeddings),
-  and the rules on their values."""
-  data_dir: Optional[str] = base.flag(None, "The STS-B directory, in GLUE's layout: train.tsv "
-                                      "(unless --train_file), dev.tsv (--do_eval and "
-                                      "--eval_every_n_steps: the Spearman correlation of the "
-                                      "pairs' cosines with their scores) and test.tsv "
-                                      "(--do_predict).")
-  train_file: Optional[str] = base.flag(None, "Training pairs instead of --data_dir's train.tsv: "
-                                        "tab-separated lines `text_a, text_b, score` (scores 0 "
-                                        "to 5, as STS-B's) or `anchor, positive` (for "
-                                        "--loss=mnrl).")
-  loss: str = base.flag("cosent", "cosine: the squared error of the pair's cosine against its "
-                        "score / 5 (sentence-transformers' CosineSimilarityLoss); cosent: the "
-                        "batch's pairs ranked by their scores (CoSENTLoss); mnrl: each anchor's "
-                        "positive against the batch's other positives, in-batch negatives "
-                        "(MultipleNegativesRankingLoss).", enum=sentence_encoder.LOSSES)
-  pooling: Optional[str] = base.flag(
+  and the rules on their values. A bi-encoder has no BiLSTM head; its training defaults are
+  sentence-transformers' STS-B recipe's (batch 16, 4 epochs, learning rate 2e-5)."""
+  LACKS = ("bilstm_head", "bilstm_hidden_size")
+  DEFAULTS = {"train_batch_size": 16, "num_train_epochs": 4.0, "learning_rate": 2e-5}
+
+  data_dir: Optional[str] = option(None, "The STS-B directory, in GLUE's layout: train.tsv "
+                                   "(unless --train_file), dev.tsv (--do_eval and "
+                                   "--eval_every_n_steps: the Spearman correlation of the "
+                                   "pairs' cosines with their scores) and test.tsv "
+                                   "(--do_predict).")
+  train_file: Optional[str] = option(None, "Training pairs instead of --data_dir's train.tsv: "
+                                     "tab-separated lines `text_a, text_b, score` (scores 0 "
+                                     "to 5, as STS-B's) or `anchor, positive` (for "
+                                     "--loss=mnrl).")
+  loss: str = option("cosent", "cosine: the squared error of the pair's cosine against its "
+                     "score / 5 (sentence-transformers' CosineSimilarityLoss); cosent: the "
+                     "batch's pairs ranked by their scores (CoSENTLoss); mnrl: each anchor's "
+                     "positive against the batch's other positives, in-batch negatives "
+                     "(MultipleNegativesRankingLoss).", TRAINING, choices=sentence_encoder.LOSSES)
+  pooling: Optional[str] = option(
       None, "How a text's token vectors make its vector: cls (the [CLS] token's), mean, max or "
       "mean_sqrt_len. Default: the model's own (a sentence-transformers directory's "
-      "1_Pooling), else mean.", enum=sentence_encoder.POOLINGS,
+      "1_Pooling), else mean.", MODEL, choices=sentence_encoder.POOLINGS,
       export="--task=embeddings: the pooling (default: the model's own, as its run recorded it "
              "or a sentence-transformers directory says; else mean).")
-  similarity_scale: float = base.flag(20.0, "--loss=cosent and mnrl: the factor on the cosines "
-                                      "before their softmax (sentence-transformers' scale).")
-  min_positive_score: float = base.flag(4.0, "--loss=mnrl on --data_dir's train.tsv: the pairs "
-                                        "scored at least this are the positive pairs.")
+  similarity_scale: float = option(20.0, "--loss=cosent and mnrl: the factor on the cosines "
+                                   "before their softmax (sentence-transformers' scale).",
+                                   TRAINING, above_zero=True)
+  min_positive_score: float = option(4.0, "--loss=mnrl on --data_dir's train.tsv: the pairs "
+                                     "scored at least this are the positive pairs.")
 
   def __post_init__(self):
-    check_above_zero(self.similarity_scale, "similarity_scale")
+    check_fields(self)
+    fileio.check_data_directory(self.data_dir)
     if not 0 <= self.min_positive_score <= MAX_SCORE:
       raise BertTfError(f"--min_positive_score: expected a score from 0 to {MAX_SCORE:g}, got "
                         f"{self.min_positive_score}")
@@ -90,7 +100,7 @@ def own_pooling(init_checkpoint):
     return None, None
   directory = (init_checkpoint if tf.io.gfile.isdir(init_checkpoint)
                else os.path.dirname(init_checkpoint))
-  recorded = run_dir.recorded_task_config(directory or ".")
+  recorded = run_dir.RunDir(directory or ".").task_config
   if recorded and recorded.get("pooling") in sentence_encoder.POOLINGS:
     return recorded["pooling"], None
   described = model_files.describe(init_checkpoint)
