@@ -29,6 +29,7 @@ sentence-transformers directory) and STS-B (../shared/data/glue/STS-B).
 
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_embeddings.py
   .venv/bin/python bench/bench_embeddings.py --quick   # smoke test: 200 pairs, no append
+  ... --train_pairs=1000 --zeroshot_rounds=3 --batch1_rounds=20 --rounds=6   # a short run
 
 prints Markdown tables and appends them to benchmarks/<date>.md (--noappend: only prints).
 """
@@ -59,6 +60,8 @@ flags.DEFINE_integer("zeroshot_rounds", 3, "Zero-shot: rounds of both sides, tak
 flags.DEFINE_list("seeds", ["1", "2", "3"], "Fine-tuning: a run of each side per seed.",
                   flag_values=FLAGS)
 flags.DEFINE_integer("epochs", 1, "Fine-tuning epochs.", flag_values=FLAGS)
+flags.DEFINE_integer("train_pairs", None, "Fine-tuning: the first this many pairs of STS-B "
+                     "train.tsv (default: all) for both sides, a short run.", flag_values=FLAGS)
 flags.DEFINE_enum("loss", "cosine", ["cosine", "cosent"], "Fine-tuning loss.", flag_values=FLAGS)
 flags.DEFINE_list("batch_sizes", ["1", "32"], "Latency: batch sizes.", flag_values=FLAGS)
 flags.DEFINE_integer("rounds", 10, "Latency: rounds at batch 32.", flag_values=FLAGS)
@@ -103,16 +106,20 @@ def sentences_of(rows):
 
 
 def prepared_data(quick):
-  """The STS-B directory the runs read: the shared one, or (--quick) its slices."""
-  if not quick:
+  """The STS-B directory the runs read: the shared one, or its slices (--quick; --train_pairs:
+  the first pairs of train.tsv, dev.tsv whole)."""
+  if not quick and not FLAGS.train_pairs:
     return STSB
-  directory = os.path.join(FLAGS.work_dir, "stsb_quick")
+  directory = os.path.join(FLAGS.work_dir, "stsb_quick" if quick else
+                           f"stsb_train{FLAGS.train_pairs}")
   os.makedirs(directory, exist_ok=True)
-  for split, count in (("train", 64), ("dev", 200), ("test", 8)):
+  counts = (("train", 64), ("dev", 200), ("test", 8)) if quick else (
+      ("train", FLAGS.train_pairs), ("dev", None), ("test", 8))
+  for split, count in counts:
     with open(os.path.join(STSB, f"{split}.tsv"), encoding="utf-8") as f:
-      lines = f.readlines()[:count + 1]
+      lines = f.readlines()
     with open(os.path.join(directory, f"{split}.tsv"), "w", encoding="utf-8") as f:
-      f.writelines(lines)
+      f.writelines(lines if count is None else lines[:count + 1])
   return directory
 
 
