@@ -271,6 +271,55 @@ def test_bad_flags_are_one_line(runs, tmp_path):
 # ---------------------------------------------------------------------------- MiniLM
 
 
+def _st_directory(root, modules, pooling):
+  """A sentence-transformers directory of MiniLM's files (linked) with these modules.json
+  entries [(type, path)] and 1_Pooling/config.json."""
+  source = minilm()
+  root.mkdir()
+  for name in ("model.safetensors", "config.json", "vocab.txt", "tokenizer_config.json",
+               "sentence_bert_config.json"):
+    os.symlink(os.path.join(source, name), root / name)
+  (root / "modules.json").write_text(json.dumps([
+      {"idx": i, "name": str(i), "path": path, "type": f"sentence_transformers.models.{kind}"}
+      for i, (kind, path) in enumerate(modules)]))
+  (root / "1_Pooling").mkdir()
+  (root / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+  return str(root)
+
+
+STACK = [("Transformer", ""), ("Pooling", "1_Pooling"), ("Normalize", "2_Normalize")]
+
+
+@pytest.mark.parametrize("modules, pooling, expected", [
+    (STACK, {"pooling_mode_mean_tokens": True}, ("mean", True, None)),
+    (STACK[:2], {"pooling_mode": "cls"}, ("cls", False, None)),
+    (STACK, {"pooling_mode_weightedmean_tokens": True},
+     (None, True, "1_Pooling/config.json asks for weightedmean pooling")),
+    (STACK, {"pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": True},
+     (None, True, "concatenates 2 poolings (mean, max)")),
+    (STACK[:2] + [("Dense", "2_Dense")], {"pooling_mode_max_tokens": True},
+     ("max", False, "modules.json has a Dense module after the pooling")),
+])
+def test_a_sentence_transformers_directory_is_a_registered_format(tmp_path, modules, pooling,
+                                                                  expected):
+  from bert_tf.model import model_files  # pylint: disable=g-import-not-at-top
+  described = model_files.describe(_st_directory(tmp_path / "st", modules, pooling))
+  assert described.format == "hf" and described.config.hidden_size == 384
+  extras = described.extras
+  assert (extras["pooling"], extras["normalize"]) == expected[:2]
+  assert extras["max_seq_length"] == 256  # sentence_bert_config.json's
+  if expected[2] is None:
+    assert extras["unsupported"] is None
+  else:
+    assert expected[2] in extras["unsupported"]
+  if extras["unsupported"]:
+    with pytest.raises(BertTfError, match="^--pooling: .*which bert_tf does not compute"):
+      embeddings.resolve_pooling(None, str(tmp_path / "st"))
+  else:
+    assert embeddings.resolve_pooling(None, str(tmp_path / "st")) == expected[0]
+
+
+
 def test_minilm_vectors_equal_sentence_transformers_encode(tmp_path):
   """Read from the package's directory (its pooling, normalisation and length its own) and as
   the README converts it (--pooling=mean --normalize --max_seq_length=256 given)."""
