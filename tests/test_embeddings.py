@@ -174,7 +174,8 @@ def stsb(data_dir, rng, counts):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
   """A packed run of 4 steps (16 pairs, 4 a row, 2 rows a step, 2 epochs) evaluated and saved
-  every 2 steps, its best weights exported with --tflite; then its copy without the step-4
+  every 2 steps, its best weights exported (a SavedModel: TF Lite's export of the same server is
+  tests/test_readme.py's and the serving tests'); then its copy without the step-4
   checkpoint (as a kill after step 2's save leaves it) resumed, training only."""
   import random  # pylint: disable=g-import-not-at-top
   root = tmp_path_factory.mktemp("run_embeddings")
@@ -188,7 +189,7 @@ def runs(tmp_path_factory):
             "--seed=7"]
   first = run_script("run_embeddings.py", *common, f"--output_dir={output_dir}",
                      "--eval_every_n_steps=2", "--keep_best_metric=spearman", "--do_predict",
-                     f"--export_dir={root / 'export'}", "--tflite")
+                     f"--export_dir={root / 'export'}")
   assert first.returncode == 0, first.stderr[-3000:]
   shutil.copytree(output_dir, resumed)
   for path in tf.io.gfile.glob(os.path.join(resumed, "model.ckpt-4.*")):
@@ -236,12 +237,11 @@ def test_the_exports_vectors_equal_the_in_memory_models(runs):
   model(inputs)
   checkpoints.init_from_checkpoint(model, best)
   in_memory = model(inputs)["embeddings"].numpy()
-  for backend in ("savedmodel", "tflite"):
-    served = predictor.load(runs["export"], backend=backend)
-    vectors = served.embed(TEXTS)
-    assert served.task == "embeddings" and vectors.dtype == np.float32
-    np.testing.assert_allclose(vectors, in_memory, atol=1e-5, err_msg=backend)
-    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
+  served = predictor.load(runs["export"], backend="savedmodel")
+  vectors = served.embed(TEXTS)
+  assert served.task == "embeddings" and vectors.dtype == np.float32
+  np.testing.assert_allclose(vectors, in_memory, atol=1e-5)
+  np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
   assert served.embed("story").shape == (1, config.hidden_size)
   with pytest.raises(BertTfError, match="texts"):
     served.embed([3])
