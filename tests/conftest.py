@@ -36,6 +36,7 @@ SLOWEST_FIRST = [
     "test_keep_best.py", "test_packing.py", "test_packed_ner_swag_scripts.py",
     "test_device_check.py", "test_faults_runs.py", "test_dynamic_masking.py",
     "test_packed_finetuning_scripts.py", "test_faults_resume.py", "test_new_task.py",
+    "test_original_modules.py", "test_faults_preempt.py", "test_faults_files.py",
 ]
 
 
@@ -57,7 +58,7 @@ def conll_data(tmp_path_factory):
 
 @pytest.fixture(autouse=True, scope="session")
 def _cache_of_the_session(tmp_path_factory):
-  """The choices bert_tf measures and keeps (bert_tf.io.machine.Choices: the predictor's backend)
+  """The choices bert_tf measures and keeps (bert_tf.training.machine.Choices: the predictor's backend)
   go to a directory of the session's own, never the user's cache (scripts the tests start
   inherit it)."""
   os.environ["BERT_TF_CACHE_DIR"] = str(tmp_path_factory.mktemp("bert_tf_cache"))

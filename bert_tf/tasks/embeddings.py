@@ -1,6 +1,6 @@
 """Sentence embeddings for run_embeddings.py: a bi-encoder (sentence_encoder.SentenceEncoder: both
 texts of a pair through the one encoder, each pooled to a vector) fine-tuned as
-sentence-transformers' recipes train one, and EmbeddingTask, the task bert_tf.jobs.finetuning
+sentence-transformers' recipes train one, and EmbeddingTask, the task bert_tf.drivers.finetuning
 runs: its flags, records, loss, metric and files; its server: embedding_server.EmbeddingServer.
 
 Data: an STS-B directory in GLUE's layout (--data_dir: train.tsv, dev.tsv, test.tsv; scores 0 to
@@ -204,7 +204,7 @@ def write_pair_records(pairs, max_seq_length, tokenizer, path):
 
 @base.register("embeddings")
 class EmbeddingTask(base.Task):
-  """run_embeddings.py's task for bert_tf.jobs.finetuning (see the module docstring); served by
+  """run_embeddings.py's task for bert_tf.drivers.finetuning (see the module docstring); served by
   embedding_server.EmbeddingServer (texts -> unit-length vectors)."""
 
   script = "run_embeddings.py"
