@@ -35,7 +35,6 @@ from bert_tf.model import checkpoints
 from bert_tf.model.formats import tf_checkpoint
 from bert_tf.model import model_files
 from bert_tf.model.formats import sentence_transformers
-from bert_tf.model.formats import tf_checkpoint
 from bert_tf.serving import tflite as tflite_lib
 from bert_tf.tasks import base
 from bert_tf.text import fast_tokenization
