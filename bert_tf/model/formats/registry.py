@@ -2,9 +2,10 @@
 can hold a sentence-transformers model's files beside a Hugging Face model's, and a TF Hub
 SavedModel's variables are a TF checkpoint)."""
 from bert_tf.model.formats import hugging_face
+from bert_tf.model.formats import sentence_transformers
 from bert_tf.model.formats import tf_checkpoint
 
-FORMATS = (hugging_face, tf_checkpoint)
+FORMATS = (sentence_transformers, hugging_face, tf_checkpoint)
 
 
 def describe(path):
