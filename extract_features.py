@@ -1,7 +1,9 @@
 """Extract pre-computed feature vectors from BERT (the original's extract_features.py).
 
 Reads one sentence a line (or `sentence A ||| sentence B`) and writes one JSON line per input line:
-{"linex_index": i, "features": [{"token": ..., "layers": [{"index": -1, "values": [...]}, ...]}]}.
+{"linex_index": i, "features": [{"token": ..., "layers": [{"index": -1, "values": [...]}, ...]}]};
+with --pooling, one vector a line: {"linex_index": i, "embedding": [...]}, or a float32 .npy array
+when --output_file ends in .npy.
 """
 import os
 

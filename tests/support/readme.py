@@ -19,7 +19,8 @@ DOCS = os.path.join(REPO, "docs")
 PAGES = ("README.md", "docs/data.md", "docs/checkpoints.md", "docs/pretraining-data.md",
          "docs/pretraining.md", "docs/vocabularies.md", "docs/multilingual.md",
          "docs/fine-tuning.md", "docs/classification.md", "docs/distillation.md", "docs/swag.md",
-         "docs/squad.md", "docs/ner.md", "docs/feature-extraction.md", "docs/serving.md",
+         "docs/squad.md", "docs/ner.md", "docs/feature-extraction.md", "docs/embeddings.md",
+         "docs/serving.md",
          "docs/python-api.md", "docs/ablations.md", "docs/distributed.md", "docs/tpu-vm.md",
          "docs/runs.md", "docs/troubleshooting.md", "docs/faq.md", "docs/compatibility.md",
          "docs/adding-a-task.md", "docs/flags.md")

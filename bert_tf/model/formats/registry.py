@@ -4,10 +4,11 @@ has a config.json as a Hugging Face model does, and a TF Hub SavedModel's variab
 checkpoint)."""
 from bert_tf.model.formats import hugging_face
 from bert_tf.model.formats import keras_hub
+from bert_tf.model.formats import sentence_transformers
 from bert_tf.model.formats import tf_checkpoint
 from bert_tf.model.formats import tfhub
 
-FORMATS = (hugging_face, keras_hub, tfhub, tf_checkpoint)
+FORMATS = (sentence_transformers, hugging_face, keras_hub, tfhub, tf_checkpoint)
 
 
 def describe(path):
