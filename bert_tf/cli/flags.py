@@ -216,7 +216,8 @@ _GROUPS = {
                  "teacher_dir distill_temperature distill_alpha teacher_batch_size"),
     "output": ("output_dir output_file overwrite output output_format export_dir "
                "export_tf1_checkpoint save_checkpoints_steps keep_checkpoint_max log_steps "
-               "progress_seconds"),
+               "progress_seconds tflite quantize max_quantization_loss quantization_check_file "
+               "calibration_examples calibration_seed"),
     "runtime": ("distribution_strategy num_gpus dtype use_xla deterministic iterations_per_loop "
                 "num_workers beam_runner beam_pipeline_options use_one_hot_embeddings"),
     "TPU": "use_tpu tpu_name tpu_zone gcp_project master num_tpu_cores",
@@ -421,8 +422,31 @@ def define_export_flags(with_dtype=False):
           "its outputs) as TensorFlow Lite, <version>/assets.extra/model.tflite, float32 only; "
           "bert_tf.serving.predictor.load(export_dir, backend='tflite') serves the task through "
           "it, faster than the SavedModel on CPUs (BENCHMARKS.md).")
+  define_quantization_flags()
   if with_dtype:
     define_dtype_flag()
+
+
+def define_quantization_flags():
+  """The export's reduced precision (--quantize; --dtype=bfloat16 is the SavedModel's) and the
+  accuracy check every reduced-precision export passes (bert_tf.serving.reduced)."""
+  _define_enum("quantize", "none", list(finetune_options_lib.QUANTIZE), "With --tflite: also "
+               "write an int8 TensorFlow Lite model, <version>/assets.extra/model_int8.tflite: "
+               "dynamic (int8 weights, each matmul's input quantized on the fly) or int8 "
+               "(calibrated on --calibration_examples training examples: int8 weights and matmul "
+               "inputs, every other op in float32); with int8 and nncf installed, OpenVINO's int8 "
+               "model too. Checked against float32 first (--max_quantization_loss).")
+  _define("float", "max_quantization_loss", 0.5, "With --quantize or --dtype=bfloat16: the most a "
+          "reduced-precision model may lose against float32, in points of the task's keep-best "
+          "metric on its dev rows (or --quantization_check_file); beyond it the export is "
+          "refused, in float32 only. Every figure goes into "
+          "<version>/assets.extra/quantization.json.")
+  _define("string", "quantization_check_file", None, "The held-out examples the reduced-precision "
+          "check scores, in the format of the task's dev file (default: that file).")
+  _define("integer", "calibration_examples", 200, "With --quantize=int8: how many training "
+          "examples calibrate the int8 ranges.")
+  _define("integer", "calibration_seed", 12345, "With --quantize=int8: the seed that draws the "
+          "calibration examples.")
 
 
 def define_options_flags(options_class, export=False, flag_values=FLAGS):

@@ -22,6 +22,8 @@ from typing import Any, Optional
 from bert_tf.errors import BertTfError
 from bert_tf.errors import check_above_zero
 from bert_tf.errors import check_at_least
+from bert_tf.errors import check_choice
+from bert_tf.errors import check_not_negative
 from bert_tf.errors import check_fraction
 from bert_tf.io import fileio
 
@@ -48,6 +50,12 @@ class FinetuneOptions:
   export_tf1_checkpoint: bool = False
   export_dir: Optional[str] = None
   tflite: bool = False  # --tflite: the model as TensorFlow Lite beside the export
+  # Reduced precision in the export and its accuracy check (check_quantization's rules).
+  quantize: str = "none"
+  max_quantization_loss: float = 0.5
+  quantization_check_file: Optional[str] = None
+  calibration_examples: int = 200
+  calibration_seed: int = 12345
   # The head: --left_to_right, --bilstm_head (None: the script has no such flag).
   left_to_right: bool = False
   bilstm_head: Optional[bool] = None
@@ -73,6 +81,7 @@ class FinetuneOptions:
       raise BertTfError("--bilstm_hidden_size: only with --bilstm_head")
     if self.tflite and not self.export_dir:
       raise BertTfError("--tflite: only with --export_dir (it writes beside the export)")
+    check_quantization(self)
     if self.export_dir:
       fileio.check_output_directory(self.export_dir, "--export_dir")
     self._check_packing()
@@ -153,4 +162,24 @@ class ExportOptions:
   max_seq_length: int = 128
   dtype: str = "float32"
   tflite: bool = False
+  quantize: str = "none"
+  max_quantization_loss: float = 0.5
+  quantization_check_file: Optional[str] = None
+  calibration_examples: int = 200
+  calibration_seed: int = 12345
   task: Any = None
+
+  def __post_init__(self):
+    check_quantization(self)
+
+
+QUANTIZE = ("none", "dynamic", "int8")  # --quantize (bert_tf.serving.tflite.QUANTIZE)
+
+
+def check_quantization(options):
+  """The rules of the export's reduced-precision options (FinetuneOptions', ExportOptions')."""
+  check_choice(options.quantize, "quantize", QUANTIZE)
+  if options.quantize != "none" and not options.tflite:
+    raise BertTfError("--quantize: only with --tflite (it quantizes the TensorFlow Lite model)")
+  check_not_negative(options.max_quantization_loss, "max_quantization_loss")
+  check_at_least(options.calibration_examples, "calibration_examples", 1)

@@ -371,9 +371,14 @@ def features_to_arrays(features):
 class SquadOptions:
   """run_squad.py's own flags (those of the server also export_savedmodel.py's, for
   --task=squad), and the rules on their values."""
-  train_file: Optional[str] = base.flag(None, "SQuAD json for training. E.g., train-v1.1.json")
+  train_file: Optional[str] = base.flag(None, "SQuAD json for training. E.g., train-v1.1.json",
+                                        export="--task=squad with --quantize=int8: the SQuAD "
+                                        "json whose questions calibrate int8.")
   predict_file: Optional[str] = base.flag(None, "SQuAD json for predictions. E.g., dev-v1.1.json "
-                                          "or test-v1.1.json")
+                                          "or test-v1.1.json", export="--task=squad with "
+                                          "--quantize or --dtype=bfloat16: the SQuAD json (with "
+                                          "answers) that checks the reduced-precision model "
+                                          "against float32.")
   doc_stride: int = base.flag(128, "When splitting up a long document into chunks, how much "
                               "stride to take between chunks.", export=True)
   max_query_length: int = base.flag(64, "The maximum number of tokens for the question. Questions "
