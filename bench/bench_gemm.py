@@ -125,8 +125,10 @@ def _products_converter(model, rows):
       qkv = tf.matmul(x, w[i])  # [T, 3H]
       x = tf.matmul(tf.matmul(tf.matmul(qkv[:, :hidden], w[i + 1]), w[i + 2]), w[i + 3])
     return {"y": x}  # [T, H]
+  holder = tf.Module()
+  holder.forward = forward
   return tf.lite.TFLiteConverter.from_concrete_functions([forward.get_concrete_function()],
-                                                         forward)
+                                                         holder)
 
 
 def _calibration(model, rows, count=4):

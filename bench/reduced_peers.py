@@ -1,9 +1,10 @@
 """The reduced-precision peers of bench_cpu_inference.py (bfloat16 and int8), each a worker there:
 our encoder (sequence + pooled output) in each path bert_tf serves, and the peers' own.
 
-  ours_bf16        our encoder built under the plain bfloat16 policy, oneDNN on: what a
-                   --dtype=bfloat16 export's SavedModel computes (matmul weights stored in
-                   bfloat16, LayerNorm, softmax and embeddings in float32)
+  ours_bf16        our encoder built under the plain bfloat16 policy, oneDNN on, fused QKV as
+                   ours: what a --dtype=bfloat16 export's SavedModel computes (matmul weights
+                   stored in bfloat16, LayerNorm, softmax and embeddings in float32);
+                   ours_bf16_sep with the three QKV matmuls (a config's default)
   ours_bf16_mixed  the same under mixed_bfloat16 (float32 weights cast at every call: training's)
   ours_amp         the float32 encoder with grappler's auto_mixed_precision_onednn_bfloat16
                    rewrite (TensorFlow's own bfloat16 conversion of a float32 graph)
@@ -29,12 +30,13 @@ from bench_env import REPO  # noqa: F401  (bench_env first: the environment)
 CALIBRATION = 16  # rows [1, seq] of random ids each int8 model is calibrated on
 
 
-def _encoder(model_dir, policy="float32"):
+def _encoder(model_dir, policy="float32", attention=None):
   import tf_keras  # pylint: disable=g-import-not-at-top
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
   from bert_tf.model.config import BertConfig  # pylint: disable=g-import-not-at-top
   from bert_tf.model import modeling  # pylint: disable=g-import-not-at-top
   config = BertConfig.from_json_file(os.path.join(model_dir, "bert_config.json"))
+  config.attention_implementation = attention or config.attention_implementation
   previous = tf_keras.mixed_precision.global_policy()
   tf_keras.mixed_precision.set_global_policy(policy)
   try:
@@ -51,12 +53,13 @@ def calibration_rows(bench, model_dir, seq_length):
            zip(("input_ids", "input_mask", "segment_ids"), ids)} for i in range(CALIBRATION)]
 
 
-def ours_bf16_worker(bench, model_dir, batch_size, policy):
-  """Our encoder under a bfloat16 policy (or float32 with grappler's rewrite: policy "amp")."""
+def ours_bf16_worker(bench, model_dir, batch_size, policy, attention="fused_qkv"):
+  """Our encoder under a bfloat16 policy (or float32 with grappler's rewrite: policy "amp"), its
+  attention as ours' (fused_qkv) unless told."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   if policy == "amp":
     tf.config.optimizer.set_experimental_options({"auto_mixed_precision_onednn_bfloat16": True})
-  model = _encoder(model_dir, "float32" if policy == "amp" else policy)
+  model = _encoder(model_dir, "float32" if policy == "amp" else policy, attention)
   ids, mask, segments = bench.ids_batch(model_dir, batch_size, bench.FLAGS.seq_length)
   features = {"input_ids": tf.constant(ids, tf.int32), "input_mask": tf.constant(mask, tf.int32),
               "segment_ids": tf.constant(segments, tf.int32)}
@@ -117,8 +120,12 @@ def ov_worker(bench, model_dir, batch_size, precision, int8_hint=None):
 def ort_int8_worker(bench, model_dir, batch_size):
   path = os.path.join(model_dir, "model_opt_int8.onnx")
   if not os.path.exists(path):
+    import onnx  # pylint: disable=g-import-not-at-top
     from onnxruntime.quantization import quantize_dynamic  # pylint: disable=g-import-not-at-top
-    quantize_dynamic(os.path.join(model_dir, "model_opt.onnx"), path + ".tmp.onnx")
+    # The optimized graph's fused ops (Attention, SkipLayerNormalization: com.microsoft) have no
+    # shape inference: their outputs' type is float32.
+    quantize_dynamic(os.path.join(model_dir, "model_opt.onnx"), path + ".tmp.onnx",
+                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
     os.replace(path + ".tmp.onnx", path)
   return bench.ort_worker(model_dir, batch_size, "model_opt_int8.onnx")
 
@@ -197,6 +204,7 @@ def builders(bench):
   """{peer: (model_dir, batch_size) -> the callable running one batch}."""
   workers = {
       "ours_bf16": lambda d, b: ours_bf16_worker(bench, d, b, "bfloat16"),
+      "ours_bf16_sep": lambda d, b: ours_bf16_worker(bench, d, b, "bfloat16", "separate_qkv"),
       "ours_bf16_mixed": lambda d, b: ours_bf16_worker(bench, d, b, "mixed_bfloat16"),
       "ours_amp": lambda d, b: ours_bf16_worker(bench, d, b, "amp"),
       "tflite_dynamic": lambda d, b: tflite_worker(bench, d, b, "dynamic"),

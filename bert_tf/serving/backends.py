@@ -203,7 +203,7 @@ def probe_inputs(loaded, count):
   vocabulary (a token each): the longest inputs the export takes whole, as the predictor's
   _run takes them ({input name: [str]}). loaded: {backend: Predictor}, one of them of a server
   built in memory (TensorFlow Lite's or OpenVINO's: its tokenizer and length)."""
-  server = next(p.module for p in loaded.values() if hasattr(p.module, "tokenizer"))
+  server = next(p.module for p in loaded.values() if p.backend != "savedmodel")
   length = server.max_seq_length
   words = [w for w in server.tokenizer.vocab if w.isascii() and w.isalpha()] or ["a"]
   names = sorted(spec.name for spec in server.serve.input_signature)
