@@ -570,7 +570,8 @@ def controller():
       if FLAGS.peers:
         lines += time_group(model, batch_size, FLAGS.peers, rounds)
       entry = [p for e in FLAGS.entry_points
-               for p in ((e,) if e.endswith(("_tflite", "_auto")) else (e, e + "_nodnn"))]
+               for p in ((e,) if e.endswith(("_tflite", "_auto", *reduced_peers.PREDICTOR_PEERS))
+                         else (e, e + "_nodnn"))]
       if entry and str(batch_size) in FLAGS.entry_batch_sizes:
         lines += time_group(model, batch_size, entry + ["ours"], rounds)
   if FLAGS.profile and not quick:

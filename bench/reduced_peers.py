@@ -36,7 +36,8 @@ def _encoder(model_dir, policy="float32", attention=None):
   from bert_tf.model.config import BertConfig  # pylint: disable=g-import-not-at-top
   from bert_tf.model import modeling  # pylint: disable=g-import-not-at-top
   config = BertConfig.from_json_file(os.path.join(model_dir, "bert_config.json"))
-  config.attention_implementation = attention or config.attention_implementation
+  if attention:
+    config.attention_implementation = attention
   previous = tf_keras.mixed_precision.global_policy()
   tf_keras.mixed_precision.set_global_policy(policy)
   try:
@@ -77,10 +78,16 @@ def encoder_file(bench, model_dir, quantize):
                    if quantize == "int8" else None)
     blob = tflite.convert(_encoder(model_dir), ["sequence_output", "pooled_output"], quantize,
                           calibration=calibration)
-    with open(path + ".tmp", "wb") as f:
-      f.write(blob)
-    os.replace(path + ".tmp", path)
+    _write(path, blob)
   return path
+
+
+def _write(path, data):
+  """path's bytes written whole (a name of this process's first: workers start together)."""
+  tmp = f"{path}.{os.getpid()}.tmp"
+  with open(tmp, "wb") as f:
+    f.write(data)
+  os.replace(tmp, path)
 
 
 def encoder_ir(bench, model_dir):
@@ -91,10 +98,8 @@ def encoder_ir(bench, model_dir):
     files = openvino_runner.quantize_int8(encoder_file(bench, model_dir, "none"),
                                           calibration_rows(bench, model_dir,
                                                            bench.FLAGS.seq_length))
-    for name, data in files.items():
-      with open(os.path.join(model_dir, "encoder_ov_int8" + os.path.splitext(name)[1]),
-                "wb") as f:
-        f.write(data)
+    _write(path[:-len(".xml")] + ".bin", files["model.bin"])
+    _write(path, files["model.xml"])  # last: its presence says both are whole
   return path
 
 
@@ -181,6 +186,10 @@ def prepare_exports(bench, model_dir):
     for name, data in openvino_runner.quantize_int8(tflite_path, rows).items():
       files[export.OPENVINO_INT8_FILES[name]] = data
   export.save(server, os.path.join(model_dir, "export_int8"), files)
+  for quantize in tflite.QUANTIZE:  # the encoder's files, before the workers that read them start
+    encoder_file(bench, model_dir, quantize)
+  if openvino_runner.nncf_available():
+    encoder_ir(bench, model_dir)
 
 
 # peer -> (export, backend, dtype)

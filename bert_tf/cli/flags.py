@@ -419,7 +419,8 @@ def define_export_flags(with_dtype=False):
           "directory under it (TF Serving's layout, the newest served); nothing already there is "
           "replaced.")
   _define("bool", "tflite", False, "With --export_dir: also write the model (from token ids to "
-          "its outputs) as TensorFlow Lite, <version>/assets.extra/model.tflite, float32 only; "
+          "its outputs) as TensorFlow Lite, <version>/assets.extra/model.tflite, float32 "
+          "(--quantize adds an int8 one); "
           "bert_tf.serving.predictor.load(export_dir, backend='tflite') serves the task through "
           "it, faster than the SavedModel on CPUs (BENCHMARKS.md).")
   define_quantization_flags()

@@ -47,6 +47,10 @@ def write(task, options, config, checkpoint, server_options):
   FinetuneOptions; checkpoint: the weights to export."""
   dtype = precision.resolve(options.dtype, warn=False, config=config,
                             seq_length=options.max_seq_length)
+  if dtype == "float32" and options.quantize == "none":  # --dtype=auto's float32: nothing to check
+    return export.export(task, config, options.vocab_file, options.do_lower_case, checkpoint,
+                         options.export_dir, options.max_seq_length, tflite=options.tflite,
+                         **server_options)
   check = guard.check_set(task, options.task, options.quantization_check_file)
   build = lambda d: export.build_server(  # noqa: E731
       task, config, options.vocab_file, options.do_lower_case, checkpoint,
