@@ -114,7 +114,7 @@ def rows_of(name, doc, quantize):
   if quantize == "int8":
     rows.append(f"| {name} | float32 | {metric} {scale * doc['float32'][metric]:.2f} | | | |")
   for key, record in doc["paths"].items():
-    if key == "savedmodel/bfloat16" and quantize != "int8":
+    if quantize != "int8" and key != "tflite/int8":  # the other paths: the int8 export's rows
       continue
     label = key + (f" ({quantize})" if key == "tflite/int8" else "")
     first = ", ".join(str(i) for i in record["differing_rows"][:8])
