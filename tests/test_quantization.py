@@ -253,6 +253,18 @@ def test_quantize_misuse_is_one_line(made):
     assert done.returncode == 1, (args, done.stderr[-2000:])
     assert done.stderr.strip().splitlines()[-1].startswith(line), done.stderr[-2000:]
   assert not os.path.exists(made.tmp / "bad")
+  # A run script checks the rows its export will need before it trains.
+  no_dev = made.tmp / "no_dev"
+  no_dev.mkdir()
+  (no_dev / "train.tsv").write_text((made.tmp / "data" / "train.tsv").read_text())
+  done = run_script("run_classifier.py", "--task_name=SST-2", f"--data_dir={no_dev}",
+                    *[flag for flag in made.flags if flag.startswith(("--bert", "--vocab", "--init"))],
+                    f"--output_dir={made.tmp / 'run'}", "--do_train", "--max_seq_length=16",
+                    f"--export_dir={made.tmp / 'run_export'}", "--tflite", "--quantize=int8")
+  assert done.returncode == 1, done.stderr[-2000:]
+  assert done.stderr.strip().splitlines()[-1] == (
+      f"error: --data_dir: {no_dev / 'dev.tsv'}: file not found"), done.stderr[-2000:]
+  assert not os.path.exists(made.tmp / "run")
 
 
 def test_calibration_rows_are_the_servers_inputs_drawn_with_the_seed(made):
