@@ -4,7 +4,7 @@ float32 on held-out examples of the task, and refused when it loses more than it
 A path is a backend serving a precision ("tflite/int8", "openvino/bfloat16", "savedmodel/bfloat16",
 ...: path_key). Its check runs both servers, float32 and the path's, the very servers a predictor
 calls (tokenization, windows and post-processing in them), on the task's check rows: its dev rows
-(GLUE dev.tsv, CoNLL-2003 dev.txt, SQuAD's --predict_file) or a --quantization_check_file of the
+(GLUE's dev.tsv, CoNLL-2003's valid.txt, SQuAD's --predict_file) or a --quantization_check_file of the
 same format. It scores both with the task's metrics, the run scripts' own (GLUE's eval_metrics,
 conlleval's entity F1, SQuAD's official script), and counts the rows whose results differ: a
 label, an answer (or its no-answer decision), a sentence's tags. The loss is in points of the
@@ -14,12 +14,14 @@ x100 where the metric is a fraction; a path losing more than max_loss (MAX_LOSS 
 refused in one line naming both figures (refusal).
 
   check = guard.check_set(task_class, task_options, check_file=None)
-  calibration = guard.calibration_inputs(task_class, task_options, count, seed)
-  record = guard.score(check, float32_predictor, predictor, max_loss)
+  base = guard.reference(check, float32_predictor)       # its results and scores
+  record = guard.score(check, base, predictor(**check.inputs), max_loss)
+  doc = guard.document(check, base["scores"], {path_key: record, ...}, max_loss)
+  source, inputs = guard.calibration_inputs(task_class, task_options, count, seed)
+  rows = guard.model_inputs(float32_predictor, inputs)   # int8's calibration rows
 
-The export keeps every record in QUANTIZATION_FILE (read with read_records); the predictor reads
-it at load (accepted). calibration_inputs are training examples, sampled with a seed, for
-int8's calibration.
+The export keeps the document in QUANTIZATION_FILE (read_records); the predictor reads it at load
+(accepted). calibration_inputs are training examples, drawn with a seed.
 """
 import dataclasses
 import json
@@ -43,8 +45,6 @@ from bert_tf.tasks import squad_metrics
 MAX_LOSS = 0.5  # points of the keep-best metric a reduced-precision path may lose by default
 QUANTIZATION_FILE = os.path.join("assets.extra", "quantization.json")
 DIFFERING_ROWS = 20  # how many of the rows whose results differ a record names (from 0)
-# The precisions below float32 that a path may serve, and what each names in a message.
-REDUCED = {"bfloat16": "bfloat16", "float16": "float16", "int8": "int8"}
 BACKEND_NAMES = {"savedmodel": "SavedModel", "tflite": "TensorFlow Lite",
                  "openvino": "OpenVINO"}
 
