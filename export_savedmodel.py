@@ -25,14 +25,11 @@ from bert_tf.tasks import base  # noqa: E402
 def define_flags():
   tasks = [base.get(name) for name in base.export_names()]
   older = ", ".join(f"{alias} for {task.name}" for task in tasks for alias in task.aliases)
+  # Its values are the registered tasks', which no field can name before they are found.
   flags.DEFINE_enum("task", None, base.export_names(aliases=True), "Which fine-tuned model to "
                     "export: the task of the run script that trained it"
                     f"{f' (older names: {older})' if older else ''}.")
-  bert_flags.define_model_flags()
-  bert_flags.define_max_seq_length_flag(128, "Longer inputs are truncated as in training.")
-  bert_flags.define_export_flags(with_dtype=True)
-  for task in tasks:  # each task's own export flags (--task_name, --label_file, ...)
-    bert_flags.define_options_flags(task.options_class, export=True)
+  bert_flags.define_export_flags(tasks)  # and each task's own (--task_name, --label_file, ...)
   flags.adopt_module_key_flags(bert_flags)  # --helpshort lists the shared flags too
 
 
@@ -45,6 +42,5 @@ def main(_):
 
 if __name__ == "__main__":
   define_flags()
-  bert_flags.mark_required("task", "bert_config_file", "vocab_file", "init_checkpoint",
-                           "export_dir")
+  bert_flags.mark_required("task", "init_checkpoint", "export_dir")
   app.run(main)

@@ -23,33 +23,22 @@ from absl import flags  # noqa: E402
 
 from bert_tf.cli import flags as bert_flags  # noqa: E402
 from bert_tf.jobs import feature_extraction  # noqa: E402
+from bert_tf.training.options import RuntimeOptions  # noqa: E402
 
 
 def define_flags():
-  flags.DEFINE_string("input_file", None, "Text to read: one sentence a line, or `sentence A ||| "
-                      "sentence B`.")
-  flags.DEFINE_string("output_file", None, "Where to write one JSON line of features per input "
-                      "line.")
-  flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated encoder layers to write (-1 is "
-                      "the last).")
-  bert_flags.define_model_flags()
-  bert_flags.define_max_seq_length_flag()
-  flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
-  flags.DEFINE_bool("use_one_hot_embeddings", False, "If True, tf.one_hot will be used for "
-                    "embedding lookups, otherwise tf.nn.embedding_lookup will be used. On TPUs, "
-                    "this should be True since it is much faster.")
-  bert_flags.define_runtime_flags(training=False)
+  bert_flags.define_flags(feature_extraction.ExtractOptions)
+  bert_flags.define_flags(RuntimeOptions, lacks=RuntimeOptions.TRAINING)
   flags.adopt_module_key_flags(bert_flags)
 
 
 def main(_):
   values = bert_flags.values()
-  feature_extraction.run(bert_flags.options_of(feature_extraction.ExtractOptions, values),
-                         bert_flags.runtime_options(values))
+  feature_extraction.run(bert_flags.build(feature_extraction.ExtractOptions, values),
+                         bert_flags.build(RuntimeOptions, values))
 
 
 if __name__ == "__main__":
   define_flags()
-  bert_flags.mark_required("input_file", "vocab_file", "bert_config_file", "init_checkpoint",
-                           "output_file")
+  bert_flags.mark_required("input_file", "init_checkpoint", "output_file")
   app.run(main)

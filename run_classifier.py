@@ -15,14 +15,7 @@ from bert_tf.tasks import glue  # noqa: E402
 
 
 def define_flags():
-  bert_flags.define_options_flags(glue.GlueOptions)
-  bert_flags.define_model_flags()
-  bert_flags.define_left_to_right_flag()
-  bert_flags.define_bilstm_head_flags()
-  bert_flags.define_finetuning_flags()
-  bert_flags.define_distillation_flags()  # --teacher_dir
-  bert_flags.define_export_flags()
-  bert_flags.define_runtime_flags()
+  bert_flags.define_finetuning_flags(glue.GlueTask)
   flags.adopt_module_key_flags(bert_flags)  # --helpshort lists the shared flags too
 
 
@@ -33,5 +26,5 @@ def main(_):
 
 if __name__ == "__main__":
   define_flags()
-  bert_flags.mark_required("data_dir", "task_name", "vocab_file", "bert_config_file", "output_dir")
+  bert_flags.mark_required("data_dir", "task_name", "output_dir")
   app.run(main)

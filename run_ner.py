@@ -16,15 +16,7 @@ from bert_tf.tasks import conll  # noqa: E402
 
 
 def define_flags():
-  bert_flags.define_options_flags(conll.NerOptions)
-  bert_flags.define_model_flags()
-  bert_flags.define_left_to_right_flag()
-  bert_flags.define_bilstm_head_flags()
-  bert_flags.define_finetuning_flags(max_seq_length_help="Longer sentences are split into "
-                                     "windows, each word predicted in exactly one of them.")
-  bert_flags.define_distillation_flags()  # --teacher_dir
-  bert_flags.define_export_flags()
-  bert_flags.define_runtime_flags()
+  bert_flags.define_finetuning_flags(conll.NerTask)
   flags.adopt_module_key_flags(bert_flags)  # --helpshort lists the shared flags too
 
 
@@ -35,5 +27,5 @@ def main(_):
 
 if __name__ == "__main__":
   define_flags()
-  bert_flags.mark_required("data_dir", "vocab_file", "bert_config_file", "output_dir")
+  bert_flags.mark_required("data_dir", "output_dir")
   app.run(main)

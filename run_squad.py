@@ -15,23 +15,16 @@ from bert_tf.tasks import squad  # noqa: E402
 
 
 def define_flags():
-  bert_flags.define_options_flags(squad.SquadOptions)
-  bert_flags.define_model_flags()
-  bert_flags.define_left_to_right_flag()
-  bert_flags.define_bilstm_head_flags()
-  bert_flags.define_finetuning_flags(max_seq_length=384, with_eval=False)
-  bert_flags.define_export_flags()
-  bert_flags.define_runtime_flags()
+  bert_flags.define_finetuning_flags(squad.SquadTask)
   flags.adopt_module_key_flags(bert_flags)  # --helpshort lists the shared flags too
 
 
 def main(_):
   options = bert_flags.finetune_options(squad.SquadTask, bert_flags.values())
-  squad.check_outputs(options)
   finetuning.run(squad.SquadTask, options)
 
 
 if __name__ == "__main__":
   define_flags()
-  bert_flags.mark_required("vocab_file", "bert_config_file", "output_dir")
+  bert_flags.mark_required("output_dir")
   app.run(main)

@@ -15,11 +15,7 @@ from bert_tf.tasks import swag  # noqa: E402
 
 
 def define_flags():
-  bert_flags.define_options_flags(swag.SwagOptions)
-  bert_flags.define_model_flags()
-  bert_flags.define_left_to_right_flag()
-  bert_flags.define_finetuning_flags()
-  bert_flags.define_runtime_flags()
+  bert_flags.define_finetuning_flags(swag.SwagTask)
   flags.adopt_module_key_flags(bert_flags)  # --helpshort lists the shared flags too
 
 
@@ -30,5 +26,5 @@ def main(_):
 
 if __name__ == "__main__":
   define_flags()
-  bert_flags.mark_required("data_dir", "vocab_file", "bert_config_file", "output_dir")
+  bert_flags.mark_required("data_dir", "output_dir")
   app.run(main)

@@ -81,7 +81,8 @@ def script(blocks, skip, logs):
         continue
       commands.append(("bash", line.strip()))
       n = len(commands) - 1
-      lines.append(f"__s=$(date +%s.%N); {{ {line.strip()} ; }} > {logs}/{n}.log 2>&1; "
+      # The command on a line of its own inside the braces: a trailing comment ends with it.
+      lines.append(f"__s=$(date +%s.%N); {{ {line.strip()}\n}} > {logs}/{n}.log 2>&1; "
                    f"echo \"@@ {n} $(echo \"$(date +%s.%N) - $__s\" | bc)\" >&3")
   return "\n".join(lines) + "\n", commands
 

@@ -75,10 +75,10 @@ def table(out_dir, pretrain_steps, epochs):
        f"instances (seq 64)"),
       (f"run_pretraining.py, L={config['num_hidden_layers']} H={config['hidden_size']}, "
        f"{config['vocab_size']:,}-piece vocabulary, {pretrain_steps:,} steps of 64",
-       f"held-out masked-LM accuracy {_number(pretrain.get('masked_lm_accuracy'))}, "
-       f"next-sentence accuracy {_number(pretrain.get('next_sentence_accuracy'))}"),
+       f"held-out masked-LM accuracy {_number(pretrain.get('masked_lm_accuracy'), 3)}, "
+       f"next-sentence accuracy {_number(pretrain.get('next_sentence_accuracy'), 3)}"),
       (f"run_classifier.py (SST-2 layout), {epochs} epochs",
-       f"dev accuracy {_number(classifier.get('eval_accuracy'))}"),
+       f"dev accuracy {_number(classifier.get('eval_accuracy'), 3)}"),
   ]
   for sentence, label, probability in answers(os.path.join(out_dir, "ask.txt")):
     rows.append((f'export_savedmodel.py + `demo/ask.py "{sentence}"`',
@@ -89,7 +89,7 @@ def table(out_dir, pretrain_steps, epochs):
 
 def closing_lines(out_dir, seconds, classifier_accuracy):
   """What the demo made, where, and what to try next."""
-  accuracy = f" (dev accuracy {_number(classifier_accuracy)})" if classifier_accuracy else ""
+  accuracy = f" (dev accuracy {_number(classifier_accuracy, 3)})" if classifier_accuracy else ""
   return [
       f"The demo is done ({seconds // 60} min {seconds % 60} s). It made, in {out_dir}/:",
       "  data/         the corpus, its vocabulary, bert_config.json, the labelled sentences",

@@ -3,7 +3,10 @@
 The oracle is bert-tensorflow 1.0.4's create_pretraining_data, run in one subprocess for every case (its
 absl flags would clash with other scripts' flags in this process). That release has no
 --do_whole_word_mask, so for whole-word masking the oracle's masking function is swapped for the
-upstream (google-research/bert master) algorithm, restated below on token strings.
+upstream (google-research/bert master) algorithm, restated below on token strings. Its load_vocab
+keeps a repeated token's first id and shifts the ids after it, where master's (and every script
+here: ids are the model's rows) gives the token its later line's id; for a vocabulary that repeats
+tokens the oracle reads it with master's load_vocab, restated below.
 """
 import concurrent.futures
 import functools
@@ -37,6 +40,7 @@ ORACLE_DRIVER = r'''
 import collections, json, os, random, sys
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 from absl import flags
+import tensorflow as tf
 import bert.create_pretraining_data as cpd
 from bert import tokenization
 flags.FLAGS.mark_as_parsed()
@@ -79,8 +83,27 @@ def whole_word_masking(tokens, masked_lm_prob, max_predictions_per_seq, vocab_wo
   return output_tokens, [i for i, _ in masked], [label for _, label in masked]
 
 
+original_load_vocab = tokenization.load_vocab
+
+
+def master_load_vocab(vocab_file):
+  # google-research/bert master's: a token a line, its id the line's number, so that a repeated
+  # token takes its later line's id (bert-tensorflow 1.0.4 keeps the first and shifts the rest).
+  vocab = collections.OrderedDict()
+  index = 0
+  with tf.compat.v1.gfile.GFile(vocab_file, "r") as reader:
+    while True:
+      token = tokenization.convert_to_unicode(reader.readline())
+      if not token:
+        break
+      vocab[token.strip()] = index
+      index += 1
+  return vocab
+
+
 for case in json.loads(sys.argv[1]):
   cpd.create_masked_lm_predictions = whole_word_masking if case["wwm"] else original_masking
+  tokenization.load_vocab = master_load_vocab if case["master_vocab"] else original_load_vocab
   tokenizer = tokenization.FullTokenizer(vocab_file=case["vocab"], do_lower_case=True)
   instances = cpd.create_training_instances(
       case["inputs"], tokenizer, case["max_seq_length"], case["dupe_factor"], 0.1, 0.15,
@@ -92,6 +115,20 @@ for case in json.loads(sys.argv[1]):
 
 def _vocab_file():
   return os.path.join(shared_data("vocab"), "bert-base-uncased-vocab.txt")
+
+
+def _repeating_vocab(tmp):
+  """bert-base-uncased's vocabulary, "the" and "of" repeated in its middle, filled to 2**15
+  distinct tokens."""
+  with open(_vocab_file(), encoding="utf-8") as f:
+    tokens = f.read().split("\n")
+  while not tokens[-1]:
+    tokens.pop()
+  tokens = tokens[:5000] + ["the", "of"] + tokens[5000:]
+  tokens += [f"filler{i}" for i in range(2 ** 15 + 2 - len(tokens))]
+  path = tmp / "repeating_vocab.txt"
+  path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+  return str(path)
 
 
 def _read_records(path):
@@ -128,6 +165,10 @@ def oracle_cases(tmp_path_factory):
   line_ends.write_bytes(text.replace("\n", "\r\n").encode("utf-8"))
   cases = {
       "sample_two_files": ([sample], dict(dupe_factor=2), 2, False),
+      # A vocabulary that repeats tokens, of 2**15 distinct tokens in 2**15 + 2 lines: the random
+      # word is drawn from its 2**15 tokens (vocab.keys()), a 15-bit draw where one over its lines
+      # would draw 16 bits, and a repeated token has its later line's id.
+      "repeated_tokens": ([sample], dict(dupe_factor=2), 1, _repeating_vocab(tmp)),
       "line_ends": ([str(line_ends)], dict(dupe_factor=1), 1, False),
       "alice": ([alice], dict(dupe_factor=1), 1, False),
       "sample_alice_wwm": ([sample, alice], dict(dupe_factor=1, masking=objectives.Masking(
@@ -137,24 +178,30 @@ def oracle_cases(tmp_path_factory):
                           1, False),
   }
   specs, out = [], {}
-  for name, (inputs, options, num_outputs, _) in cases.items():
+  for name, (inputs, options, num_outputs, vocab) in cases.items():
     options = algorithm.Options(**options)
     outputs = [str(tmp / f"{name}.{i}.tfrecord") for i in range(num_outputs)]
-    specs.append(dict(inputs=inputs, outputs=outputs, vocab=_vocab_file(), wwm=options.masking.do_whole_word_mask,
+    specs.append(dict(inputs=inputs, outputs=outputs, vocab=vocab or _vocab_file(),
+                      master_vocab=bool(vocab), wwm=options.masking.do_whole_word_mask,
                       max_seq_length=options.max_seq_length, dupe_factor=options.dupe_factor,
                       max_predictions_per_seq=options.max_predictions_per_seq, seed=options.random_seed))
-    out[name] = (inputs, outputs, options)
+    out[name] = (inputs, outputs, options, vocab or _vocab_file())
   subprocess.run([sys.executable, "-c", ORACLE_DRIVER, json.dumps(specs)], check=True, cwd=REPO,
                  env={**os.environ, "TF_USE_LEGACY_KERAS": "1"})
   return out
 
 
-@pytest.mark.parametrize("name", ["sample_two_files", "line_ends", "alice", "sample_alice_wwm", "alice_short_seq"])
-def test_same_records_as_original(oracle_cases, tmp_path, name):
-  inputs, oracle_outputs, options = oracle_cases[name]
+@pytest.mark.parametrize("name", ["sample_two_files", "line_ends", "alice", "sample_alice_wwm",
+                                  "alice_short_seq", "repeated_tokens"])
+def test_same_records_as_original(oracle_cases, tmp_path, name, caplog):
+  inputs, oracle_outputs, options, vocab = oracle_cases[name]
   outputs = [str(tmp_path / f"ours.{i}.tfrecord") for i in range(len(oracle_outputs))]
-  stats = pipeline.create_pretraining_data(
-      inputs, outputs, tokenization.FullTokenizer(_vocab_file()), options, progress_seconds=None)
+  tokenization._warned_vocabs.discard(vocab)  # pylint: disable=protected-access
+  with caplog.at_level("WARNING"):
+    stats = pipeline.create_pretraining_data(
+        inputs, outputs, tokenization.FullTokenizer(vocab), options, progress_seconds=None)
+  repeats = [r.getMessage() for r in caplog.records if "repeats" in r.getMessage()]
+  assert bool(repeats) == (name == "repeated_tokens"), repeats  # the warning is kept
   total = 0
   for ours, theirs in zip(outputs, oracle_outputs):
     ours, theirs = _read_records(ours), _read_records(theirs)

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from bert_tf.errors import BertTfError
 from bert_tf.jobs import distillation
+from bert_tf.jobs import finetune_options
 from bert_tf.jobs.finetune_options import FinetuneOptions
 from bert_tf.model import checkpoints
 from bert_tf.model import modeling
@@ -82,11 +83,11 @@ def test_hard_term_is_the_task_loss_and_the_transfer_set_has_none(tmp_path):
 
 def test_options_rules():
   with pytest.raises(BertTfError, match="--distill_alpha"):
-    distillation.DistillOptions(teacher_dir="t", distill_alpha=1.5)
+    finetune_options.DistillOptions(teacher_dir="t", distill_alpha=1.5)
   with pytest.raises(BertTfError, match="--distill_temperature"):
-    distillation.DistillOptions(teacher_dir="t", distill_temperature=0)
+    finetune_options.DistillOptions(teacher_dir="t", distill_temperature=0)
   with pytest.raises(BertTfError, match="--transfer_file: only with --teacher_dir"):
-    distillation.DistillOptions(transfer_file="x")
+    finetune_options.DistillOptions(transfer_file="x")
 
 
 # ---------------------------------------------------------------------------- student from teacher

@@ -57,7 +57,11 @@ def test_every_page_is_one_click_from_the_readme_and_in_the_run_order():
   assert pages - linked == set(), "pages the README does not link to"
 
 
-@pytest.mark.parametrize("page", readme.markdown_pages())
+HISTORY_PAGES = sorted(f"benchmarks/{name}" for name in os.listdir(os.path.join(REPO, "benchmarks"))
+                       if name.endswith(".md"))
+
+
+@pytest.mark.parametrize("page", readme.markdown_pages() + HISTORY_PAGES)
 def test_links_and_anchors_resolve(page):
   broken = []
   for number, target in readme.links(readme.text_of(page)):
@@ -113,6 +117,145 @@ def test_the_history_patterns_find_what_they_are_for():
       (5, "an issue number")]
 
 
+# A measured figure: a number with a decimal point or a unit, or a run of them that shares one
+# ("1.09-1.28x", "23.1 / 41.3 ms"). Whole numbers alone (lengths, steps, counts) are a command's
+# settings, not measurements, and so are the values in `code`.
+_NUMBER = r"[-+]?\d[\d,]*(?:\.\d+)?(?:e-?\d+)?"
+_UNIT = r"x|%|ms|s|min|h|KB|MB|GB|points?"
+FIGURES = re.compile(rf"(?<![\w.]){_NUMBER}(?:\s?(?:-|/)\s?{_NUMBER})*(?:\s?({_UNIT})\b)?")
+
+
+# A version is no figure: "TensorFlow 2.20", "Python 3.10", "bert-tensorflow 1.0.4".
+VERSIONS = re.compile(r"\b(Python|TensorFlow|TF|torch|Beam|transformers|bert-tensorflow|"
+                      r"capability)\s+\d+(?:\.\d+)+|\d+\.\d+\.\d+")
+
+
+def figures(text):
+  """[(number, unit)] of the figures in a text (inline code, link targets and versions left
+  out)."""
+  text = re.sub(r"\]\([^)]*\)", "]", re.sub(r"`[^`]*`", "", text))
+  text = VERSIONS.sub("", text)
+  found = []
+  for match in FIGURES.finditer(text):
+    unit = (match.group(1) or "").replace("points", "point")
+    for number in re.findall(_NUMBER, match.group(0)[:match.start(1) - match.start(0)]
+                             if match.group(1) else match.group(0)):
+      number = number.lstrip("+-").replace(",", "")
+      if unit or "." in number:
+        found.append((number, unit))
+  return found
+
+
+def same_figure(figure, row_figures):
+  """Whether a page's figure is one of its row's, as written or rounded to the page's digits (a
+  figure written without its unit, beside one that has it, takes the row's)."""
+  number, unit = figure
+  digits = len(number.split(".")[1]) if "." in number and "e" not in number else 0
+  for value, row_unit in row_figures:
+    if row_unit in (unit, unit or row_unit) and (value == number or "e" not in value + number and
+                             round(float(value), digits) == float(number)):
+      return True
+  return False
+
+
+def sentences(text):
+  """The prose sentences and table rows of a page, outside fenced blocks."""
+  found = []
+  for paragraph in re.split(r"\n\s*\n", re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)):
+    lines = paragraph.strip().splitlines()
+    if lines and all(line.startswith("|") for line in lines):
+      found += lines
+    else:
+      found += re.split(r"(?<=[.!?:])\s+(?=[A-Z(\[`])", " ".join(line.strip() for line in lines))
+  return found
+
+
+def benchmarks_rows():
+  """{anchor: row} of BENCHMARKS.md's table."""
+  return {re.search(r'<a id="([\w-]+)"', row).group(1): row
+          for row in readme.text_of("BENCHMARKS.md").splitlines() if row.startswith("| <a id")}
+
+
+def figures_not_in_their_rows(text, rows):
+  """'figure (anchors): sentence' for every figure of a sentence that links BENCHMARKS.md rows
+  and is in none of them."""
+  wrong = []
+  for sentence in sentences(text):
+    anchors = re.findall(r"BENCHMARKS\.md#([\w-]+)", sentence)
+    if not anchors:
+      continue
+    row_figures = [figure for anchor in anchors for figure in figures(rows.get(anchor, ""))]
+    wrong += [f"{''.join(figure)} ({', '.join(anchors)}): {sentence[:120]}"
+              for figure in figures(sentence) if not same_figure(figure, row_figures)]
+  return wrong
+
+
+@pytest.mark.parametrize("page", [p for p in readme.markdown_pages() if p != "BENCHMARKS.md"])
+def test_every_figure_next_to_a_benchmarks_link_is_its_rows(page):
+  """A figure the README or a page states in the sentence (or table row) that links a row of
+  BENCHMARKS.md is that row's figure (rounded to the digits written): one source for each."""
+  wrong = figures_not_in_their_rows(readme.text_of(page), benchmarks_rows())
+  assert not wrong, f"{page}:\n" + "\n".join(wrong)
+
+
+def test_the_figure_check_finds_what_a_row_lacks():
+  rows = {"a": "| <a id=\"a\"></a>x | 1.09-1.28x faster; 23.1 / 41.3 ms; 8 min 18 s | -0.8 points |"}
+  text = ("Faster, 1.2-1.28x, at 41 ms and `--lr=0.5` after 8 min 18 s, within 0.8 points "
+          "([B](BENCHMARKS.md#a)). Not linked: 9.9x.\n\n| [m](BENCHMARKS.md#a) | 1.3x, 40 ms |\n")
+  assert figures_not_in_their_rows(text, rows) == [
+      "1.2x (a): Faster, 1.2-1.28x, at 41 ms and `--lr=0.5` after 8 min 18 s, within 0.8 points "
+      "([B](BENCHMARKS.md#a)).", "40ms (a): | [m](BENCHMARKS.md#a) | 1.3x, 40 ms |"]
+
+
+# What a run's section under benchmarks/ must hold, so that the row's figure can be checked: the
+# command that made it, the commit it ran at and the CPU it ran on.
+RUN_HOLDS = {
+    "a command": r"`[^`]*(?:\.py|\.sh|\bbash |\bmake |pytest|python|\bpip )[^`]*`",
+    "a commit": HISTORY["a commit hash"] + r"|(?i:commit|library|code)\s+[0-9a-f]{7,40}\b",
+    "the CPU": r"(?i)epyc|xeon|\bavx2\b|avx-?512|\bamx\b",
+}
+
+
+def test_every_benchmarks_row_links_a_run_with_its_command_commit_and_cpu():
+  text = readme.text_of("BENCHMARKS.md")
+  definitions = dict(re.findall(r"^\[([^\]]+)\]: (\S+)$", text, flags=re.M))
+  lacking = []
+  for anchor, row in benchmarks_rows().items():
+    runs = re.findall(r"\]\[([^\]]+)\]", row) + re.findall(r"\]\((benchmarks/[^)]+)\)", row)
+    if not runs:
+      lacking.append(f"{anchor}: links no run")
+    for run in runs:
+      path, _, heading = definitions.get(run, run).partition("#")
+      if not path.startswith("benchmarks/"):
+        lacking.append(f"{anchor}: {run} is not a section under benchmarks/")
+        continue
+      held = readme.section(readme.text_of(path), heading) or ""
+      lacking += [f"{anchor}: {run} has no {what}" for what, pattern in RUN_HOLDS.items()
+                  if not re.search(pattern, held)]
+  assert not lacking, "\n".join(lacking)
+
+
+def test_every_link_definition_of_benchmarks_is_used():
+  text = readme.text_of("BENCHMARKS.md")
+  defined = set(re.findall(r"^\[([^\]]+)\]: ", text, flags=re.M))
+  used = set(re.findall(r"\]\[([^\]]+)\]", text))
+  assert defined <= used, f"unused link definitions: {sorted(defined - used)}"
+
+
+def test_every_command_block_shows_what_it_printed_and_how_long_it_took():
+  """Every block tests/test_readme.py runs is followed by what it printed (a ```text block, whose
+  shape test_readme checks against what the command prints now), and the prose between them says
+  how long it took, linking the BENCHMARKS.md row that holds that time."""
+  lacking = []
+  for page, _, code, output, before in readme.runs():
+    block = f"{page}, the block starting {code.strip().splitlines()[0][:50]!r}"
+    if output is None:
+      lacking.append(f"{block}: no output block after it")
+    elif not re.search(r"\d+ (?:min|s|h)\b", before) or "BENCHMARKS.md#" not in before:
+      lacking.append(f"{block}: no time and BENCHMARKS.md row before its output block")
+  assert not lacking, "\n".join(lacking)
+
+
 def flag_reference():
   with open(os.path.join(REPO, "docs", "flags.md"), encoding="utf-8") as f:
     return flag_reference_lib.flags_by_script(f.read())
@@ -132,7 +275,7 @@ def unknown_flags(pages):
 
 def test_every_command_uses_only_its_scripts_flags():
   """Blocks that run and blocks marked flags-only alike: a flag the script does not define fails."""
-  assert set(flag_reference()) == set(readme.SCRIPTS)
+  assert set(flag_reference()) == set(flag_reference_lib.scripts())
   assert not unknown_flags(readme.PAGES)
 
 
@@ -149,9 +292,10 @@ def test_a_flag_a_script_lacks_is_found(tmp_path, monkeypatch):
 def test_the_flag_reference_is_current():
   """docs/flags.md is what the scripts' --help prints now (each a fork of the script runner's one
   process: no TensorFlow import of its own)."""
-  with concurrent.futures.ThreadPoolExecutor(len(flag_reference_lib.SCRIPTS)) as pool:
-    done = dict(zip(flag_reference_lib.SCRIPTS, pool.map(
-        lambda script: run_script(script, "--help", timeout=300), flag_reference_lib.SCRIPTS)))
+  scripts = flag_reference_lib.scripts()
+  with concurrent.futures.ThreadPoolExecutor(len(scripts)) as pool:
+    done = dict(zip(scripts, pool.map(lambda script: run_script(script, "--help", timeout=300),
+                                      scripts)))
   for script, result in done.items():
     assert result.returncode in (0, 1) and "flags:" in result.stdout, f"{script}: {result.stderr}"
   page = flag_reference_lib.page({script: result.stdout for script, result in done.items()})

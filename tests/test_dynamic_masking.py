@@ -61,7 +61,7 @@ def record_file(tmp_path_factory):
 
 def _masking(vocab_file, **flags):
   values = dict(max_predictions_per_seq=PREDS, masked_lm_prob=0.15, do_whole_word_mask=False,
-                mask_prob_mask=0.8, mask_prob_keep=0.1, mask_prob_random=0.1, dynamic=True)
+                mask_prob_mask=0.8, mask_prob_keep=0.1, mask_prob_random=0.1, dynamic_masking=True)
   values.update(flags)
   return dynamic_masking.DynamicMasking.from_options(objectives.Masking(**values), SEQ,
                                                      vocab_file)
@@ -191,13 +191,14 @@ def test_input_resumes_with_the_same_masks(record_file, vocab_file, tmp_path):
 
 
 def test_bad_flags_and_records_fail_in_one_line(record_file, vocab_file, tmp_path):
-  dynamic = objectives.Masking(dynamic=True)
+  dynamic = objectives.Masking(dynamic_masking=True)
   with pytest.raises(BertTfError, match="--dynamic_masking: needs --vocab_file"):
-    pretraining_options.PretrainingOptions("in", "c.json", "out", do_train=True,
+    pretraining_options.PretrainingOptions(input_file="in", bert_config_file="c.json",
+                                           output_dir="out", do_train=True,
                                            objective=objectives.Objective(masking=dynamic))
   with pytest.raises(BertTfError, match="--left_to_right"):
-    objectives.Objective.of_flags(left_to_right=True, masking=dynamic)
-  assert _masking(vocab_file, dynamic=False) is None
+    objectives.Objective(left_to_right=True, masking=dynamic)
+  assert _masking(vocab_file, dynamic_masking=False) is None
   with pytest.raises(BertTfError, match="add --dynamic_masking"):
     dynamic_masking.check_records(record_file, None)
   masked = write_pretraining_records(str(tmp_path / "masked.tfrecord"), 2)

@@ -2,8 +2,10 @@
 
 An output_dir's state is found by listing its whole model.ckpt-N (model_dir.latest_checkpoint),
 not by the `checkpoint` file alone: a missing or stale state file resumes from the newest whole
-checkpoint with one warning line, an incomplete checkpoint is named and left alone, a run that
-would save a step again over existing files is refused before it starts. A run resumed with
+checkpoint with one warning line, an incomplete checkpoint before it is named and left alone, and
+a damaged one after it (a file missing, a .data file cut short, a tensor TensorFlow cannot read)
+is named in one warning and renamed aside, never deleted, while the run goes on from the newest
+whole one; a save never writes over existing files. A run resumed with
 another --gradient_accumulation_steps continues exactly (the same weights as the uninterrupted
 run); another --train_batch_size is refused in one line naming both values.
 
@@ -65,6 +67,18 @@ def copy_of(w, name, case_dir, drop=(), state=None):
   return str(case_dir)
 
 
+def _cut(path):
+  """The file cut to two thirds, as a power loss leaves a file the page cache had not written."""
+  data = path.read_bytes()
+  path.write_bytes(data[:len(data) * 2 // 3])
+
+
+def _flip(path):
+  data = bytearray(path.read_bytes())
+  data[len(data) // 2] ^= 0xFF
+  path.write_bytes(bytes(data))
+
+
 def files_of(path, pattern="model.ckpt-*"):
   """{name: (bytes, mtime)} of the files in path that `pattern` matches."""
   return {str(p.relative_to(path)): (p.read_bytes(), p.stat().st_mtime_ns)
@@ -72,7 +86,8 @@ def files_of(path, pattern="model.ckpt-*"):
 
 
 def warnings_of(stderr):
-  return [line for line in stderr.splitlines() if re.match(r"W\d{4} |\d\d:\d\d:\d\d warning: ", line)]
+  return [line for line in stderr.splitlines()
+          if re.match(r"W\d{4} |\d\d:\d\d:\d\d warning: ", line)]
 
 
 # Each case: script, its flags (a function of the world and the case directory, which the function
@@ -98,27 +113,61 @@ CASES = {
             "--gradient_accumulation_steps=4"),
         ("resumes", 4, 6, r"model\.ckpt-2 is incomplete \(no \.data file\): left as it is, not "
                           r"used$")),
+    # A damaged checkpoint newer than the newest whole one is set aside (renamed, never deleted)
+    # with one warning, and the run goes on from the one before: (..., {file: its new name}).
     "pretraining_with_a_newer_incomplete_checkpoint": (
         "run_pretraining.py", lambda w, d: (
             copy_of(w, "pre", d), shutil.copy(d / "model.ckpt-4.index", d / "model.ckpt-6.index"),
-            pretraining_flags(w, d, "--num_train_steps=8"))[-1],
-        ("refused", r"--output_dir: .*/model\.ckpt-6 is incomplete \(no \.data file\) and a run "
-                    r"resumed from .*/model\.ckpt-4 would write its step again: move its files "
-                    r"\(.*/model\.ckpt-6\.\*\) aside")),
+            pretraining_flags(w, d, "--num_train_steps=6"))[-1],
+        ("resumes", 4, 6, r"model\.ckpt-6 is damaged \(no \.data file\): skipped, going on from "
+                          r".*/model\.ckpt-4, the newest whole checkpoint before it",
+         {"model.ckpt-6.index": "model.ckpt-6.damaged-1.index"})),
     "pretraining_with_only_incomplete_checkpoints": (
         "run_pretraining.py", lambda w, d: pretraining_flags(
             w, copy_of(w, "pre", d, drop=["model.ckpt-*.data-*", "checkpoint"]),
-            "--num_train_steps=6"),
-        ("refused", r"--output_dir: .*/model\.ckpt-4 is incomplete \(no \.data file\) and a run "
-                    r"started afresh \(no whole checkpoint there\) would write its step again")),
+            "--num_train_steps=2"),
+        ("resumes", 0, 2, r"model\.ckpt-[24] is damaged \(no \.data file\): skipped, no whole "
+                          r"checkpoint before it: a training run starts afresh",
+         {"model.ckpt-2.index": "model.ckpt-2.damaged-1.index",
+          "model.ckpt-4.index": "model.ckpt-4.damaged-1.index"})),
     "classifier_with_a_missing_data_shard": (
         "run_classifier.py", lambda w, d: (
             copy_of(w, "cls", d),
             shutil.move(d / "model.ckpt-4.data-00000-of-00001",
                         d / "model.ckpt-4.data-00000-of-00002"),
-            classifier_flags(w, d, "--do_train", "--num_train_epochs=3"))[-1],
-        ("refused", r"model\.ckpt-4 is incomplete \(1 of its 2 \.data shards missing "
-                    r"\(\.data-00001-of-00002 \.\.\.\)\)")),
+            classifier_flags(w, d, "--do_train", "--num_train_epochs=2"))[-1],
+        ("resumes", 2, 4, r"model\.ckpt-4 is damaged \(1 of its 2 \.data shards missing "
+                          r"\(\.data-00001-of-00002 \.\.\.\)\): skipped",
+         {"model.ckpt-4.index": "model.ckpt-4.damaged-1.index",
+          "model.ckpt-4.data-00000-of-00002": "model.ckpt-4.damaged-1.data-00000-of-00002"})),
+    # The issue's power loss: the newest .data file cut short, its index whole.
+    "pretraining_with_its_newest_data_file_cut_short": (
+        "run_pretraining.py", lambda w, d: (
+            copy_of(w, "pre", d), _cut(d / "model.ckpt-4.data-00000-of-00001"),
+            pretraining_flags(w, d, "--num_train_steps=4"))[-1],
+        ("resumes", 2, 4, r"model\.ckpt-4 is damaged \(\.data-00000-of-00001 is cut short "
+                          r"\([\d,]+ of [\d,]+ bytes\)\): skipped, going on from .*/model\.ckpt-2",
+         {"model.ckpt-4.index": "model.ckpt-4.damaged-1.index",
+          "model.ckpt-4.data-00000-of-00001": "model.ckpt-4.damaged-1.data-00000-of-00001"})),
+    # Its index cut short (TensorFlow's table, which a native reader parses): named before.
+    "pretraining_with_its_newest_index_cut_short": (
+        "run_pretraining.py", lambda w, d: (
+            copy_of(w, "pre", d), _cut(d / "model.ckpt-4.index"),
+            pretraining_flags(w, d, "--num_train_steps=4"))[-1],
+        ("resumes", 2, 4, r"model\.ckpt-4 is damaged \(its \.index cannot be read \(no table "
+                          r"mark at its end: cut short or not a checkpoint index\)\): skipped",
+         {"model.ckpt-4.index": "model.ckpt-4.damaged-1.index",
+          "model.ckpt-4.data-00000-of-00001": "model.ckpt-4.damaged-1.data-00000-of-00001"})),
+    # A flipped byte in a tensor: TensorFlow's checksum finds it as it restores.
+    "classifier_with_a_flipped_byte_in_its_newest_data_file": (
+        "run_classifier.py", lambda w, d: (
+            copy_of(w, "cls", d), _flip(d / "model.ckpt-4.data-00000-of-00001"),
+            classifier_flags(w, d, "--do_train", "--num_train_epochs=2"))[-1],
+        ("resumes", 2, 4, r"model\.ckpt-4 cannot be read \(.*Checksum does not match.*\): its "
+                          r"files are set aside as .*/model\.ckpt-4\.damaged-1\.\*: never written "
+                          r"over, never deleted; going on from the newest checkpoint before it",
+         {"model.ckpt-4.index": "model.ckpt-4.damaged-1.index",
+          "model.ckpt-4.data-00000-of-00001": "model.ckpt-4.damaged-1.data-00000-of-00001"})),
     # --- resuming under other batching -------------------------------------------------------
     "classifier_resumed_with_gradient_accumulation": (  # weights compared below
         "run_classifier.py", lambda w, d: classifier_flags(
@@ -165,31 +214,37 @@ def outcomes(world):
 def test_no_checkpoint_is_written_over(outcomes, name):
   done, case_dir, before, after, everything, everything_after = outcomes[name]
   expected = CASES[name][2]
+  set_aside = expected[4] if len(expected) > 4 else {}
   assert "Traceback" not in done.stderr, done.stderr[-3000:]
-  # What was there stays, byte for byte, and untouched.
-  assert {n: after.get(n) for n in before} == before
+  # What was there stays, byte for byte, and untouched (renamed aside, when damaged).
+  assert {n: after.get(set_aside.get(n, n)) for n in before} == before
   if expected[0] == "refused":
     assert done.returncode == 1, done.stderr[-3000:]
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and re.search(expected[1], last), last
     assert everything_after == everything  # nothing written at all
     return
-  _, start, end, warning = expected
+  _, start, end, warning = expected[:4]
   assert done.returncode == 0, done.stderr[-3000:]
   if name.endswith("eval_without_state_file"):
     assert "global_step = 4" in (case_dir / "eval_results.txt").read_text()
   else:
-    assert f"Resuming from {case_dir}/model.ckpt-{start}" in done.stderr, done.stderr[-3000:]
+    if start:
+      assert f"Resuming from {case_dir}/model.ckpt-{start}" in done.stderr, done.stderr[-3000:]
     assert f"Running training from step {start} to {end}" in done.stderr
-    assert sorted(set(after) - set(before)) == [f"model.ckpt-{end}.data-00000-of-00001",
-                                                f"model.ckpt-{end}.index"]
+    written = [f"model.ckpt-{step}.{suffix}" for step in range(start + 2, end + 1, 2)
+               for suffix in ("data-00000-of-00001", "index")]
+    kept = set(before) - set(set_aside)  # what was there, and is where it was
+    assert sorted(set(after) - kept - set(set_aside.values())) == sorted(written)
   checkpoint_warnings = [line for line in warnings_of(done.stderr)
-                         if "checkpoint" in line and "incomplete" in line or "`checkpoint`" in line]
+                         if "checkpoint" in line and re.search("incomplete|damaged|cannot be read",
+                                                               line) or "`checkpoint`" in line]
   if warning is None:
     assert not checkpoint_warnings, checkpoint_warnings
-  else:
-    assert len(checkpoint_warnings) == 1, done.stderr[-3000:]
-    assert re.search(warning, checkpoint_warnings[0]), checkpoint_warnings[0]
+  else:  # one a checkpoint
+    damaged = {new.split(".damaged-")[0] for new in set_aside.values()}
+    assert len(checkpoint_warnings) == (len(damaged) or 1), done.stderr[-3000:]
+    assert all(re.search(warning, line) for line in checkpoint_warnings), checkpoint_warnings
 
 
 def test_a_resumed_run_with_gradient_accumulation_lands_on_the_uninterrupted_weights(world,
@@ -255,12 +310,15 @@ def test_a_run_with_another_state_file_resumes_from_the_newest_whole_checkpoint(
 # The listing itself, and the last guard of a save.
 
 
-def _checkpoint_files(directory, step, shards=1, index=b"x", skip=()):
+def _checkpoint_files(directory, step, shards=1, index=True, skip=()):
+  """model.ckpt-<step>'s files: its .index (a whole one of no tensor; b"" empty; None none) and
+  its .data shards but those in skip."""
   for i in range(shards):
     if i not in skip:
       (directory / f"model.ckpt-{step}.data-{i:05d}-of-{shards:05d}").write_bytes(b"d")
   if index is not None:
-    (directory / f"model.ckpt-{step}.index").write_bytes(index)
+    (directory / f"model.ckpt-{step}.index").write_bytes(
+        faults.bundle_index(shards) if index is True else index)
 
 
 def test_scan_finds_whole_and_incomplete_checkpoints_by_listing(tmp_path):
@@ -269,13 +327,16 @@ def test_scan_finds_whole_and_incomplete_checkpoints_by_listing(tmp_path):
   _checkpoint_files(tmp_path, 4, shards=3)
   _checkpoint_files(tmp_path, 6, shards=3, skip=(1,))
   _checkpoint_files(tmp_path, 8, index=b"")
+  _checkpoint_files(tmp_path, 9, index=faults.bundle_index()[:-1])
   _checkpoint_files(tmp_path, 10, index=None)
   (tmp_path / "model.ckpt-12_temp").mkdir()
   found = model_dir.scan_checkpoints(str(tmp_path))
   assert found.whole == [(2, f"{tmp_path}/model.ckpt-2"), (4, f"{tmp_path}/model.ckpt-4")]
   assert [(step, missing) for step, _, missing in found.incomplete] == [
       (6, "1 of its 3 .data shards missing (.data-00001-of-00003 ...)"),
-      (8, "an empty .index file"), (10, "no .index file")]
+      (8, "an empty .index file"),
+      (9, "its .index cannot be read (no table mark at its end: cut short or not a checkpoint "
+          "index)"), (10, "no .index file")]
   assert model_dir.latest_checkpoint(str(tmp_path)) == f"{tmp_path}/model.ckpt-4"
   assert model_dir.missing_checkpoint_files(f"{tmp_path}/model.ckpt-6") == found.incomplete[0][2]
 

@@ -1,45 +1,54 @@
-"""The task seam: a task that bert_tf does not ship, defined and registered in this file alone (a
-sentence-pair classifier whose labels come from a label file of its own), trained, evaluated and
-predicted by bert_tf.jobs.finetuning.run from its typed options (as a run script builds them),
-exported by bert_tf.serving.export.run (export_savedmodel.py's path), and served by
-bert_tf.serving.predictor from the export and from the run's output_dir: the same probabilities
-as the run's own predictions of the test split."""
-import dataclasses
-import os
-import types
-from typing import Optional
+"""The task seam, as docs/adding-a-task.md says to add a task: a task that bert_tf does not ship
+(a sentence-pair classifier whose labels come from a label file of its own) written as a module
+of its own and a run script, into a directory outside the repository, and nothing else. The
+script trains, evaluates, predicts and exports it as a user runs it (a subprocess: the module
+registers its task on import); a second process that imports the module serves the export and
+the run's output_dir with bert_tf.serving.predictor: the same probabilities as the run's own
+predictions of the test split."""
+import importlib.util
+import json
+import sys
+import textwrap
 
-from absl import flags
 import numpy as np
 import pytest
-import tensorflow as tf
 
-from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
-from bert_tf.io.fileio import read_lines
-from bert_tf.io.fileio import write_text_atomically
 from bert_tf.jobs import finetune_options
-from bert_tf.jobs import finetuning
-from bert_tf.model import heads
-from bert_tf.serving import export
-from bert_tf.serving import predictor
 from bert_tf.tasks import base
-from bert_tf.tasks import glue
-from bert_tf.tasks import glue_server
-from bert_tf.tasks import metrics
+from bert_tf.training import run_dir
 from support import tiny
+from support.script_runner import run_script
 
 SEQ = 16
 LABELS = ["same", "other"]
+
+# The task's module: its flags, its records, head, loss, metric and result files, its server.
+TASK_MODULE = '''
+"""Pairs of sentences, each labelled with one of a label file's labels."""
+import dataclasses
+import os
+from typing import Optional
+
+from bert_tf.errors import BertTfError
+from bert_tf.io.fileio import read_lines
+from bert_tf.io.fileio import write_text_atomically
+from bert_tf.model import heads
+from bert_tf.options import option
+from bert_tf.tasks import base
+from bert_tf.training import run_dir
+from bert_tf.tasks import glue
+from bert_tf.tasks import glue_server
+from bert_tf.tasks import metrics
 
 
 @dataclasses.dataclass(frozen=True)
 class PairOptions:
   """The task's flags: where its data are (the run script's), its label file (also the
   export's), and their rule."""
-  pairs_dir: Optional[str] = base.flag(None, "Where train.tsv, dev.tsv and test.tsv are: "
-                                       "label<TAB>text_a<TAB>text_b a line.")
-  pair_labels: Optional[str] = base.flag(None, "The labels, one a line.", export=True)
+  pairs_dir: Optional[str] = option(None, "Where train.tsv, dev.tsv and test.tsv are: "
+                                    "label<TAB>text_a<TAB>text_b a line.")
+  pair_labels: Optional[str] = option(None, "The labels, one a line.", export=True)
 
   def __post_init__(self):
     if self.pair_labels is not None and not self.pair_labels.endswith(".txt"):
@@ -50,6 +59,7 @@ def read_labels(path):
   return [line.strip() for line in read_lines(path) if line.strip()]
 
 
+@base.register("pairs")
 class PairTask(base.Task):
   """Pairs of sentences, each labelled with one of its label file's labels."""
 
@@ -71,7 +81,7 @@ class PairTask(base.Task):
     return len(examples), len(examples), "training pairs"
 
   def write_split_records(self, split, path):
-    rows = [line.rstrip("\n").split("\t") for line in
+    rows = [line.rstrip("\\n").split("\\t") for line in
             read_lines(os.path.join(self.options.task.pairs_dir, f"{split}.tsv"))]
     examples = [glue.InputExample(f"{split}-{i}", a, b, label) for i, (label, a, b) in
                 enumerate(rows)]
@@ -89,7 +99,7 @@ class PairTask(base.Task):
     logits, labels = glue.logits_and_labels(batches)
     probabilities = metrics.softmax(logits)
     write_text_atomically(os.path.join(output_dir or self.options.output_dir, f"{split}.tsv"),
-                          "".join("\t".join(map(str, row)) + "\n" for row in probabilities))
+                          "".join("\\t".join(map(str, row)) + "\\n" for row in probabilities))
     return {"eval_accuracy": metrics.accuracy(labels, logits.argmax(axis=-1)),
             "global_step": global_step}
 
@@ -103,14 +113,58 @@ class PairTask(base.Task):
                  causal=False):
     return heads.BertClassifier(config, num_labels, trim_padding=trim_padding,
                                 bilstm_units=bilstm_units, causal=causal)
+'''
+
+# Its run script, as run_swag.py is.
+RUN_SCRIPT = '''
+"""Fine-tune a sentence-pair classifier whose labels come from a label file."""
+import os
+
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+
+from bert_tf.cli import app  # noqa: E402
+
+app.catch_startup_signals()
+
+from absl import flags  # noqa: E402
+
+from bert_tf.cli import flags as bert_flags  # noqa: E402
+from bert_tf.jobs import finetuning  # noqa: E402
+import pairs_task  # noqa: E402
 
 
-@pytest.fixture
-def registered(monkeypatch):
-  """PairTask registered as "pairs" for the test only (the registry as found afterwards)."""
-  base.names()  # every shipped task registered first
-  monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))  # pylint: disable=protected-access
-  return base.register("pairs")(PairTask)
+def define_flags():
+  bert_flags.define_finetuning_flags(pairs_task.PairTask)
+  flags.adopt_module_key_flags(bert_flags)
+
+
+def main(_):
+  options = bert_flags.finetune_options(pairs_task.PairTask, bert_flags.values())
+  finetuning.run(pairs_task.PairTask, options)
+
+
+if __name__ == "__main__":
+  define_flags()
+  bert_flags.mark_required("pairs_dir", "pair_labels", "output_dir")
+  app.run(main)
+'''
+
+# A user's serving process: imports the task's module, then loads the export and the run.
+SERVE_SCRIPT = '''
+import json
+import sys
+
+import pairs_task  # noqa: F401  (registers the task)
+from bert_tf.serving import predictor
+
+request = json.load(open(sys.argv[1]))
+answers = {}
+for name in ("export_dir", "output_dir"):
+  loaded = predictor.load(request[name], batch_size=4)
+  answers[name] = {"task": loaded.task, "labels": loaded.label_list,
+                   "served": loaded(request["pairs"])}
+print(json.dumps(answers))
+'''
 
 
 def _pairs(rng, n):
@@ -122,81 +176,86 @@ def _pairs(rng, n):
   return rows
 
 
-@pytest.fixture
-def files(tmp_path):
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+  """The task's module and scripts in a directory of their own, and its data."""
+  root = tmp_path_factory.mktemp("new_task")
+  (root / "pairs_task.py").write_text(textwrap.dedent(TASK_MODULE))
+  (root / "run_pairs.py").write_text(textwrap.dedent(RUN_SCRIPT))
+  (root / "serve_pairs.py").write_text(textwrap.dedent(SERVE_SCRIPT))
   rng = np.random.RandomState(0)
-  data = tmp_path / "data"
+  data = root / "pairs"
   data.mkdir()
   for split, n in (("train", 16), ("dev", 4), ("test", 6)):
     (data / f"{split}.tsv").write_text("".join(f"{l}\t{a}\t{b}\n" for l, a, b in _pairs(rng, n)))
-  (tmp_path / "labels.txt").write_text("\n".join(LABELS) + "\n")
-  return types.SimpleNamespace(
-      data=str(data), labels=str(tmp_path / "labels.txt"), vocab=tiny.write_vocab(tmp_path),
-      config=tiny.write_config(tmp_path / "bert_config.json", len(tiny.WORDS)),
-      test=[tuple(line.split("\t")[1:]) for line in
-            (data / "test.tsv").read_text().splitlines()])
+  (root / "labels.txt").write_text("\n".join(LABELS) + "\n")
+  config = tiny.write_config(root / "bert_config.json", len(tiny.WORDS))
+  return root, data, config, tiny.write_vocab(root)
 
 
-def test_its_flags_come_from_its_options():
-  own = flags.FlagValues()
-  bert_flags.define_options_flags(PairOptions, flag_values=own)
-  assert sorted(own) == ["pair_labels", "pairs_dir"]
-  assert own["pairs_dir"].help == PairOptions.__dataclass_fields__["pairs_dir"].metadata["help"]
-  exported = flags.FlagValues()
-  bert_flags.define_options_flags(PairOptions, export=True, flag_values=exported)
-  assert sorted(exported) == ["pair_labels"]
+def test_a_task_of_its_own_module_and_script_trains_exports_and_serves(work):
+  root, data, config, vocab = work
+  output_dir, export_dir = root / "out", root / "export"
+  run = run_script(str(root / "run_pairs.py"), f"--pairs_dir={data}",
+                   f"--pair_labels={root / 'labels.txt'}", f"--output_dir={output_dir}",
+                   f"--bert_config_file={config}", f"--vocab_file={vocab}",
+                   f"--max_seq_length={SEQ}", "--do_train", "--do_eval", "--do_predict",
+                   "--train_batch_size=4", "--eval_batch_size=4", "--predict_batch_size=4",
+                   "--num_train_epochs=1", "--learning_rate=1e-3", "--seed=1",
+                   f"--export_dir={export_dir}", cwd=str(root), timeout=600)
+  assert run.returncode == 0, run.stderr[-3000:]
+  assert "eval_accuracy" in run.stdout + run.stderr
+  recorded = json.loads((output_dir / "task_config.json").read_text())
+  assert recorded["task"] == "pairs" and recorded["label_list"] == LABELS
+  predicted = np.loadtxt(output_dir / "test.tsv")
+  test = [line.split("\t")[1:] for line in (data / "test.tsv").read_text().splitlines()]
+  assert predicted.shape == (len(test), len(LABELS))
+
+  request = root / "request.json"
+  request.write_text(json.dumps({"export_dir": str(export_dir), "output_dir": str(output_dir),
+                                 "pairs": test}))
+  served = run_script(str(root / "serve_pairs.py"), str(request), cwd=str(root), timeout=600)
+  assert served.returncode == 0, served.stderr[-3000:]
+  answers = json.loads(served.stdout.strip().splitlines()[-1])
+  for name, answer in answers.items():
+    assert (answer["task"], answer["labels"]) == ("pairs", LABELS), name
+    np.testing.assert_allclose([[r["scores"][label] for label in LABELS]
+                                for r in answer["served"]], predicted, atol=1e-5, err_msg=name)
+    assert [r["label"] for r in answer["served"]] == [
+        LABELS[i] for i in predicted.argmax(axis=1)], name
 
 
-def test_a_task_defined_here_trains_exports_serves_and_predicts(registered, files, tmp_path):
-  assert base.names() == ["glue", "ner", "pairs", "squad", "swag"]
-  assert base.export_names() == ["glue", "ner", "pairs", "squad"]
-  output_dir, export_dir = str(tmp_path / "out"), str(tmp_path / "export")
-  values = types.SimpleNamespace(  # what the run script's flags would hold
-      pairs_dir=files.data, pair_labels=files.labels, output_dir=output_dir,
-      bert_config_file=files.config, vocab_file=files.vocab, max_seq_length=SEQ, do_train=True,
-      do_eval=True, do_predict=True, train_batch_size=4, eval_batch_size=4, predict_batch_size=4,
-      num_train_epochs=1.0, learning_rate=1e-3, seed=1)
-  options = bert_flags.finetune_options(registered, values)
-  assert options.task == PairOptions(files.data, files.labels)
-  results = finetuning.run(registered, options)
-  assert results["dev"]["global_step"] == 4 and 0 <= results["dev"]["eval_accuracy"] <= 1
-  predicted = np.loadtxt(os.path.join(output_dir, "test.tsv"))
-  assert predicted.shape == (len(files.test), len(LABELS))
-
-  # export_savedmodel.py's path: --task=pairs and its own --pair_labels.
-  export_options = finetune_options.ExportOptions(
-      bert_config_file=files.config, vocab_file=files.vocab, init_checkpoint=output_dir,
-      export_dir=export_dir, max_seq_length=SEQ, task=PairOptions(pair_labels=files.labels))
-  assert export.run(base.for_export("pairs"), export_options).startswith(export_dir)
-  with pytest.raises(BertTfError, match="--task: .* holds a fine-tuned pairs model, not glue: "
-                     "pass --task=pairs$"):
-    export.check_task_config("glue", glue.GlueOptions(task_name="mrpc"), output_dir)
-
-  # The SavedModel, and the run's output_dir (its task_config.json names the task).
-  from_export = predictor.load(export_dir, task="pairs", batch_size=4)
-  from_run = predictor.load(output_dir, task="pairs", batch_size=4)
-  for loaded in (from_export, from_run):
-    assert (loaded.task, loaded.label_list, loaded.pair) == ("pairs", LABELS, True)
-    served = loaded(files.test)
-    np.testing.assert_allclose([[r["scores"][label] for label in LABELS] for r in served],
-                               predicted, atol=1e-5)
-    assert [r["label"] for r in served] == [LABELS[i] for i in predicted.argmax(axis=1)]
-  direct = from_export.module.signatures["serving_default"](
-      text_a=tf.constant([a for a, _ in files.test]),
-      text_b=tf.constant([b for _, b in files.test]))
-  np.testing.assert_allclose(direct["probabilities"], predicted, atol=1e-5)
+@pytest.fixture
+def pairs_task(work, monkeypatch):
+  """The task's module imported here, its registration undone afterwards."""
+  base.names()  # every shipped task registered first
+  monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))  # pylint: disable=protected-access
+  spec = importlib.util.spec_from_file_location("pairs_task", work[0] / "pairs_task.py")
+  module = importlib.util.module_from_spec(spec)
+  monkeypatch.setitem(sys.modules, "pairs_task", module)
+  spec.loader.exec_module(module)
+  return module
 
 
-def test_its_rules_and_its_run_kind(registered, files, tmp_path):
+def test_its_flags_rules_and_run_kind(pairs_task, work, tmp_path):
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  from bert_tf.cli import flags as bert_flags  # pylint: disable=g-import-not-at-top
+  own, exported = flags.FlagValues(), flags.FlagValues()
+  bert_flags.define_flags(pairs_task.PairOptions, flag_values=own)
+  bert_flags.define_flags(pairs_task.PairOptions, export=True, flag_values=exported)
+  assert sorted(own) == ["pair_labels", "pairs_dir"] and sorted(exported) == ["pair_labels"]
   with pytest.raises(BertTfError, match="^--pair_labels: expected a .txt file, got x.csv$"):
-    PairOptions(pair_labels="x.csv")
+    pairs_task.PairOptions(pair_labels="x.csv")
+  root, data, config, vocab = work
   options = finetune_options.FinetuneOptions(
-      output_dir=str(tmp_path / "out"), bert_config_file=files.config, vocab_file=files.vocab,
-      do_train=True, max_seq_length=SEQ, task=PairOptions(files.data, files.labels))
+      output_dir=str(tmp_path / "out"), bert_config_file=str(config), vocab_file=str(vocab),
+      do_train=True, max_seq_length=SEQ,
+      task=pairs_task.PairOptions(str(data), str(root / "labels.txt")))
   (tmp_path / "out").mkdir()
   (tmp_path / "out" / "task_config.json").write_text(
       '{"task": "pairs", "do_lower_case": true, "max_seq_length": 16, "label_list": ["yes", '
       '"no"], "pair": true, "regression": false}')
   with pytest.raises(BertTfError, match=r"holds a pairs fine-tuning run with label_list=\['yes', "
                      r"'no'\] \(task_config.json\), not this run's label_list=\['same', 'other'\]"):
-    base.check_recorded_task(registered(options, None), options.output_dir)
+    run_dir.RunDir(options.output_dir).check(run_dir.Run(
+        training=True, config=None, run_shape={}, task=pairs_task.PairTask(options, None)))

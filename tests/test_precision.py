@@ -141,7 +141,8 @@ def test_set_precision_resolves_auto_logs_why_and_warns_once(monkeypatch):
 
 def test_the_precision_list_is_defined_once():
   from bert_tf.cli import flags as bert_flags  # pylint: disable=g-import-not-at-top
-  bert_flags.define_dtype_flag()
+  from bert_tf.training.options import RuntimeOptions  # pylint: disable=g-import-not-at-top
+  bert_flags.define_flags(RuntimeOptions, only=("dtype",))
   assert tuple(bert_flags.FLAGS["dtype"].parser.enum_values) == precision.CHOICES
   assert not hasattr(runtime, "PRECISIONS")  # it reads precision.PRECISIONS
   assert bert_flags.FLAGS["dtype"].default == "float32"

@@ -1,8 +1,11 @@
 """The commands of the README and of docs/, run as written (in the order of
-tests/support/readme.py's PAGES, in one shell, as a user who follows the README's set-up and then
-the pages pastes them), on the shared data: only the sizes shrink (fewer steps, slices of the
-data), through the substitutions below, each of which must still find its text, so that the pages
-cannot drift from what runs.
+tests/support/readme.py's PAGES, each block in a shell that has the variables the blocks before it
+set, as a user who follows the README's set-up and then the pages pastes them), on the shared
+data: only the sizes shrink (fewer steps, slices of the data), through the substitutions below,
+each of which must still find its text, so that the pages cannot drift from what runs. What each
+block prints has the shape of what its page shows it printed (its output block: the same closing
+summaries, the same names in them, in the same order; readme.shape_difference), so that an output
+block cannot go stale either; tests/test_docs.py checks that every block has one.
 
 Blocks not run: the opening `make demo` / `make test` (the suite is `make test`; the demo is
 measured by hand, its time in the README), blocks marked `<!-- flags only -->`, and blocks that
@@ -113,39 +116,52 @@ def sandbox(tmp_path):
   return root
 
 
-def test_readme_commands_run_as_written(tmp_path):
+def run_shell(block, variables, root, env):
+  """Runs a bash block after the variables the blocks before it set ("declare -p" lines); returns
+  (what it printed, stdout and stderr as one, and the variables after it)."""
+  names = sorted(set(re.findall(r"(?:^|&& )(\w+)=", block, flags=re.M)))
+  declared = root / "declared.sh"
+  script = (f"set -euo pipefail\n{variables}{block}\n" +
+            (f"declare -p {' '.join(names)} >> {declared}\n" if names else ""))
+  declared.write_text("", encoding="utf-8")
+  done = subprocess.run(["bash", "-c", script], cwd=root, env=env, stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT, text=True, timeout=1200)
+  assert done.returncode == 0, f"{script}\n{done.stdout[-4000:]}"
+  return done.stdout, variables + declared.read_text(encoding="utf-8")
+
+
+def test_readme_commands_run_as_written_and_print_what_the_pages_show(tmp_path):
   shared_data("squad", "dev-v2.0.subset.json")
   root = sandbox(tmp_path)
-  blocks = [(language, code) for _, language, code in readme.run_blocks()]
-  used = set()
+  used, stale = set(), []
   # The README's $PY: Python, with the scripts run through the tests' script runner (one
   # TensorFlow import for all of them; see tests/support/script_runner.py).
   python = f"{sys.executable} {os.path.join(REPO, 'tests', 'support', 'script_runner.py')}"
-  shell = f"set -euo pipefail\nPY='{python}'\n"
+  variables = f"PY='{python}'\n"
   env = dict(os.environ, **script_runner.server_environment())
-  for number, (language, code) in enumerate(blocks):
+  for number, (page, language, code, shown, _) in enumerate(readme.runs()):
     code = smaller(code, used)
     if language == "bash":
       # PY=.venv/bin/python as the README sets it is this interpreter here (CI's .venv).
-      shell += code.replace("PY=.venv/bin/python", f"PY='{python}'") + "\n"
-      continue
-    done = subprocess.run(["bash", "-c", shell], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=1200)
-    assert done.returncode == 0, f"{shell}\n{done.stderr[-4000:]}"
-    shell = "set -euo pipefail\n" + "\n".join(
-        line for line in shell.splitlines() if re.match(r"^\w+=", line)) + "\n"
-    if "out/mrpc_export/<number>" in code:
-      versions = sorted(glob.glob(str(root / "out" / "mrpc_export" / "[0-9]*")))
-      code = code.replace("out/mrpc_export/<number>", os.path.relpath(versions[-1], root))
-    # As a file run through the script runner: the block's imports of bert_tf and TensorFlow are
-    # the server's, already done.
-    block = root / f"block_{number}.py"
-    block.write_text(code, encoding="utf-8")
-    ran = script_runner.run_script(str(block), cwd=root, env=env, timeout=300)
-    assert ran.returncode == 0, f"{code}\n{ran.stderr[-4000:]}"
-  done = subprocess.run(["bash", "-c", shell], cwd=root, env=env, capture_output=True, text=True,
-                        timeout=1200)
-  assert done.returncode == 0, f"{shell}\n{done.stderr[-4000:]}"
+      printed, variables = run_shell(code.replace("PY=.venv/bin/python", f"PY='{python}'"),
+                                     variables, root, env)
+    else:
+      if "out/mrpc_export/<number>" in code:
+        versions = sorted(glob.glob(str(root / "out" / "mrpc_export" / "[0-9]*")))
+        code = code.replace("out/mrpc_export/<number>", os.path.relpath(versions[-1], root))
+      # As a file run through the script runner: the block's imports of bert_tf and TensorFlow
+      # are the server's, already done.
+      block = root / f"block_{number}.py"
+      block.write_text(code, encoding="utf-8")
+      ran = script_runner.run_script(str(block), cwd=root, env=env, timeout=300)
+      assert ran.returncode == 0, f"{code}\n{ran.stderr[-4000:]}"
+      printed = ran.stdout
+    difference = shown is not None and readme.shape_difference(language, shown, printed)
+    if difference:
+      stale.append(f"{page}, the block starting {code.strip().splitlines()[0][:60]!r}:\n"
+                   f"{difference}")
+  assert not stale, "output blocks that no longer show what their command prints:\n" + \
+      "\n\n".join(stale)
   unused = {(m, w) for m, subs in SMALLER for w, _ in subs} - used
   assert not unused, f"the pages no longer have these texts the test shrinks: {sorted(unused)}"
   out = root / "out"
@@ -191,3 +207,28 @@ def test_readme_trains_in_float32_and_its_data_claims_hold():
   with open(shared_data("swag", "allennlp-swag-regular-sample.csv"), encoding="utf-8") as f:
     assert len(f.read().splitlines()) == 12  # a header and 11 rows: 8 + 3 held out
   assert "the shared sample has 11 rows: 8 to train" in text
+
+
+def test_a_stale_output_block_is_found():
+  """shape_difference, on what a page shows and what a smaller run printed: other numbers, time
+  stamps, paths' digits and column widths are the same shape; a name renamed, moved or dropped, a
+  summary the run no longer prints, or a line it no longer prints is not."""
+  printed = ("12:00:01 ***** Running training *****\n12:00:01   Batch size = 4\n"
+             "12:00:09 eval at step 1 (0:00:02): eval_f1 0.5; new best eval_f1\n"
+             "12:00:10 ***** Eval results (8 examples) *****\n12:00:10   eval_f1 = 0.5\n"
+             "12:00:10   global_step = 1\n12:00:11 ***** Finished in 0:00:11 *****\n"
+             "12:00:11   checkpoint:   out/x/model.ckpt-1\n12:00:11   eval_f1 = 0.5\n"
+             "     LOC: precision:   0.00%; FB1:   0.00  19\n")
+  shown = ("eval at step 50 (0:00:22): eval_f1 0.8223; new best eval_f1\n"
+           "***** Eval results (408 examples) *****\n  eval_f1 = 0.84\n  global_step = 200\n"
+           "***** Finished in 0:15:26 *****\n  checkpoint:   out/x/model.ckpt-295\n"
+           "  eval_f1 = 0.8439\n    LOC: precision:  36.64%; FB1:  49.62  3854\n")
+  assert readme.shape_difference("bash", shown, printed) is None
+  for stale in (shown.replace("global_step", "step"), shown.replace("  eval_f1 = 0.8439\n", ""),
+                shown.replace("Eval results", "Results"), shown.replace("new best", "best"),
+                shown + "***** Finished *****\n  checkpoint: out/y\n"):
+    assert readme.shape_difference("bash", stale, printed), stale
+  assert readme.shape_difference("python", "[{'label': '1', 'score': 0.93}]\n(1, 9, 384) (1, 384)",
+                                 "[{'label': '0', 'score': 0.5}]\n(1, 9, 32) (1, 32)\n") is None
+  assert readme.shape_difference("python", "[{'label': '1', 'p': 0.93}]",
+                                 "[{'label': '0', 'score': 0.5}]")

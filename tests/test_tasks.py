@@ -2,6 +2,7 @@
 the task_config.json files of old runs (without "task": their "export_kind") still read."""
 import dataclasses
 import json
+import os
 import types
 
 import pytest
@@ -17,25 +18,28 @@ from bert_tf.tasks import glue
 from bert_tf.tasks import squad
 from bert_tf.tasks import swag
 from bert_tf.training import options as options_lib
-
-TASKS = {"glue": (glue.GlueTask, True, "run_classifier.py"),
-         "ner": (conll.NerTask, True, "run_ner.py"),
-         "squad": (squad.SquadTask, True, "run_squad.py"),
-         "swag": (swag.SwagTask, False, "run_swag.py")}
-
+from bert_tf.training import run_dir
+from support.paths import REPO
 
 def test_names():
-  assert base.names() == sorted(TASKS)
-  assert base.export_names() == ["glue", "ner", "squad"]
-  assert base.export_names(aliases=True) == ["classifier", "glue", "ner", "squad"]
+  names = base.names()
+  assert names == sorted(names)
+  assert (glue.GlueTask, conll.NerTask, squad.SquadTask, swag.SwagTask) == tuple(
+      base.get(name) for name in ("glue", "ner", "squad", "swag"))  # the modules register them
+  assert base.export_names() == [name for name in names if base.get(name).server_class]
+  assert set(base.export_names(aliases=True)) == set(base.export_names()) | {
+      alias for name in base.export_names() for alias in base.get(name).aliases}
   assert export.task_names() == base.export_names()
 
 
-@pytest.mark.parametrize("name", sorted(TASKS))
+@pytest.mark.parametrize("name", base.names())
 def test_registered_task(name):
-  cls, exportable, script = TASKS[name]
-  assert base.get(name) is cls and issubclass(cls, base.Task)
-  assert (cls.name, bool(cls.server_class), cls.script) == (name, exportable, script)
+  """Every task the registry finds: its script is at the top level, an export or a line that
+  says it has none."""
+  cls = base.get(name)
+  exportable, script = bool(cls.server_class), cls.script
+  assert issubclass(cls, base.Task) and cls.name == name
+  assert os.path.isfile(os.path.join(REPO, script)), script
   assert cls.eval_split in cls.record_files
   assert cls.num_sequences >= 1 and isinstance(cls.packed_loss_weights, str)
   if exportable:
@@ -59,7 +63,8 @@ def test_task_defaults_and_overrides():
 def test_unknown_names():
   with pytest.raises(BertTfError, match="^task: 'nope' is not a registered task; known: glue, "):
     base.get("nope")
-  with pytest.raises(BertTfError, match="^--task: 'nope' is not one of glue, ner, squad$"):
+  with pytest.raises(BertTfError, match=f"^--task: 'nope' is not one of "
+                     f"{', '.join(base.export_names())}$"):
     base.for_export("nope")
   with pytest.raises(ValueError, match="registered twice"):
     base.register("glue")(type("Other", (base.Task,), {}))
@@ -116,11 +121,13 @@ def test_a_run_goes_on_in_an_output_dir_of_its_own_task(tmp_path, recorded, task
   "task"): the same task goes on, another is refused."""
   (tmp_path / "task_config.json").write_text(json.dumps(recorded))
   run = task(_options(output_dir=str(tmp_path), max_seq_length=32, task=own), None)
+  check = lambda: run_dir.RunDir(str(tmp_path)).check(  # noqa: E731
+      run_dir.Run(training=False, config=None, run_shape={}, task=run))
   if expected is None:
-    base.check_recorded_task(run, str(tmp_path))
+    assert check() == "evaluate"
   else:
     with pytest.raises(BertTfError, match=f"^--output_dir: {tmp_path} {expected}"):
-      base.check_recorded_task(run, str(tmp_path))
+      check()
 
 
 def test_new_task_config_names_the_task(tmp_path):
@@ -158,7 +165,8 @@ def _options(**overrides):
 
 
 @pytest.mark.parametrize("overrides,expected", [
-    (dict(do_train=False), "^--do_train: at least one must be True$"),
+    (dict(do_train=False, task=squad.SquadOptions()),
+     "^--do_train/--do_predict: at least one must be True$"),
     (dict(do_train=False, do_eval=False, do_predict=False),
      "^--do_train/--do_eval/--do_predict: at least one must be True$"),
     (dict(bilstm_hidden_size=8), "^--bilstm_hidden_size: only with --bilstm_head$"),
@@ -188,8 +196,9 @@ def test_task_options_rules(cls, fields, expected):
 
 
 def test_options_from_flag_values():
-  """The door: the fields a script has flags for; the rest keep their defaults (None for the
-  phase and head flags a script lacks); the runtime and loop flags become their own options."""
+  """The door: the fields a script has flags for; the rest keep their defaults, and the task's
+  options say which shared flags the script lacks; the runtime and loop flags become their own
+  options."""
   values = types.SimpleNamespace(output_dir="o", bert_config_file="c", vocab_file="v",
                                  do_train=True, do_predict=False, data_dir="d", seed=3,
                                  max_seq_length=64, unrelated=1)
@@ -197,8 +206,10 @@ def test_options_from_flag_values():
   assert options.task == swag.SwagOptions(data_dir="d")
   assert options.runtime == options_lib.RuntimeOptions(seed=3)
   assert options.loop == options_lib.TrainLoopOptions()
-  assert (options.do_eval, options.bilstm_head, options.max_seq_length) == (None, None, 64)
-  assert options.phases() == ["do_train", "do_predict"]
+  assert (options.do_eval, options.bilstm_head, options.max_seq_length) == (False, False, 64)
+  assert not options.has_flag("bilstm_head") and options.has_flag("do_eval")
+  assert options.distill is None and "bilstm_head" not in options.run_shape()
+  assert options.phases() == ["do_train", "do_eval", "do_predict"]
   assert options.run_shape() == {"max_seq_length": 64, "pack_sequences": False,
                                  "left_to_right": False}
   with pytest.raises(dataclasses.FrozenInstanceError):

@@ -12,6 +12,7 @@ from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
 from bert_tf.errors import op_message
 from bert_tf.io import fileio
+from bert_tf.io import interrupts
 from bert_tf.io import terminal
 
 # TensorFlow errors that come from the user's files and directories, not from a bug: one line each.
@@ -35,6 +36,10 @@ def _one_line(error):
     where = f"{error.filename}: " if error.filename else ""
     return f"error: {where}{error.strerror}"
   tf = sys.modules.get("tensorflow")
+  peers = sys.modules.get("bert_tf.training.peers")  # loaded where a run has workers
+  lost = peers and peers.lost_peer(error)
+  if lost:
+    return f"error: {lost}"
   if tf is not None and isinstance(error, tf.errors.OpError):
     what = _TF_FILE_ERRORS.get(type(error).__name__)
     if what:
@@ -123,6 +128,8 @@ def catch_startup_signals():
   for signum in _HOW:
     if signal.getsignal(signum) in (signal.default_int_handler, signal.SIG_DFL):
       signal.signal(signum, _stop_starting)
+  # Never lost: one raised in a weakref callback or a __del__ is raised again where it can be.
+  interrupts.redeliver_swallowed({KeyboardInterrupt: signal.SIGINT, Terminated: signal.SIGTERM})
 
 
 def _take_over_signals():
@@ -147,6 +154,7 @@ def run(main):
 
   def guarded_main(argv):
     _take_over_signals()
+    interrupts.redeliver_swallowed({KeyboardInterrupt: signal.SIGINT, Terminated: signal.SIGTERM})
     try:
       for flag, url in bert_flags.urls_given():
         fileio.check_reachable(url, flag)

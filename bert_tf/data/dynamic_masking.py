@@ -52,7 +52,7 @@ class DynamicMasking:
   def from_options(cls, masking, max_seq_length, vocab_file, config_vocab_size=None):
     """The masking a bert_tf.model.objectives.Masking asks for (its rules checked as it was made),
     or None unless dynamic; vocab_file: the records' vocabulary."""
-    if not masking.dynamic:
+    if not masking.dynamic_masking:
       return None
     vocab = Vocab(tokenization.load_vocab(vocab_file), "--vocab_file")
     if config_vocab_size is not None and vocab.size > config_vocab_size:

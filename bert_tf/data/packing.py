@@ -66,7 +66,7 @@ def row_limits(max_seq_length, objective, max_instances_per_row=None,
     raise BertTfError(f"--max_instances_per_row: expected >= 1, got {max_instances}")
   max_predictions = max_predictions_per_row or default_max_predictions(
       seq, masking.max_predictions_per_seq, max_instances, left_to_right,
-      masking.masked_lm_prob if masking.dynamic else MASKED_LM_PROB)
+      masking.masked_lm_prob if masking.dynamic_masking else MASKED_LM_PROB)
   needed = seq - 1 if left_to_right else masking.max_predictions_per_seq
   if max_predictions < needed:
     raise BertTfError(f"--max_predictions_per_row: {max_predictions} is less than one instance "

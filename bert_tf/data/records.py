@@ -22,12 +22,32 @@ from bert_tf.model import objectives
 tf = fileio.tf
 
 
+# A pretraining record (create_pretraining_data.py), in its features' order: name -> (length,
+# kind), length "seq" (max_seq_length) or "predictions" (max_predictions_per_seq) or 1. The names
+# are the objective's (bert_tf.model.objectives), which the model and the loss read.
+PRETRAINING_RECORD = {
+    "input_ids": ("seq", "int64"), "input_mask": ("seq", "int64"),
+    "segment_ids": ("seq", "int64"),
+    objectives.MASKED_LM_POSITIONS: ("predictions", "int64"),
+    objectives.MASKED_LM_IDS: ("predictions", "int64"),
+    objectives.MASKED_LM_WEIGHTS: ("predictions", "float32"),
+    objectives.NEXT_SENTENCE_LABELS: (1, "int64"),
+}
+
+
+def pretraining_record(masked=True):
+  """The features of a pretraining record, in order; masked=False: create_pretraining_data.py
+  --unmasked's (no masked-LM features: run_pretraining.py --dynamic_masking draws them)."""
+  return {name: spec for name, spec in PRETRAINING_RECORD.items()
+          if masked or name not in objectives.MASKED_LM_FEATURES}
+
+
 def pretraining_features(max_seq_length, max_predictions_per_seq, masked=True):
-  """Records of create_pretraining_data.py, read by run_pretraining.py: the features of
-  bert_tf.model.objectives.RECORD_FEATURES; masked=False: without the masked LM's (--unmasked)."""
+  """Records of create_pretraining_data.py, read by run_pretraining.py: the tf.io specs of
+  PRETRAINING_RECORD; masked=False: without the masked LM's (--unmasked)."""
   lengths = {"seq": max_seq_length, "predictions": max_predictions_per_seq}
   return {name: tf.io.FixedLenFeature([lengths.get(length, length)], getattr(tf, kind))
-          for name, (length, kind) in objectives.record_features(masked).items()}
+          for name, (length, kind) in pretraining_record(masked).items()}
 
 
 def unmasked_pretraining_features(max_seq_length):

@@ -146,6 +146,14 @@ def check_input_file(path, flag=None):
     raise BertTfError(f"{where}: permission denied; expected a file this user can read")
 
 
+def check_data_directory(path, flag="--data_dir"):
+  """Raises BertTfError when a task's data directory is a file (a missing one is named with the
+  file the task reads first)."""
+  if path and exists(path) and not (tf.io.gfile.isdir if is_url(path) else os.path.isdir)(path):
+    raise BertTfError(f"{flag}: {path} is a file, not a directory (expected the directory that "
+                      f"holds the task's train, dev and test files)")
+
+
 def check_output_directory(path, flag):
   """Raises BertTfError when `path` exists and is not a directory: a run names it before it
   starts, not when it first writes there."""
@@ -432,6 +440,29 @@ def remove_dead_temporaries(directory, pattern):
       os.remove(stale)
     removed.append(stale)
   return removed
+
+
+def rename_to_free_number(tmp, directory, first):
+  """Renames the finished directory `tmp` to directory/<n>, n the first number from `first` on
+  that no entry there has yet, and returns that path. Never over an entry: two processes that
+  publish at once get two numbers (locally a rename onto a directory another process made first
+  fails, and the later one takes the next number; on a URL's file system, where a rename is a
+  copy, the check comes first)."""
+  number = first
+  while True:
+    final = os.path.join(directory, str(number))
+    if is_url(final):
+      if not tf.io.gfile.exists(final):
+        tf.io.gfile.rename(tmp, final, overwrite=False)
+        return final
+    elif not os.path.lexists(final):
+      try:
+        os.rename(tmp, final)  # onto a directory of files: ENOTEMPTY or EEXIST, nothing moved
+        return final
+      except OSError as e:
+        if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+          raise
+    number += 1
 
 
 def write_text_atomically(path, text):

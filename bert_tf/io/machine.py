@@ -123,37 +123,61 @@ def cache_dir(environ=None):
 class Choices:
   """Measured choices of one kind, in <cache_dir()>/<kind>.json: {key: {"value": ..., "time":
   Unix time}}, key the JSON of a dict of what the measure depended on; the newest `limit` kept.
-  A file that cannot be read counts as empty; one that cannot be written is said once in a
-  warning, and the choice is measured again next time."""
+  A file that does not parse, or an entry of another shape (another version's, or damaged),
+  counts as none: said once in a warning, and measured again (put writes the file anew). One
+  that cannot be written is said once in a warning, and the choice is measured again next
+  time."""
 
   def __init__(self, kind, directory=None, limit=256):
     self.path = os.path.join(directory or cache_dir(), f"{kind}.json")
     self.limit = limit
     self._warned = False
+    self._warned_unreadable = False
 
   @staticmethod
   def _key(key):
     return json.dumps(key, sort_keys=True, separators=(",", ":"))
 
-  def _read(self):
+  def _unusable(self, what):
+    if not self._warned_unreadable:
+      self._warned_unreadable = True
+      logging.warning("%s: %s: ignored, measured again (and kept anew)", self.path, what)
+
+  def _read(self, warn=False):
     try:
       with open(self.path, encoding="utf-8") as f:
         entries = json.load(f)
-    except (OSError, ValueError):
+    except FileNotFoundError:
       return {}
-    return entries if isinstance(entries, dict) else {}
+    except (OSError, ValueError) as e:  # UnicodeDecodeError is a ValueError
+      if warn:
+        self._unusable(f"not a cache file bert_tf can read ({type(e).__name__})")
+      return {}
+    if not isinstance(entries, dict):
+      if warn:
+        self._unusable(f"a JSON {type(entries).__name__}, not the object of entries it keeps")
+      return {}
+    return entries
 
-  def get(self, key):
-    """The value put for key, or None."""
-    entry = self._read().get(self._key(key))
-    return entry.get("value") if isinstance(entry, dict) else None
+  def get(self, key, check=None):
+    """The value put for key, or None. check(value): whether a value has the shape its kind's
+    measure gives (one that has not is ignored with a warning, as measured by nothing)."""
+    entry = self._read(warn=True).get(self._key(key))
+    if entry is None:
+      return None
+    value = entry.get("value") if isinstance(entry, dict) else None
+    if value is None or check is not None and not _checked(check, value):
+      self._unusable("its entry for this machine is not one bert_tf wrote (another shape)")
+      return None
+    return value
 
   def put(self, key, value):
     """Keeps value for key; returns whether the file was written."""
     entries = self._read()  # read again: another process may have added its own
+    entries = {k: entry for k, entry in entries.items()  # of another shape: not kept
+               if isinstance(entry, dict) and isinstance(entry.get("time"), (int, float))}
     entries[self._key(key)] = {"value": value, "time": time.time()}
-    newest = sorted(entries.items(), key=lambda item: -float(
-        item[1].get("time", 0) if isinstance(item[1], dict) else 0))[:self.limit]
+    newest = sorted(entries.items(), key=lambda item: -item[1]["time"])[:self.limit]
     tmp = f"{self.path}.tmp-{os.getpid()}"
     try:
       os.makedirs(os.path.dirname(self.path), exist_ok=True)
@@ -169,3 +193,11 @@ class Choices:
                         "each load (set BERT_TF_CACHE_DIR to a writable directory)", self.path, e)
         self._warned = True
       return False
+
+
+def _checked(check, value):
+  """check(value), an exception of a value of another shape counting as False."""
+  try:
+    return bool(check(value))
+  except (TypeError, ValueError, KeyError, AttributeError):
+    return False

@@ -34,6 +34,9 @@ NATIVE_LINE = re.compile(
 # Lines of TensorFlow's chatter that are not log records themselves.
 CHATTER = (b"WARNING: All log messages before absl::InitializeLog() is called",
            b"To enable the following instructions:")  # cpu_feature_guard's second line
+# The lines a gRPC error's record goes on with (a lost worker's, a multi-worker run's): chatter too
+# when they follow chatter.
+CONTINUATION = (b"Additional GRPC error information from remote target", b":UNKNOWN:Error received")
 # How long a partial line that may be the start of a log record waits for its end.
 _PARTIAL_SECONDS = 0.5
 
@@ -79,7 +82,13 @@ def relay(source, target):
   """Copies file descriptor `source` to `target` until end of file, without the chatter. A line
   still open is held only while it may be chatter, and at most _PARTIAL_SECONDS (a progress bar
   redrawn with \\r passes at once)."""
-  pending = b""
+  pending, after_chatter = b"", [False]
+
+  def keep(line):
+    dropped = is_chatter(line) or after_chatter[0] and (not line or line.startswith(CONTINUATION))
+    after_chatter[0] = dropped
+    return not dropped
+
   while True:
     if pending:
       ready, _, _ = select.select([source], [], [], _PARTIAL_SECONDS)
@@ -91,7 +100,7 @@ def relay(source, target):
     if not chunk:
       break
     *lines, pending = (pending + chunk).split(b"\n")
-    kept = b"".join(line + b"\n" for line in lines if not is_chatter(line))
+    kept = b"".join(line + b"\n" for line in lines if keep(line))
     if pending and not _may_become_chatter(pending):
       kept, pending = kept + pending, b""
     _write(target, kept)

@@ -24,12 +24,10 @@ The loss of every element (example or word), averaged as the task averages its o
 Evaluation, keep-best, prediction and export are the task's own: the student is a model like any
 other (its task_config.json, its export).
 """
-import dataclasses
 import hashlib
 import io
 import json
 import os
-from typing import Optional
 
 from absl import logging
 import numpy as np
@@ -41,8 +39,8 @@ from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
 from bert_tf.model import checkpoints
 from bert_tf.model import model_dir
-from bert_tf.model.config import BertConfig
-from bert_tf.model.config import check_max_seq_length
+from bert_tf.model import model_files
+from bert_tf.model.model_options import ModelOptions
 from bert_tf.training import keep_best
 from bert_tf.training import loop
 
@@ -54,38 +52,6 @@ SOFT_WEIGHTS, HARD_WEIGHTS = "soft_weights", "hard_weights"
 
 def teacher_feature(j):
   return f"teacher_logit_{j}"
-
-
-@dataclasses.dataclass(frozen=True)
-class DistillOptions:
-  """--teacher_dir, --distill_temperature, --distill_alpha, --transfer_file,
-  --teacher_batch_size."""
-  teacher_dir: Optional[str] = None
-  distill_temperature: float = 2.0
-  distill_alpha: float = 0.5
-  transfer_file: Optional[str] = None
-  teacher_batch_size: int = 32
-
-  def __post_init__(self):
-    if not self.distill_temperature > 0:
-      raise BertTfError(f"--distill_temperature: expected a number above 0, got "
-                        f"{self.distill_temperature}")
-    if not 0 <= self.distill_alpha <= 1:
-      raise BertTfError(f"--distill_alpha: expected a fraction between 0 and 1, got "
-                        f"{self.distill_alpha}")
-    if self.teacher_batch_size < 1:
-      raise BertTfError(f"--teacher_batch_size: expected an integer of at least 1, got "
-                        f"{self.teacher_batch_size}")
-    if self.transfer_file and not self.teacher_dir:
-      raise BertTfError("--transfer_file: only with --teacher_dir (its examples have no labels: "
-                        "the teacher's soft targets are all they teach)")
-    if self.transfer_file and not tf.io.gfile.exists(self.transfer_file):
-      raise BertTfError(f"--transfer_file: {self.transfer_file} not found")
-
-  def settings(self):
-    """What a resumed run must keep: the loss's T and alpha, and the transfer set."""
-    return {"temperature": float(self.distill_temperature), "alpha": float(self.distill_alpha),
-            "transfer_file": self.transfer_file and os.path.abspath(self.transfer_file)}
 
 
 # ---------------------------------------------------------------------------- the loss
@@ -119,9 +85,21 @@ def distillation_loss(features, outputs, num_labels, temperature, alpha):
 # ---------------------------------------------------------------------------- the teacher
 
 
-def _read_json(path):
-  with tf.io.gfile.GFile(path) as f:
-    return json.load(f)
+def _real_path(path):
+  return path if fileio.is_url(path) else os.path.realpath(path)
+
+
+def _read_json(path, flag="--teacher_dir"):
+  """A JSON object file of a run (a BertTfError naming it when it does not parse as one)."""
+  try:
+    value = json.loads(fileio.read_text(path))
+  except ValueError as e:
+    raise BertTfError(f"{flag}: {path}: not valid JSON ({e}): a damaged file of a fine-tuning "
+                      f"run (train it again, or restore the file)") from None
+  if not isinstance(value, dict):
+    raise BertTfError(f"{flag}: {path}: a JSON {type(value).__name__}, not the object a "
+                      f"fine-tuning run writes")
+  return value
 
 
 def _same(value):
@@ -157,7 +135,11 @@ class Teacher:
     unservable = task.unservable(config)
     if unservable or task.task_config_fields().get("regression"):
       raise BertTfError(f"{flag}: cannot distil from a {unservable or 'regression'} model")
-    # The same labels (and GLUE task): the teacher's logits are the student's targets.
+    # The same labels (and GLUE task): the teacher's logits are the student's targets. A tagger
+    # takes its teacher's tag set (its training tags within it: else named by file and line).
+    if hasattr(task, "adopt_labels") and isinstance(config.get("label_list"), list):
+      task.adopt_labels([str(label) for label in config["label_list"]], f"the teacher's "
+                        f"({teacher_dir})")
     for key, mine in task.task_config_fields().items():
       if key in task.run_keys + ("task_name", "label_list") and _same(mine) != _same(config.get(key)):
         raise BertTfError(f"{flag}: {teacher_dir} was fine-tuned with {key} "
@@ -165,13 +147,16 @@ class Teacher:
     if bool(config.get("do_lower_case")) != bool(options.do_lower_case):
       raise BertTfError(f"{flag}: {teacher_dir} was fine-tuned with do_lower_case="
                         f"{config.get('do_lower_case')}: pass the same --do_lower_case")
-    vocab = os.path.join(teacher_dir, model_dir.VOCAB_FILE)
-    if not tf.io.gfile.exists(vocab) or _digest([vocab]) != _digest([options.vocab_file]):
+    self.prefix = self._weights()
+    files = model_files.open_model(ModelOptions(init_checkpoint=teacher_dir),
+                                   max_seq_length=options.max_seq_length, need_vocab=False,
+                                   checkpoint_flag=flag)
+    # Its tokens and their ids, not its bytes: the same file with CRLF line ends is the same.
+    vocab = files.vocab_file or os.path.join(teacher_dir, model_dir.VOCAB_FILE)
+    if not files.vocab_file or not model_files.same_vocabulary(vocab, options.vocab_file):
       raise BertTfError(f"{flag}: {vocab} is not --vocab_file {options.vocab_file}: a teacher "
                         f"and its student read the same token ids")
-    self.config = BertConfig.from_json_file(os.path.join(teacher_dir, model_dir.CONFIG_FILE))
-    check_max_seq_length(options.max_seq_length, self.config.max_position_embeddings)
-    self.prefix = self._weights()
+    self.config = files.config
 
   def _weights(self):
     """Its best weights (best/best.json) or else its latest checkpoint."""
@@ -187,8 +172,9 @@ class Teacher:
     return latest
 
   def identity(self):
-    """What names these weights: the directory, the checkpoint and its index's digest."""
-    return {"teacher_dir": os.path.abspath(self.directory),
+    """What names these weights: the directory (its real path: through a link it is the same),
+    the checkpoint and its index's digest."""
+    return {"teacher_dir": _real_path(self.directory),
             "checkpoint": os.path.relpath(self.prefix, self.directory),
             "index_sha256": _digest([self.prefix + ".index"])}
 
@@ -212,7 +198,7 @@ class Teacher:
 
 def _record(output_dir):
   path = os.path.join(output_dir, DISTILLATION_FILE)
-  return _read_json(path) if tf.io.gfile.exists(path) else None
+  return _read_json(path, "--output_dir") if tf.io.gfile.exists(path) else None
 
 
 def wrap(task, options):
@@ -228,14 +214,15 @@ def wrap(task, options):
                         f"{record['teacher']['teacher_dir']}: pass that --teacher_dir to go on "
                         f"with it (or give a new --output_dir)")
     return task
+  _check_not_in_teacher(output_dir, distill.teacher_dir)
   teacher = Teacher(distill.teacher_dir, task, options)
   if record:
     before = record["teacher"]
-    if before != teacher.identity():
+    if _as_compared(before) != _as_compared(teacher.identity()):
       raise BertTfError(f"--teacher_dir: {output_dir} holds soft targets of the teacher "
                         f"{os.path.join(before['teacher_dir'], before['checkpoint'])}, not "
                         f"{teacher.prefix}: give a new --output_dir")
-    if resuming and record["settings"] != distill.settings():
+    if resuming and _as_compared(record["settings"]) != distill.settings():
       changed = next(k for k in distill.settings() if record["settings"].get(k) !=
                      distill.settings()[k])
       flag = {"temperature": "--distill_temperature", "alpha": "--distill_alpha"}.get(
@@ -244,6 +231,25 @@ def wrap(task, options):
                         f"{record['settings'][changed]}: pass the same, or give a new "
                         f"--output_dir")
   return DistilledTask(task, options, teacher)
+
+
+def _as_compared(recorded):
+  """A DISTILLATION_FILE record's paths as they are compared (runs before them kept absolute
+  paths: their real paths now)."""
+  return {key: _real_path(value) if key in ("teacher_dir", "transfer_file") and value else value
+          for key, value in recorded.items()}
+
+
+def _check_not_in_teacher(output_dir, teacher_dir):
+  """A student's --output_dir is neither its --teacher_dir nor inside it: the run would write
+  into the teacher's run (records, checkpoints, its task_config.json). Before anything is
+  written."""
+  student, teacher = _real_path(output_dir), _real_path(teacher_dir)
+  if student == teacher or student.startswith(teacher.rstrip("/") + "/"):
+    where = "is" if student == teacher else "is inside"
+    raise BertTfError(f"--output_dir: {output_dir} {where} --teacher_dir {teacher_dir}: the "
+                      f"student would write into its teacher's run; give the student an "
+                      f"--output_dir of its own")
 
 
 class DistilledTask:
@@ -317,20 +323,46 @@ class DistilledTask:
            "settings": self.distill.settings()}
     cache = os.path.join(output_dir, TEACHER_LOGITS)
     record = _record(output_dir)
-    if record and record["records_sha256"] == key["records_sha256"] and tf.io.gfile.exists(
+    if record and record.get("records_sha256") == key["records_sha256"] and tf.io.gfile.exists(
         cache):
-      with tf.io.gfile.GFile(cache, "rb") as f:
+      logits = _read_logits(cache, record.get("logits_sha256"))
+      if logits is not None:
         logging.info("Teacher's logits read back from %s", cache)
-        return np.load(io.BytesIO(f.read()))["logits"]
+        return logits
     logits = self.teacher.predict(self.task, paths, self.distill.teacher_batch_size,
                                   self.options.runtime.trim_padding)
     buffer = io.BytesIO()
     np.savez(buffer, logits=logits)
     with fileio.atomic_output(cache) as tmp, tf.io.gfile.GFile(tmp, "wb") as f:
       f.write(buffer.getvalue())
+    key["logits_sha256"] = hashlib.sha256(buffer.getvalue()).hexdigest()  # checked on reading
     fileio.write_text_atomically(os.path.join(output_dir, DISTILLATION_FILE),
                                  json.dumps(key, indent=2, sort_keys=True) + "\n")
     return logits
+
+
+def _read_logits(path, sha256):
+  """The logits a run cached in `path`, or None (said in a warning: the teacher predicts them
+  again) when the file is damaged: cut short, another checksum than the one written
+  (runs from before it was written: what the archive itself says), not a NumPy archive."""
+  with tf.io.gfile.GFile(path, "rb") as f:
+    data = f.read()
+  damage = None
+  if sha256 and hashlib.sha256(data).hexdigest() != sha256:
+    damage = f"{len(data):,} bytes, not those written: their sha256 differs"
+  elif not data.startswith(b"PK\x03\x04"):
+    damage = "not a NumPy archive"
+  if damage is None:
+    try:
+      logits = np.load(io.BytesIO(data))["logits"]
+      if logits.dtype == np.float32 and logits.ndim >= 2:
+        return logits
+      damage = f"an array of {logits.dtype} [{', '.join(map(str, logits.shape))}]"
+    except Exception as e:  # pylint: disable=broad-except  (zipfile's, NumPy's)
+      damage = f"it does not read ({type(e).__name__}: {e})"
+  logging.warning("%s: the teacher's cached soft targets are damaged (%s): predicted again",
+                  path, damage)
+  return None
 
 
 def _write_with_targets(paths, output, logits, hard, weights_name):

@@ -9,22 +9,27 @@ import re
 import time
 from glob import escape as glob_escape
 import weakref
+from typing import Optional
 
 import tensorflow as tf
 import tf_keras
 from absl import logging
 
 from bert_tf.errors import BertTfError
-from bert_tf.errors import check_at_least
 from bert_tf.io import fileio
 from bert_tf.io.fileio import atomic_output
 from bert_tf.io import progress
 from bert_tf.model import checkpoints
-from bert_tf.model.config import BertConfig
-from bert_tf.model.config import check_max_seq_length
 from bert_tf.model import heads
+from bert_tf.model import model_files
+from bert_tf.model.model_options import ModelOptions
 from bert_tf.model import modeling
-from bert_tf.text import tokenization
+from bert_tf.options import MODEL
+from bert_tf.options import OUTPUT
+from bert_tf.options import RUNTIME
+from bert_tf.options import TRAINING
+from bert_tf.options import check_fields
+from bert_tf.options import option
 from bert_tf.training import runtime as runtime_lib
 
 InputExample = collections.namedtuple("InputExample", ["unique_id", "text_a", "text_b"])
@@ -50,21 +55,25 @@ def read_examples(input_file):
 
 
 @dataclasses.dataclass(frozen=True)
-class ExtractOptions:
+class ExtractOptions(ModelOptions):
   """extract_features.py's own flags (the runtime's come as a RuntimeOptions)."""
-  input_file: str
-  output_file: str
-  bert_config_file: str
-  init_checkpoint: str
-  vocab_file: str
-  do_lower_case: bool = True
-  layers: str = "-1,-2,-3,-4"
-  max_seq_length: int = 128
-  batch_size: int = 32
-  use_one_hot_embeddings: bool = False
+  input_file: Optional[str] = option(None, "Text to read: one sentence a line, or `sentence A "
+                                     "||| sentence B`.")
+  output_file: Optional[str] = option(None, "Where to write one JSON line of features per input "
+                                      "line.", OUTPUT)
+  layers: str = option("-1,-2,-3,-4", "Comma-separated encoder layers to write (-1 is the last).",
+                       MODEL)
+  max_seq_length: int = option(
+      128, "The maximum total input sequence length after WordPiece tokenization. Sequences "
+      "longer than this will be truncated, and sequences shorter than this will be padded.")
+  batch_size: int = option(32, "Batch size for predictions.", TRAINING, at_least=1)
+  use_one_hot_embeddings: bool = option(
+      False, "If True, tf.one_hot will be used for embedding lookups, otherwise "
+      "tf.nn.embedding_lookup will be used. On TPUs, this should be True since it is much "
+      "faster.", RUNTIME)
 
   def __post_init__(self):
-    check_at_least(self.batch_size, "batch_size", 1)
+    check_fields(self)
 
 
 def check_outputs(options):
@@ -194,16 +203,13 @@ def run(options, runtime):
   --max_seq_length is checked against the model's config before TensorFlow starts."""
   start = time.time()
   check_outputs(options)
-  bert_config = BertConfig.from_json_file(options.bert_config_file)
-  check_max_seq_length(options.max_seq_length, bert_config.max_position_embeddings)
+  files = model_files.open_model(options, max_seq_length=options.max_seq_length)
+  bert_config, tokenizer = files.config, files.tokenizer
   layer_indexes = parse_layers(options.layers, bert_config.num_hidden_layers)
-  tokenization.validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
-  tokenizer = tokenization.FullTokenizer(vocab_file=options.vocab_file,
-                                         do_lower_case=options.do_lower_case)
-  bert_config.check_vocab_size(tokenization.vocab_size(tokenizer.vocab), options.vocab_file)
   examples = read_examples(options.input_file)
   features = convert_examples_to_features(examples, options.max_seq_length, tokenizer)
-  strategy = runtime_lib.setup_runtime(runtime, bert_config, options.max_seq_length)
+  strategy = runtime_lib.setup_runtime(runtime, bert_config, options.max_seq_length,
+                                       seeded=False)
   with strategy.scope():
     extractor = FeatureExtractor(bert_config, layer_indexes, options.use_one_hot_embeddings)
     checkpoints.init_from_checkpoint(extractor, options.init_checkpoint)

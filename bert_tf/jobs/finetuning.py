@@ -30,18 +30,16 @@ from bert_tf.errors import BertTfError
 from bert_tf.io import progress
 from bert_tf.io.fileio import write_text_atomically
 from bert_tf.jobs import distillation
-from bert_tf.model import checkpoints
-from bert_tf.model.config import BertConfig
-from bert_tf.model.config import check_max_seq_length
 from bert_tf.model import model_dir
+from bert_tf.model import model_files
 from bert_tf.serving import export
 from bert_tf.serving import guard
 from bert_tf.serving import reduced
 from bert_tf.tasks import base
-from bert_tf.text import tokenization
 from bert_tf.training import keep_best
 from bert_tf.training import loop
 from bert_tf.training import run_dir
+from bert_tf.training import saves
 from bert_tf.training import runtime
 from bert_tf.training import scalars
 from bert_tf.training.options import Schedule
@@ -53,22 +51,6 @@ RECORD_FILES = base.RECORD_FILES
 NOT_RESULTS = ("*.tf_record", "checkpoint", "*.index", "*.data-*-of-*", "train_run.json",
                model_dir.CONFIG_FILE, model_dir.VOCAB_FILE, scalars.CURVES_FILE,
                model_dir.TASK_CONFIG_FILE, run_dir.LOCK_FILE)
-
-
-def config_and_tokenizer(options):
-  """Checks the model flags as the original scripts do; returns (BertConfig, FullTokenizer).
-
-  Python only, so bad flags fail before runtime.setup_runtime() starts TensorFlow's runtime: the
-  job's one check of --max_seq_length (against the model's position embeddings) is here.
-  """
-  tokenization.validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
-  config = BertConfig.from_json_file(options.bert_config_file)
-  check_max_seq_length(options.max_seq_length, config.max_position_embeddings)
-  if not tf.io.gfile.exists(options.vocab_file):
-    raise BertTfError(f"--vocab_file: {options.vocab_file} not found")
-  tokenizer = tokenization.FullTokenizer(options.vocab_file, do_lower_case=options.do_lower_case)
-  config.check_vocab_size(tokenization.vocab_size(tokenizer.vocab), options.vocab_file)
-  return config, tokenizer
 
 
 def finetuning_steps(options, num_examples, what):
@@ -137,7 +119,7 @@ def finetune(options, strategy, config, task, model_fn, train_records, steps, ev
                      init_checkpoint=options.init_checkpoint, metric_fn=metric_fn,
                      evaluator=evaluator, run_shape=options.run_shape())
   if options.export_tf1_checkpoint and strategy.extended.should_checkpoint:
-    run_dir.export_weights(model, options.output_dir)
+    saves.export_weights(model, options.output_dir)
   return model
 
 
@@ -150,15 +132,15 @@ def run(task_class, options):
   second run out of it meanwhile).
   """
   start = time.time()
-  data_dir = getattr(options.task, "data_dir", None)
-  if data_dir and tf.io.gfile.exists(data_dir) and not tf.io.gfile.isdir(data_dir):
-    raise BertTfError(f"--data_dir: {data_dir} is a file, not a directory (expected the "
-                      f"directory that holds the task's train, dev and test files)")
-  config, tokenizer = config_and_tokenizer(options)
-  task = distillation.wrap(task_class(options, tokenizer), options)  # --teacher_dir
+  # Python only, so that bad flags and files fail before TensorFlow's runtime starts.
+  task_class.check_options(options)
+  files = model_files.open_model(options, max_seq_length=options.max_seq_length)
+  options, config = files.resolved(options), files.config
+  task = distillation.wrap(task_class(options, files.tokenizer), options)  # --teacher_dir
   plan = keep_best.plan(options, task)
+  directory = run_dir.RunDir(options.output_dir)
   if options.do_train:
-    run_dir.check_batch_size(options.output_dir, options.train_batch_size)
+    directory.check_batch_size(options.train_batch_size)
   _check_inputs(options, task, plan)
   # Python-only work above; the strategy must come before the first TensorFlow op.
   strategy = runtime.setup_runtime(options.runtime, config, options.max_seq_length)
@@ -167,7 +149,7 @@ def run(task_class, options):
       options.runtime, dtype=runtime.concrete_dtype()))
   chief = strategy.extended.should_checkpoint
   with run_dir.claim(options.output_dir, hold=chief):
-    return _run(options, start, strategy, config, task, plan)
+    return _run(options, start, strategy, config, task, plan, directory)
 
 
 def _check_inputs(options, task, plan):
@@ -181,25 +163,17 @@ def _check_inputs(options, task, plan):
     reduced.check_inputs(base.for_export(task.name, flag="--export_dir"), options)
 
 
-def _check_output_dir(options, task, config):
-  """What --output_dir holds is this run's to go on with (or nothing): the same task, model,
-  vocabulary and run shape."""
-  output_dir = options.output_dir
-  base.check_recorded_task(task, output_dir)
-  run_dir.check_run_kind(output_dir, task.task_config())
-  _check_checkpoint_model(options, config)
-  if options.do_train:
-    run_dir.check_run_shape(output_dir, options.run_shape(), config)
-    run_dir.check_init_checkpoint(output_dir, options.init_checkpoint)
-  if options.do_train or model_dir.latest_checkpoint(output_dir):
-    model_dir.check_vocab(output_dir, options.vocab_file)
-
-
-def _run(options, start, strategy, config, task, plan):
-  """run() in its claimed --output_dir."""
+def _run(options, start, strategy, config, task, plan, directory):
+  """run() in its claimed --output_dir (directory: its RunDir, read before it was claimed)."""
   layout = packing_finetune.task_layout(options, task, is_training=False)
   keeper = _keeper(options, plan)
-  _check_output_dir(options, task, config)
+  # What --output_dir holds is this run's to go on with (or nothing): the same task, model,
+  # vocabulary and run shape.
+  directory.check(run_dir.Run(
+      training=options.do_train, config=config, run_shape=options.run_shape(),
+      train_batch_size=options.train_batch_size, init_checkpoint=options.init_checkpoint,
+      vocab_file=options.vocab_file, task=task, causal=options.left_to_right,
+      bilstm_units=(options.bilstm_units(config) if options.has_flag("bilstm_head") else "any")))
   model_fn = task.model_fn(config, runtime.trim_padding(options.runtime))
   # Every split's data are read (and a bad row reported) before anything else is written.
   train_records = steps = None
@@ -258,38 +232,6 @@ def _run(options, start, strategy, config, task, plan):
   if chief:
     _summary(options, start, model, task, results, export_path, best)
   return results
-
-
-def _check_checkpoint_model(options, config):
-  """The checkpoint the run goes on from (output_dir's latest; without --do_train, else
-  --init_checkpoint) holds the model the flags ask for: --left_to_right or not, and the
-  --bilstm_head BiLSTM of the same size or none (a model without it would otherwise read the
-  BiLSTM's weights as nothing, or the other way round)."""
-  path = model_dir.latest_checkpoint(options.output_dir) or (
-      None if options.do_train else options.init_checkpoint)
-  if not path:
-    return
-  try:
-    causal, found = checkpoints.left_to_right(path), checkpoints.bilstm_units(path)
-  except checkpoints.READ_ERRORS:
-    return  # a damaged checkpoint: restoring it says so (training.py)
-  if causal != bool(options.left_to_right):
-    raise BertTfError(f"--left_to_right: {path} holds a model fine-tuned "
-                      f"{'left to right: pass' if causal else 'bidirectionally: leave out'} "
-                      f"--left_to_right (or train in a new --output_dir)")
-  if options.bilstm_head is None:  # a script without the flag (run_swag.py)
-    return
-  wanted = options.bilstm_units(config)
-  if found == wanted:
-    return
-  if not wanted:
-    raise BertTfError(f"--bilstm_head: {path} holds a model with a BiLSTM head ({found} units per "
-                      f"direction): pass --bilstm_head --bilstm_hidden_size={found}")
-  if not found:
-    raise BertTfError(f"--bilstm_head: {path} holds a model without a BiLSTM head: leave "
-                      f"--bilstm_head out (or train in a new --output_dir)")
-  raise BertTfError(f"--bilstm_hidden_size: {path} holds a BiLSTM head of {found} units per "
-                    f"direction, not {wanted}")
 
 
 def _keeper(options, plan):
@@ -353,12 +295,11 @@ def _splits(options, plan=None, task=None):
   """[(split, batch size)] to evaluate or predict: dev with --do_eval, test with --do_predict;
   with a plan that evaluates during training, the task's eval_split too (its records are made
   once, for both)."""
-  eval_batch_size = options.eval_batch_size
-  wanted = [("dev", eval_batch_size, options.do_eval),
+  wanted = [("dev", options.eval_batch_size, options.do_eval),
             ("test", options.predict_batch_size, options.do_predict)]
   splits = [(split, batch_size) for split, batch_size, flag in wanted if flag]
   if options.do_train and plan is not None and plan.every_n_steps is not None:
     split = task.eval_split
     if split not in dict(splits):
-      splits.append((split, eval_batch_size or options.predict_batch_size))
+      splits.append((split, options.eval_split_batch_size))
   return splits

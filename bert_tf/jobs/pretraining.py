@@ -3,7 +3,7 @@
 
 loss = masked-LM loss sum(w * ce) / (sum(w) + 1e-5) + mean next-sentence loss, as the original.
 The objective is a bert_tf.model.objectives.Objective (with the feature names it reads). The ablations
-of the paper's Table 5: use_nsp=False drops the NSP term (--no_nsp); left_to_right rebuilds the
+of the paper's Table 5: no_nsp drops the NSP term (--no_nsp); left_to_right rebuilds the
 unmasked text and predicts every next token (--left_to_right, with a causal BertPretrainer).
 run(options, runtime, loop_options) takes a bert_tf.jobs.pretraining_options.PretrainingOptions,
 RuntimeOptions and TrainLoopOptions (bert_tf.cli.flags builds them from run_pretraining.py's flags).
@@ -22,14 +22,14 @@ from bert_tf.data import packing
 from bert_tf.data import records
 from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
-from bert_tf.model.config import BertConfig
-from bert_tf.model.config import check_max_seq_length
 from bert_tf.model import heads
 from bert_tf.model import model_dir
+from bert_tf.model import model_files
 from bert_tf.model import modeling
 from bert_tf.model import objectives
 from bert_tf.training import loop
 from bert_tf.training import run_dir
+from bert_tf.training import saves
 from bert_tf.training import runtime as runtime_lib
 from bert_tf.training import scalars
 
@@ -180,7 +180,7 @@ def input_fn(input_files, max_seq_length, max_predictions_per_seq, batch_size, i
 
 def run_shape(options, limits):
   """The options that change what a pretraining run's checkpoints hold or how its input is read:
-  resuming the run needs the same (bert_tf.training.run_dir.check_run_shape). options: a
+  resuming the run needs the same (bert_tf.training.run_dir.RunDir.check). options: a
   bert_tf.jobs.pretraining_options.PretrainingOptions; limits: the packed row limits (None unpacked)."""
   objective_shape = options.objective.run_shape()
   shape = {"left_to_right": objective_shape["left_to_right"],
@@ -198,13 +198,15 @@ def run(options, runtime, loop_options):
   options, the records and what --output_dir holds comes before anything is written there
   (run_dir.claim, which also keeps a second run out of it)."""
   start = time.time()
-  config = BertConfig.from_json_file(options.bert_config_file)
-  check_max_seq_length(options.max_seq_length, config.max_position_embeddings)
+  files = model_files.open_model(options, max_seq_length=options.max_seq_length,
+                                 need_vocab=False)
+  options, config = files.resolved(options), files.config
+  directory = run_dir.RunDir(options.output_dir)
   if options.do_train:
-    run_dir.check_batch_size(options.output_dir, options.train_batch_size)
+    directory.check_batch_size(options.train_batch_size)
   strategy = runtime_lib.setup_runtime(runtime, config, options.max_seq_length)
   with run_dir.claim(options.output_dir, hold=strategy.extended.should_checkpoint):
-    return _run(options, start, strategy, config, runtime, loop_options)
+    return _run(options, start, strategy, config, runtime, loop_options, directory)
 
 
 def _check_input_files(options, masking):
@@ -229,8 +231,8 @@ def _check_input_files(options, masking):
   return input_files
 
 
-def _run(options, start, strategy, config, runtime, loop_options):
-  """run() in its claimed --output_dir."""
+def _run(options, start, strategy, config, runtime, loop_options, directory):
+  """run() in its claimed --output_dir (directory: its RunDir, read before it was claimed)."""
   objective = options.objective
   masking = dynamic_masking.DynamicMasking.from_options(
       objective.masking, options.max_seq_length, options.vocab_file, config.vocab_size)
@@ -239,14 +241,11 @@ def _run(options, start, strategy, config, runtime, loop_options):
                               options.max_predictions_per_row) if options.pack_sequences else None
   if limits:
     logging.info("Packing up to %d instances and %d masked-LM predictions per row", *limits)
-  run_dir.check_run_kind(options.output_dir)
   shape = run_shape(options, limits)
-  # Evaluating the checkpoints of output_dir needs their model (the input may differ).
-  run_dir.check_run_shape(options.output_dir, shape if options.do_train else {
-      "left_to_right": shape["left_to_right"]}, config)
-  if options.do_train:
-    model_dir.check_vocab(options.output_dir, options.vocab_file)
-    run_dir.check_init_checkpoint(options.output_dir, options.init_checkpoint)
+  directory.check(run_dir.Run(
+      training=options.do_train, config=config, run_shape=shape,
+      train_batch_size=options.train_batch_size, init_checkpoint=options.init_checkpoint,
+      vocab_file=options.vocab_file))
 
   def model_fn():
     return modeling.BertPretrainer(config, causal=objective.left_to_right)
@@ -315,5 +314,5 @@ def _train(options, strategy, config, model_fn, train_input_fn, train_metric_fn,
                      init_checkpoint=options.init_checkpoint, metric_fn=train_metric_fn,
                      run_shape=shape)
   if options.export_tf1_checkpoint and strategy.extended.should_checkpoint:
-    run_dir.export_weights(model, options.output_dir)
+    saves.export_weights(model, options.output_dir)
   return model

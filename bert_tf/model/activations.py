@@ -56,8 +56,8 @@ def _fused_for_training(value_and_derivative):
   dtype.
 
   Unfused, the GELU's eight or so elementwise ops forward and a dozen backward each make a pass
-  over the [tokens, intermediate_size] activations, in bfloat16 at that; fused, the GELU costs
-  about a tenth of that on CPU (BENCHMARKS.md). XLA compiles once per input shape (~50 ms).
+  over the [tokens, intermediate_size] activations, in bfloat16 at that; fused, it is one
+  (BENCHMARKS.md#gelu). XLA compiles once per input shape.
   """
   def forward(x):
     return tf.cast(value_and_derivative(tf.cast(x, tf.float32))[0], x.dtype)
@@ -105,9 +105,9 @@ def onednn_enabled():
 
 # Inference GELU: "never" (the default) keeps tf.nn.gelu, which oneDNN, where it is on, fuses
 # into the matmul before it; "always" computes it in one XLA-compiled pass (where oneDNN is off,
-# tf.nn.gelu is ~8 separate elementwise ops, ~15% of a forward pass); "auto": "always" where oneDNN
-# is off. Not the default: on AVX2 CPUs it is not clearly faster than tf.nn.gelu
-# (BENCHMARKS.md, inference-xla), and it compiles once per input shape. export.save traces
+# tf.nn.gelu is some eight separate elementwise ops); "auto": "always" where oneDNN is off. Not the
+# default: it is not clearly faster than tf.nn.gelu on every CPU (BENCHMARKS.md#gelu), and it
+# compiles once per input shape. export.save traces
 # with "never" (a SavedModel stays free of XLA functions, which a model server may not run).
 INFERENCE_GELU_FUSION = "never"
 _INFERENCE_ACTIVATIONS = {gelu: gelu_for_inference, gelu_exact: gelu_exact_for_inference}

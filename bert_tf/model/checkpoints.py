@@ -17,7 +17,6 @@ the original predicts with its own head. A pre-trained checkpoint leaves the hea
 import collections
 import json
 import os
-import re
 
 from absl import logging
 import numpy as np
@@ -27,15 +26,20 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 from bert_tf.errors import BertTfError
 from bert_tf.io.fileio import temporary_name
 from bert_tf.io.fileio import write_text_atomically
-from bert_tf.model.config import BertConfig
+from bert_tf.model.formats import hugging_face
+from bert_tf.model.formats import registry
+from bert_tf.model.formats.base import Source
+from bert_tf.model.formats import tf_checkpoint
 from bert_tf.model import model_dir
+from bert_tf.model import model_files
+from bert_tf.model.model_options import ModelOptions
+from bert_tf.model.model_options import FORMATS
 from bert_tf.model import modeling
 from bert_tf.model.safetensors_io import read_safetensors, write_safetensors
 
 WORD_EMBEDDINGS = "bert/embeddings/word_embeddings"
-HF_WEIGHTS_NAME = "model.safetensors"
-HF_CONFIG_NAME = "config.json"
-FORMATS = ("tf1", "tf2", "hf")
+HF_WEIGHTS_NAME = hugging_face.WEIGHTS_NAME
+HF_CONFIG_NAME = hugging_face.CONFIG_NAME
 _TF2_VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
@@ -82,38 +86,17 @@ def task_head_variables(model):
 
 # --- Format detection -------------------------------------------------------------------------
 
-def _tf_checkpoint_prefix(path):
-  """The checkpoint prefix `path` names (a prefix or a directory), or None."""
-  if tf.io.gfile.isdir(path):
-    latest = model_dir.latest_checkpoint(path)
-    if latest:
-      return latest
-    indexes = sorted(tf.io.gfile.glob(os.path.join(path, "*.index")))
-    return indexes[-1][:-len(".index")] if len(indexes) == 1 else None
-  if path.endswith(".index") and tf.io.gfile.exists(path):
-    return path[:-len(".index")]
-  data = re.fullmatch(r"(.+)\.data-\d+-of-\d+", path)  # a data shard named: its checkpoint
-  if data and tf.io.gfile.exists(data.group(1) + ".index"):
-    return data.group(1)
-  if tf.io.gfile.exists(path + ".index"):
-    return path
-  return None
-
-
-def _hf_weights_file(path):
-  if tf.io.gfile.isdir(path) and tf.io.gfile.exists(os.path.join(path, HF_WEIGHTS_NAME)):
-    return os.path.join(path, HF_WEIGHTS_NAME)
-  if path.endswith(".safetensors") and tf.io.gfile.exists(path):
-    return path
-  return None
-
-
 def detect_format(path):
-  """("tf1" | "tf2" | "hf", resolved path) for a checkpoint prefix, directory or safetensors."""
-  hf_file = _hf_weights_file(path)
+  """(format, resolved path) for a checkpoint prefix, directory or safetensors: "tf1", "tf2",
+  "hf", or the NAME of another format of bert_tf.model.formats.registry (whose Described says
+  where its weights are)."""
+  described = registry.describe(path)
+  if described is not None and described.format not in (hugging_face.NAME, tf_checkpoint.NAME):
+    return described.format, described.weights
+  hf_file = hugging_face.weights_file(path)
   if hf_file:
     return "hf", hf_file
-  prefix = _tf_checkpoint_prefix(path)
+  prefix = tf_checkpoint.checkpoint_prefix(path)
   if prefix is None:
     if not tf.io.gfile.exists(path) and not tf.io.gfile.glob(path + "*"):
       raise BertTfError(f"{path}: checkpoint not found")
@@ -131,18 +114,9 @@ def detect_format(path):
 
 # --- Sources: name -> shape and a way to read each tensor --------------------------------------
 
-class _Source:
-  """Tensors keyed by TF1 name, read lazily."""
-
-  def __init__(self, path, shapes, read):
-    self.path = path
-    self.shapes = shapes
-    self.read = read
-
-
 def _tf1_source(prefix):
   reader = tf.train.load_checkpoint(prefix)
-  return _Source(prefix, reader.get_variable_to_shape_map(), reader.get_tensor)
+  return Source(prefix, reader.get_variable_to_shape_map(), reader.get_tensor)
 
 
 def _tf2_source(prefix):
@@ -170,21 +144,23 @@ def _tf2_source(prefix):
         name_to_key.setdefault(attribute.full_name, attribute.checkpoint_key)
     pending.extend(c.node_id for c in node.children)
   shapes = {name: shapes_by_key[key] for name, key in name_to_key.items()}
-  return _Source(prefix, shapes, lambda name: reader.get_tensor(name_to_key[name]))
+  return Source(prefix, shapes, lambda name: reader.get_tensor(name_to_key[name]))
 
 
 def _hf_source(weights_file):
   tensors = load_hf_safetensors(weights_file)
-  return _Source(weights_file, {k: list(v.shape) for k, v in tensors.items()}, tensors.__getitem__)
+  return Source(weights_file, {k: list(v.shape) for k, v in tensors.items()}, tensors.__getitem__)
 
 
 def open_checkpoint(path, input_format=None):
-  """A _Source for `path`; the format is detected unless given ("tf1", "tf2" or "hf")."""
+  """A Source for `path`; the format is detected unless given (one of FORMATS)."""
   detected, resolved = detect_format(path)
   if input_format and input_format != detected:
     raise BertTfError(f"{path}: looks like a {detected} checkpoint, not {input_format}")
   if detected == "hf":
     return _hf_source(resolved)
+  if detected not in ("tf1", "tf2"):
+    return registry.module(detected).source(registry.describe(path))
   return _tf2_source(resolved) if detected == "tf2" else _tf1_source(resolved)
 
 
@@ -310,7 +286,7 @@ def fine_tuned_prefix(path):
   if not path:
     raise BertTfError("--init_checkpoint: required: the fine-tuned model's checkpoint or "
                       "output_dir")
-  prefix = _tf_checkpoint_prefix(path)
+  prefix = tf_checkpoint.checkpoint_prefix(path)
   if prefix is None:
     if tf.io.gfile.isdir(path):
       raise BertTfError(f"--init_checkpoint: {path} holds no checkpoint (expected the output_dir "
@@ -451,7 +427,7 @@ def load_hf_safetensors(path):
 
   Tensors with no TF1 counterpart (e.g. `embeddings.position_ids`) keep their own names.
   """
-  weights_file = _hf_weights_file(path) or path
+  weights_file = hugging_face.weights_file(path) or path
   if not tf.io.gfile.exists(weights_file):
     raise BertTfError(f"{path}: no {HF_WEIGHTS_NAME} found")
   tensors = read_safetensors(weights_file)
@@ -527,25 +503,6 @@ def _output_format(output, output_format):
                     f"({output}) is neither a .safetensors file nor a directory")
 
 
-def _config_for(input_path, bert_config_file):
-  if bert_config_file:
-    return BertConfig.from_json_file(bert_config_file)
-  weights_file = _hf_weights_file(input_path)
-  hf_config = weights_file and os.path.join(os.path.dirname(weights_file), HF_CONFIG_NAME)
-  if not hf_config or not tf.io.gfile.exists(hf_config):
-    raise BertTfError("--bert_config_file: required unless --input is a Hugging Face model with "
-                      "its config.json")
-  with tf.io.gfile.GFile(hf_config) as f:
-    try:
-      d = json.load(f)
-    except ValueError as e:
-      raise BertTfError(f"{hf_config}: not valid JSON ({e})") from None
-  if d.get("layer_norm_eps", 1e-12) != 1e-12:
-    logging.warning("%s: layer_norm_eps %s; BERT (and we) use 1e-12", hf_config,
-                    d["layer_norm_eps"])
-  return BertConfig.from_dict(d, source=hf_config, hugging_face=True)
-
-
 def convert_checkpoint(input_path, output, bert_config_file=None, input_format=None,
                        output_format=None, vocab_file=None):
   """Reads any supported checkpoint and writes what it held in `output_format`, with
@@ -557,10 +514,10 @@ def convert_checkpoint(input_path, output, bert_config_file=None, input_format=N
   """
   output_format = _output_format(output, output_format)
   source = open_checkpoint(input_path, input_format)
-  config = _config_for(input_path, bert_config_file)
-  vocab_file = vocab_file or model_dir.vocab_beside(input_path)
-  if vocab_file and not tf.io.gfile.exists(vocab_file):
-    raise BertTfError(f"--vocab_file: {vocab_file} not found")
+  files = model_files.open_model(ModelOptions(
+      init_checkpoint=input_path, bert_config_file=bert_config_file, vocab_file=vocab_file),
+      need_vocab=False, checkpoint_flag="--input")
+  config, vocab_file = files.config, files.vocab_file
   model = modeling.BertPretrainer(config)
   loaded = load_source(model, source).loaded
   if output_format == "hf":

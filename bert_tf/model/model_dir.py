@@ -16,6 +16,7 @@ from absl import logging
 import tensorflow as tf
 
 from bert_tf.errors import BertTfError
+from bert_tf.io import integrity
 from bert_tf.io.fileio import atomic_output
 from bert_tf.io.fileio import write_text_atomically
 from bert_tf.model.config import BertConfig
@@ -94,14 +95,6 @@ def check_vocab(output_dir, vocab_file):
                     f"--output_dir: give a new --output_dir (or move {vocab_path} aside)")
 
 
-def vocab_beside(path):
-  """vocab.txt in the directory `path` is or names a file of (a checkpoint prefix, a Hugging Face
-  directory), or None."""
-  directory = path if tf.io.gfile.isdir(path) else os.path.dirname(path)
-  candidate = os.path.join(directory or ".", VOCAB_FILE)
-  return candidate if tf.io.gfile.exists(candidate) else None
-
-
 # ---------------------------------------------------------------------------- checkpoints
 
 Checkpoints = collections.namedtuple("Checkpoints", ["whole", "incomplete"])
@@ -135,8 +128,9 @@ def scan_checkpoints(directory):
   whole, incomplete = [], []
   files = _checkpoint_files(directory, _CHECKPOINT_FILE)
   for step, name in sorted((int(name.rsplit("-", 1)[1]), name) for name in files):
-    missing = _missing_files(files[name])
     prefix = os.path.join(directory, name)
+    # Every file there, then as long as the index says (a power loss cuts a .data file short).
+    missing = _missing_files(files[name]) or integrity.bundle_damage(prefix)
     if missing:
       incomplete.append((step, prefix, missing))
     else:
@@ -180,6 +174,18 @@ def _warn_once(message):
     logging.warning(message)
 
 
+def _incomplete_warning(step, prefix, missing, whole):
+  """What latest_checkpoint says of an incomplete or cut checkpoint (`whole`: scan_checkpoints'):
+  one before the newest whole one is left alone; a newer one is skipped, and a training run sets
+  it aside (bert_tf.training.recovery)."""
+  if whole and whole[-1][0] > step:
+    return f"{prefix} is incomplete ({missing}): left as it is, not used"
+  going_on = (f"going on from {whole[-1][1]}, the newest whole checkpoint before it" if whole
+              else "no whole checkpoint before it: a training run starts afresh")
+  return (f"{prefix} is damaged ({missing}): skipped, {going_on} (a training run renames its "
+          f"files aside, as {os.path.basename(prefix)}.damaged-<n>.*)")
+
+
 def state_file_checkpoint(directory):
   """The checkpoint the `checkpoint` state file names (a path), or None (no file, or none it can
   be read to name). Read here, not by TensorFlow, which logs two lines for a damaged file."""
@@ -219,8 +225,8 @@ def latest_checkpoint(directory):
   (a checkpoint of another name), when it is whole."""
   found = scan_checkpoints(directory)
   named = state_file_checkpoint(directory)
-  for _, prefix, missing in found.incomplete:
-    _warn_once(f"{prefix} is incomplete ({missing}): left as it is, not used")
+  for step, prefix, missing in found.incomplete:
+    _warn_once(_incomplete_warning(step, prefix, missing, found.whole))
   if not found.whole:
     if named and not found.incomplete and missing_checkpoint_files(named) is None:
       return named

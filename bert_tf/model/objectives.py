@@ -1,17 +1,19 @@
 """The pretraining objective as one unit: masked LM and next sentence prediction, their ablations
 (the paper's Table 5: no NSP, left-to-right) and how the masked-LM predictions are drawn (whole
-words, the Table 8 mask/keep/random split, dynamic masking), with the record features they read.
+words, the Table 8 mask/keep/random split, dynamic masking), with the names of the features they
+read and the outputs their losses take.
 
-TensorFlow-free: records.py builds the tf.io specs from RECORD_FEATURES; pretraining.py (loss,
-metrics, the left-to-right targets), packing.py, dynamic_masking.py and the record writers of
-bert_tf/pretraining_data consult the names and the Objective here.
+TensorFlow-free: the pretraining record's schema (bert_tf.data.records.PRETRAINING_RECORD) is
+made of these names; pretraining.py (loss, metrics, the left-to-right targets), packing.py,
+dynamic_masking.py, the record writers of bert_tf/data/pretraining_data and the model consult
+them and the Objective here.
 
-  Objective(use_nsp=True, left_to_right=False, masking=Masking())
+  Objective(no_nsp=False, left_to_right=False, masking=Masking())
       .predicts_next_sentence   whether the loss has the next-sentence term (not with
                                 left_to_right, which predicts every next token instead)
       .run_shape()              what the objective adds to a pretraining run's train_run.json
   Masking(max_predictions_per_seq=20, masked_lm_prob=0.15, do_whole_word_mask=False,
-          mask_prob_mask=0.8, mask_prob_keep=0.1, mask_prob_random=0.1, dynamic=False)
+          mask_prob_mask=0.8, mask_prob_keep=0.1, mask_prob_random=0.1, dynamic_masking=False)
       the masked-LM draw, with its rules: of create_pretraining_data.py, or, dynamic, of
       run_pretraining.py at input time (bert_tf.data.dynamic_masking)
 """
@@ -19,8 +21,9 @@ import dataclasses
 
 from bert_tf.errors import BertTfError
 from bert_tf.errors import check
-from bert_tf.errors import check_at_least
-from bert_tf.errors import check_fraction
+from bert_tf.options import MODEL
+from bert_tf.options import check_fields
+from bert_tf.options import option
 
 # The masked LM's features, per prediction slot: where, the original token, 1.0 for a real one.
 MASKED_LM_POSITIONS = "masked_lm_positions"
@@ -35,46 +38,40 @@ NEXT_SENTENCE_WEIGHTS = "next_sentence_weights"
 # The text's features, per token.
 TEXT_FEATURES = ("input_ids", "input_mask", "segment_ids")
 
-# A pretraining record (create_pretraining_data.py), in its features' order: name -> (length,
-# kind), length "seq" (max_seq_length) or "predictions" (max_predictions_per_seq) or 1.
-RECORD_FEATURES = {
-    "input_ids": ("seq", "int64"), "input_mask": ("seq", "int64"),
-    "segment_ids": ("seq", "int64"),
-    MASKED_LM_POSITIONS: ("predictions", "int64"), MASKED_LM_IDS: ("predictions", "int64"),
-    MASKED_LM_WEIGHTS: ("predictions", "float32"),
-    NEXT_SENTENCE_LABELS: (1, "int64"),
-}
-
 # The model's outputs the objective's loss reads.
 MLM_LOGITS = "mlm_logits"
 NSP_LOGITS = "nsp_logits"
 
 
-def record_features(masked=True):
-  """The features of a pretraining record, in order; masked=False: create_pretraining_data.py
-  --unmasked's (no masked-LM features: run_pretraining.py --dynamic_masking draws them)."""
-  return {name: spec for name, spec in RECORD_FEATURES.items()
-          if masked or name not in MASKED_LM_FEATURES}
-
 
 @dataclasses.dataclass(frozen=True)
 class Masking:
   """How the masked-LM predictions are drawn (the masking flags): by create_pretraining_data.py
-  (bert_tf.data.pretraining_data.algorithm.Options.masking) or, dynamic, by run_pretraining.py at
-  input time (bert_tf.data.dynamic_masking). masked_lm_prob is the original's, in [0, 1]: every
-  instance still predicts at least one token (its max(1, round(tokens * masked_lm_prob)))."""
-  max_predictions_per_seq: int = 20
-  masked_lm_prob: float = 0.15
-  do_whole_word_mask: bool = False
+  (bert_tf.data.pretraining_data.algorithm.Options.masking) or, dynamic_masking, by
+  run_pretraining.py at input time (bert_tf.data.dynamic_masking). masked_lm_prob is the
+  original's, in [0, 1]: every instance still predicts at least one token (its
+  max(1, round(tokens * masked_lm_prob)))."""
+  max_predictions_per_seq: int = option(
+      20, "Maximum number of masked LM predictions per sequence.", at_least=1)
+  masked_lm_prob: float = option(0.15, "Masked LM probability.", fraction=True)
+  do_whole_word_mask: bool = option(False, "Whether to use whole word masking rather than "
+                                    "per-WordPiece masking.")
   # The paper's Table 8 ablation: what a chosen token becomes ([MASK] / itself / a random token).
-  mask_prob_mask: float = 0.8
-  mask_prob_keep: float = 0.1
-  mask_prob_random: float = 0.1
-  dynamic: bool = False
+  mask_prob_mask: float = option(
+      0.8, "Of the tokens chosen for prediction, the fraction replaced by [MASK] (the paper's "
+      "Table 8 ablation). The three --mask_prob_* must sum to 1.")
+  mask_prob_keep: float = option(0.1, "Of the tokens chosen for prediction, the fraction left as "
+                                 "they are.")
+  mask_prob_random: float = option(0.1, "Of the tokens chosen for prediction, the fraction "
+                                   "replaced by a random vocab token.")
+  dynamic_masking: bool = option(
+      False, "Draw the masked-LM predictions at input time, fresh each time an instance is read "
+      "(RoBERTa's dynamic masking), from records of create_pretraining_data.py --unmasked, with "
+      "--masked_lm_prob, --max_predictions_per_seq, --do_whole_word_mask and --mask_prob_*; "
+      "seeded by --seed, evaluation by a fixed seed. Needs --vocab_file.")
 
   def __post_init__(self):
-    check_at_least(self.max_predictions_per_seq, "max_predictions_per_seq", 1)
-    check_fraction(self.masked_lm_prob, "masked_lm_prob")
+    check_fields(self)
     probs = (self.mask_prob_mask, self.mask_prob_keep, self.mask_prob_random)
     check(all(0.0 <= p <= 1.0 for p in probs) and abs(sum(probs) - 1.0) < 1e-6,
           "mask_prob_mask/--mask_prob_keep/--mask_prob_random",
@@ -91,35 +88,32 @@ class Masking:
 
 @dataclasses.dataclass(frozen=True)
 class Objective:
-  """Masked LM, with next sentence prediction unless an ablation drops it."""
-  use_nsp: bool = True
-  left_to_right: bool = False
+  """Masked LM, with next sentence prediction unless an ablation drops it (run_pretraining.py's
+  --no_nsp and --left_to_right)."""
+  no_nsp: bool = option(False, "Ablation: masked LM only, no next sentence prediction.", MODEL)
+  left_to_right: bool = option(
+      False, "Ablation: a left-to-right LM (causal attention, every next token predicted from "
+      "the unmasked text, no next sentence prediction).", MODEL)
   masking: Masking = Masking()
 
   def __post_init__(self):
-    if self.masking.dynamic and self.left_to_right:
+    if self.masking.dynamic_masking and self.left_to_right:
       raise BertTfError("--dynamic_masking: not with --left_to_right, which masks nothing (it "
                         "predicts every next token)")
 
-  @classmethod
-  def of_flags(cls, no_nsp=False, left_to_right=False, masking=Masking()):
-    """The objective of run_pretraining.py's --no_nsp and --left_to_right."""
-    return cls(use_nsp=not (no_nsp or left_to_right), left_to_right=left_to_right,
-               masking=masking)
-
   @property
   def predicts_next_sentence(self):
-    return self.use_nsp and not self.left_to_right
+    return not self.no_nsp and not self.left_to_right
 
   @property
   def reads_masked_records(self):
     """Whether the records hold the masked-LM features (else dynamic masking draws them)."""
-    return not self.masking.dynamic
+    return not self.masking.dynamic_masking
 
   def run_shape(self):
-    """What the objective changes in a run's checkpoints or input (run_dir.check_run_shape)."""
+    """What the objective changes in a run's checkpoints or input (bert_tf.training.run_dir.RunDir.check)."""
     return {"left_to_right": bool(self.left_to_right),
-            "dynamic_masking": bool(self.masking.dynamic)}
+            "dynamic_masking": bool(self.masking.dynamic_masking)}
 
   def metric_names(self):
     names = ["masked_lm_accuracy", "masked_lm_loss"]

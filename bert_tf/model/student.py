@@ -22,6 +22,8 @@ import tensorflow as tf
 from bert_tf.errors import BertTfError
 from bert_tf.model import checkpoints
 from bert_tf.model import model_dir
+from bert_tf.model import model_files
+from bert_tf.model.model_options import ModelOptions
 from bert_tf.model.config import BertConfig
 
 _LAYER = re.compile(r"^(bert/encoder/layer_)(\d+)(/.+)$")
@@ -67,16 +69,6 @@ def student_names(names, layers):
   return mapping
 
 
-def _teacher_config(input_path, bert_config_file):
-  path = bert_config_file or os.path.join(
-      input_path if tf.io.gfile.isdir(input_path) else os.path.dirname(input_path) or ".",
-      model_dir.CONFIG_FILE)
-  if not tf.io.gfile.exists(path):
-    raise BertTfError(f"--bert_config_file: required: no {model_dir.CONFIG_FILE} beside --input "
-                      f"{input_path}")
-  return BertConfig.from_json_file(path)
-
-
 def write_student(input_path, output, student_layers=None, teacher_layers=None,
                   bert_config_file=None, vocab_file=None, input_format=None):
   """Writes the student checkpoint (TF1 layout, prefix `output`) of a teacher checkpoint
@@ -85,7 +77,10 @@ def write_student(input_path, output, student_layers=None, teacher_layers=None,
   teacher_layers: "0,2,4". Returns (output, the teacher layers taken)."""
   if (student_layers is None) == (teacher_layers is None):
     raise BertTfError("--student_layers/--teacher_layers: give one of them")
-  config = _teacher_config(input_path, bert_config_file)
+  files = model_files.open_model(ModelOptions(
+      init_checkpoint=input_path, bert_config_file=bert_config_file, vocab_file=vocab_file),
+      need_vocab=False, checkpoint_flag="--input")
+  config, vocab_file = files.config, files.vocab_file
   source = checkpoints.open_checkpoint(input_path, input_format)
   total = config.num_hidden_layers
   layers = (every_kth_layer(total, student_layers) if teacher_layers is None else
@@ -94,9 +89,6 @@ def write_student(input_path, output, student_layers=None, teacher_layers=None,
   wanted = {f"bert/encoder/layer_{i}/" for i in range(len(layers))}
   if not any(name.startswith(tuple(wanted)) for name in mapping):
     raise BertTfError(f"--input: {source.path} holds no encoder layers (bert/encoder/layer_N/...)")
-  vocab_file = vocab_file or model_dir.vocab_beside(input_path)
-  if vocab_file and not tf.io.gfile.exists(vocab_file):
-    raise BertTfError(f"--vocab_file: {vocab_file} not found")
   student_config = BertConfig.from_dict(dict(config.to_dict(), num_hidden_layers=len(layers)))
   config_path = os.path.join(os.path.dirname(output) or ".", model_dir.CONFIG_FILE)
   if tf.io.gfile.exists(config_path) and BertConfig.from_json_file(config_path) != student_config:

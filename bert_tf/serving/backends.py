@@ -139,8 +139,8 @@ def pick(version, backend, batch_size, open_backend, dtype=None, max_loss=guard.
     return open_backend(usable[0], dtype)
   choices = choices or machine.Choices("backends")
   key = measure_key(version, batch_size, dtype, usable)
-  kept = choices.get(key)
-  if isinstance(kept, dict) and kept.get("backend") in usable and kept.get("seconds"):
+  kept = choices.get(key, check=lambda value: _kept(value, batch_size, usable))
+  if kept:
     _log(version, kept["backend"], dtype, f"auto, timed before on this machine: "
                                           f"{_describe(kept['seconds'])} (kept in {choices.path})")
     return open_backend(kept["backend"], dtype)
@@ -159,11 +159,30 @@ def pick(version, backend, batch_size, open_backend, dtype=None, max_loss=guard.
 
 
 def _reason(version, backend, dtype, max_loss):
-  """unavailable(), with openvino's absence a reason rather than an error."""
+  """unavailable(), with openvino's absence a reason rather than an error, and a damaged
+  TensorFlow Lite model skipped with a warning, as TF Serving skips a version that fails to
+  load."""
   try:
-    return unavailable(version, backend, dtype, max_loss)
+    reason = unavailable(version, backend, dtype, max_loss)
   except BertTfError as e:
     return str(e)
+  if reason is None and backend != "savedmodel":
+    damaged = export.tflite_damage(version)
+    if damaged:
+      logging.warning("%s: %s: %s skipped", version, damaged, backend)
+      return f"backend='{backend}': the export's TensorFlow Lite model is damaged ({damaged})"
+  return reason
+
+
+def _kept(value, batch_size, usable):
+  """Whether a cache entry is what pick keeps: the backend chosen and the seconds of each usable
+  backend at batch 1 and batch_size (sizes as JSON keeps them: strings)."""
+  sizes = {str(size) for size in (1, batch_size)}
+  seconds = value["seconds"]
+  return (value["backend"] in usable and set(seconds) == set(usable) and
+          all(set(times) == sizes and all(isinstance(s, (int, float)) and s > 0
+                                          for s in times.values())
+              for times in seconds.values()))
 
 
 def _log(path, backend, dtype, reason):

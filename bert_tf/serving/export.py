@@ -28,11 +28,11 @@ import tf_keras
 from bert_tf import errors
 from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
+from bert_tf.io import integrity
 from bert_tf.model import activations
 from bert_tf.model import checkpoints
-from bert_tf.model.config import BertConfig
-from bert_tf.model.config import check_max_seq_length
 from bert_tf.model import model_dir
+from bert_tf.model import model_files
 from bert_tf.serving import tflite as tflite_lib
 from bert_tf.tasks import base
 from bert_tf.text import fast_tokenization
@@ -106,8 +106,9 @@ def save(server, export_dir, extra_files=None):
       tf.io.gfile.makedirs(os.path.dirname(os.path.join(tmp, name)))
       with tf.io.gfile.GFile(os.path.join(tmp, name), "wb") as f:
         f.write(data)
-    final = os.path.join(export_dir, str(version))
-    tf.io.gfile.rename(tmp, final)
+    integrity.write_checksums(tmp)  # what predictor.load checks the files by
+    # Another export may take `version` meanwhile (the same second): this one takes the next.
+    final = fileio.rename_to_free_number(tmp, export_dir, version)
   finally:
     if tf.io.gfile.exists(tmp):
       tf.io.gfile.rmtree(tmp)  # this run's own temporary directory only
@@ -133,7 +134,27 @@ def damage(version):
   if not tf.io.gfile.isdir(os.path.join(version, "variables")):
     return "no variables/ directory"
   missing = model_dir.missing_checkpoint_files(os.path.join(version, "variables", "variables"))
-  return f"variables/variables: {missing}" if missing else None
+  if missing:
+    return f"variables/variables: {missing}"
+  return savedmodel_damage(version)
+
+
+def savedmodel_damage(version):
+  """What is wrong with the files of a version's SavedModel (not its --tflite ones), as a phrase,
+  or None: their checksums (integrity.checksum_damage; exports from before them: the size and
+  first bytes of saved_model.pb, the variables' index and data lengths)."""
+  damaged = integrity.checksum_damage(version, lambda name: not name.startswith("assets.extra"))
+  bundle = integrity.bundle_damage(os.path.join(version, "variables", "variables"))
+  return (damaged or integrity.savedmodel_pb_damage(os.path.join(version, "saved_model.pb")) or
+          (bundle and f"variables/variables: {bundle}"))
+
+
+def tflite_damage(version):
+  """What is wrong with the --tflite files of an export version (their checksums, then the
+  model's own tables), or None."""
+  damaged = integrity.checksum_damage(version, lambda name: name.startswith("assets.extra"))
+  model = integrity.tflite_file_damage(os.path.join(version, TFLITE_FILE))
+  return damaged or (model and f"{TFLITE_FILE}: {model}")
 
 
 def resolve(path):
@@ -246,6 +267,10 @@ def tflite_server(export_dir, backend="tflite", dtype="float32"):
   if not has_tflite(version):
     raise BertTfError(f"{version}: no {TFLITE_FILE} with its {TFLITE_SERVER_FILE} and "
                       f"{TFLITE_VOCAB_FILE}; export with --tflite to write them")
+  damaged = tflite_damage(version)
+  if damaged:
+    raise BertTfError(f"{version}: {damaged}: export again with --tflite, or load it with "
+                      f"backend='savedmodel'")
   settings = json.loads(fileio.read_text(os.path.join(version, TFLITE_SERVER_FILE)))
   tokenizer = fast_tokenization.FastTokenizer(os.path.join(version, TFLITE_VOCAB_FILE),
                                               do_lower_case=settings["do_lower_case"])
@@ -322,10 +347,6 @@ def check_task_config(task, task_options, init_checkpoint):
 def run(task, options):
   """The whole of export_savedmodel.py for `task` (its --task) and its ExportOptions; returns the
   export directory."""
-  tokenization.validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
+  files = model_files.open_model(options, max_seq_length=options.max_seq_length)
   check_task_config(task, options.task, options.init_checkpoint)
-  if not tf.io.gfile.exists(options.bert_config_file):
-    raise BertTfError(f"--bert_config_file: {options.bert_config_file} not found")
-  config = BertConfig.from_json_file(options.bert_config_file)
-  check_max_seq_length(options.max_seq_length, config.max_position_embeddings)
-  return export_from_options(task, options, config, options.init_checkpoint)
+  return export_from_options(task, files.resolved(options), files.config, options.init_checkpoint)

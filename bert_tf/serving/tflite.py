@@ -35,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.errors import BertTfError
+from bert_tf.io import integrity
 from bert_tf.model import activations
 
 FEATURES = ("input_ids", "input_mask", "segment_ids")
@@ -131,6 +132,10 @@ class Runner:
       raise ValueError(f"Runner: tokens_per_pass should be positive or None, got "
                        f"{tokens_per_pass}")
     self.tokens_per_pass = tokens_per_pass
+    # Checked in Python first: the interpreter trusts the file, and a cut one can crash it.
+    damage = integrity.tflite_damage(blob) if path is None else integrity.tflite_file_damage(path)
+    if damage:
+      raise BertTfError(f"{path or 'the TensorFlow Lite model'}: {damage}: export it again")
     # TensorFlow Lite's own default is one thread: every core this process may use, unless told.
     num_threads = num_threads or len(os.sched_getaffinity(0))
     with warnings.catch_warnings():  # "tf.lite.Interpreter is deprecated": TF 2.20 still has it

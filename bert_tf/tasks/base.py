@@ -27,15 +27,12 @@ values. get(name) and names() find every module of this package: a new task type
 here (and its run script), nothing else to list; a task registered elsewhere before it is used
 serves as well (tests/test_new_task.py defines one in a test file).
 """
-import dataclasses
 import importlib
 import pkgutil
 
 from bert_tf.data import packing_finetune
 from bert_tf.errors import BertTfError
 from bert_tf.io import progress
-from bert_tf.model.model_dir import TASK_CONFIG_FILE
-from bert_tf.training import run_dir
 
 # Record files in output_dir, per split, unless a task names others (Task.record_files).
 RECORD_FILES = {"train": "train.tf_record", "dev": "eval.tf_record", "test": "predict.tf_record"}
@@ -47,15 +44,6 @@ DATA_DIR_EXPORT = ("--task=glue or ner with --quantize or --dtype=bfloat16: the 
 
 _REGISTRY = {}
 _discovered = False
-
-
-def flag(default, help_text, *, run=True, export=False, enum=None, group=None):
-  """A field of a task's options dataclass that is a flag (bert_tf.cli.flags.define_options_flags
-  defines it from the field's name, type and default): of the run script unless run=False, and of
-  export_savedmodel.py with export=True (or export="its help text there"). enum: the values it
-  takes; group: its --help group (default "data and task")."""
-  return dataclasses.field(default=default, metadata={
-      "help": help_text, "run": run, "export": export, "enum": enum, "group": group})
 
 
 def register(name):
@@ -144,33 +132,6 @@ def for_signature(inputs):
   raise BertTfError(f"an export whose inputs ({', '.join(sorted(inputs))}) no task serves")
 
 
-def check_recorded_task(task, output_dir):
-  """A BertTfError unless output_dir's task_config.json, when it has one, is of a run of the same
-  task as `task` (a Task), with the same values of its run_keys (names compare in any case): a
-  run goes on only in an output_dir of its own kind."""
-  recorded = run_dir.recorded_task_config(output_dir)
-  if recorded is None:
-    return
-  now = task.task_config()
-  found = for_task_config(recorded)
-  if found is not None and "task" not in recorded:  # written before "task" existed
-    recorded = dict(recorded, task=found.name)
-  differs = [key for key in task.run_keys if _comparable(recorded.get(key)) !=
-             _comparable(now.get(key))]
-  if found is not None and found.name == task.name and not differs:
-    return
-  was, this = f"{run_dir.describe_run(recorded)} run", run_dir.describe_run(now)
-  if was == f"{this} run":  # the same task with other labels (NER's come from its data)
-    was += f" with {', '.join(f'{key}={recorded.get(key)}' for key in differs)}"
-    this = f"this run's {', '.join(f'{key}={now.get(key)}' for key in differs)}"
-  raise BertTfError(f"--output_dir: {output_dir} holds a {was} ({TASK_CONFIG_FILE}), not "
-                    f"{this}: give another --output_dir")
-
-
-def _comparable(value):
-  return value.lower() if isinstance(value, str) else value
-
-
 class Task:
   """A fine-tuning task. Subclasses state the records, model, loss, metrics and result files of
   their run script, and their serving half; the defaults below are the common case."""
@@ -179,6 +140,7 @@ class Task:
   aliases = ()  # older names: of its exports, --task values and task_config.json "export_kind"s
   script = None  # the run script, for messages
   options_class = None  # the frozen dataclass of the task's own flags (FinetuneOptions.task)
+  distillable = False  # whether the script distils (--teacher_dir: write_transfer_records)
   server_class = None  # its server (a text_server.TextServer), or None: no serving half
   record_files = RECORD_FILES  # {split: record file name in output_dir}
   eval_split = "dev"  # the split evaluations during training score
@@ -191,6 +153,11 @@ class Task:
   def __init__(self, options, tokenizer):
     self.options = options  # a bert_tf.jobs.finetune_options.FinetuneOptions
     self.tokenizer = tokenizer
+
+  @classmethod
+  def check_options(cls, options):
+    """The task's rules on a run's options that must hold before its model is opened (e.g. that
+    no input file is one the run would write): a BertTfError naming the flag."""
 
   # ------------------------------------------------------------------ records
   def schema(self, is_training):
@@ -245,6 +212,13 @@ class Task:
               "max_seq_length": int(self.options.max_seq_length)}
     config.update(self.task_config_fields())
     return config
+
+  @staticmethod
+  def recorded(task_config):
+    """A task_config.json's contents with its task named: files written before "task" existed
+    name it by an alias in "export_kind"."""
+    found = None if "task" in task_config else for_task_config(task_config)
+    return dict(task_config, task=found.name) if found is not None else task_config
 
   def task_config_fields(self):
     """The task's own fields of task_config.json: by default its server's options."""

@@ -19,10 +19,12 @@ from absl import logging
 from bert_tf.data import packing_finetune
 from bert_tf.data import records
 from bert_tf.errors import BertTfError
+from bert_tf.io import fileio
 from bert_tf.io.fileio import atomic_output
 from bert_tf.io.fileio import read_lines
 from bert_tf.io.fileio import write_text_atomically
 from bert_tf.model import heads
+from bert_tf.options import option
 from bert_tf.tasks import base
 from bert_tf.tasks import conlleval
 from bert_tf.tasks import metrics
@@ -321,22 +323,27 @@ def _predicted_ids(batches):
 @dataclasses.dataclass(frozen=True)
 class NerOptions:
   """run_ner.py's own flags (and export_savedmodel.py's --label_file for --task=ner)."""
-  data_dir: Optional[str] = base.flag(
+  HELP = {"max_seq_length": "The maximum total input sequence length after WordPiece "
+                            "tokenization. Longer sentences are split into windows, each word "
+                            "predicted in exactly one of them."}
+
+  data_dir: Optional[str] = option(
       None, "The input data dir, with train.txt, valid.txt and test.txt in CoNLL column format "
       "(word first, NER tag last, IOB1 or IOB2).", export=base.DATA_DIR_EXPORT)
-  feature_based: bool = base.flag(
+  feature_based: bool = option(
       False, "Freeze BERT and train a two-layer BiLSTM over --feature_layers (the paper's "
       "feature-based approach) instead of fine-tuning.", group="model")
-  feature_layers: str = base.flag("concat_last_four", "With --feature_based: which BERT "
-                                  "activations feed the BiLSTM.", enum=heads.FEATURE_LAYERS,
+  feature_layers: str = option("concat_last_four", "With --feature_based: which BERT "
+                                  "activations feed the BiLSTM.", choices=heads.FEATURE_LAYERS,
                                   group="model")
-  lstm_units: int = base.flag(768, "With --feature_based: units per direction of each BiLSTM "
+  lstm_units: int = option(768, "With --feature_based: units per direction of each BiLSTM "
                               "layer.", group="model")
-  label_file: Optional[str] = base.flag(
+  label_file: Optional[str] = option(
       None, "--task=ner: the label list, one a line (default: label_list.txt in "
       "--init_checkpoint, as run_ner.py writes it).", run=False, export=True)
 
   def __post_init__(self):
+    fileio.check_data_directory(self.data_dir)
     if self.feature_based and self.feature_layers not in heads.FEATURE_LAYERS:
       raise BertTfError(f"--feature_layers: {self.feature_layers!r} is not one of "
                         f"{heads.FEATURE_LAYERS}")
@@ -351,6 +358,7 @@ class NerTask(base.Task):
 
   script = "run_ner.py"
   options_class = NerOptions
+  distillable = True
   server_class = ner_server.NerServer
   run_keys = ("label_list", "feature_based")
   primary_metric = "eval_f1"
@@ -380,6 +388,18 @@ class NerTask(base.Task):
     label_list = get_labels(sentences)
     logging.info("%s: tag scheme %s, labels %s", path, detect_scheme(sentences), label_list)
     return label_list, sentences
+
+  def adopt_labels(self, labels, whose):
+    """Trains on `labels` (a teacher's, a superset of the training file's tags: a distilled
+    student predicts what its teacher does); a training tag outside them is a BertTfError naming
+    the training file and its line, and `whose` labels they are."""
+    path = os.path.join(self.options.task.data_dir, SPLIT_FILES["train"])
+    for sentence in self.train_sentences or []:
+      for tag, number in zip(sentence.tags, sentence.line_numbers):
+        if tag not in labels:
+          raise BertTfError(f"{path}:{number}: tag {tag!r} is not one of {whose} labels "
+                            f"({', '.join(labels)}): a student learns its teacher's tags only")
+    self.label_list = list(labels)
 
   def schema(self, is_training):
     return tagging_features(self.options.max_seq_length)

@@ -19,9 +19,11 @@ from absl import logging
 from bert_tf.data import packing_finetune
 from bert_tf.data import records
 from bert_tf.errors import BertTfError
+from bert_tf.io import fileio
 from bert_tf.io.fileio import read_lines
 from bert_tf.io.fileio import write_text_atomically
 from bert_tf.model import heads
+from bert_tf.options import option
 from bert_tf.tasks import base
 from bert_tf.tasks import glue_server
 from bert_tf.tasks import metrics
@@ -347,14 +349,16 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
 @dataclasses.dataclass(frozen=True)
 class GlueOptions:
   """run_classifier.py's own flags (--task_name also export_savedmodel.py's, for --task=glue)."""
-  data_dir: Optional[str] = base.flag(None, "The input data dir. Should contain the .tsv files (or "
-                                      "other data files) for the task.", export=base.DATA_DIR_EXPORT)
-  task_name: Optional[str] = base.flag(
+  data_dir: Optional[str] = option(None, "The input data dir. Should contain the .tsv files (or "
+                                      "other data files) for the task.",
+                                      export=base.DATA_DIR_EXPORT)
+  task_name: Optional[str] = option(
       None, "The name of the task to train: cola, sst-2, mrpc, qqp, sts-b, mnli, mnli-mm, qnli, "
       "rte, wnli or xnli.", export="--task=glue: the GLUE task the model was fine-tuned on (its "
       "label names and whether it takes pairs).")
 
   def __post_init__(self):
+    fileio.check_data_directory(self.data_dir)
     if self.task_name:
       canonical_task_name(self.task_name)  # --task_name: unknown task ...
 
@@ -373,6 +377,7 @@ class GlueTask(base.Task):
   glue_server.ClassifierServer (text_a[, text_b] -> label probabilities)."""
 
   script = "run_classifier.py"
+  distillable = True
   aliases = ("classifier",)  # its name in exports and task_config.json files of earlier versions
   options_class = GlueOptions
   server_class = glue_server.ClassifierServer

@@ -21,12 +21,14 @@ from bert_tf.data import records
 from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
 from bert_tf.model import heads
+from bert_tf.options import OUTPUT
+from bert_tf.options import check_fields
+from bert_tf.options import option
 from bert_tf.tasks import base
 from bert_tf.tasks import squad_answers
 from bert_tf.tasks import squad_metrics
 from bert_tf.tasks import squad_server
 from bert_tf.text import tokenization
-from bert_tf.training import options as options_lib
 
 FIRST_UNIQUE_ID = 1000000000
 
@@ -151,6 +153,14 @@ def _training_answer(qa, doc_tokens, char_to_word_offset, input_file, version_2_
   answer = answers[0]
   orig_answer_text = _require(answer, "text", f"question {qa['id']!r} answer", input_file)
   answer_offset = _require(answer, "answer_start", f"question {qa['id']!r} answer", input_file)
+  if not isinstance(orig_answer_text, str):
+    raise BertTfError(f"{input_file}: question {qa['id']!r}: answer text should be a string, is "
+                      f"{type(orig_answer_text).__name__} {orig_answer_text!r}")
+  # A character offset: 3.0 or "3" is a file another tool wrote wrongly (the original fails).
+  if isinstance(answer_offset, bool) or not isinstance(answer_offset, int):
+    raise BertTfError(f"{input_file}: question {qa['id']!r}: answer_start should be an integer "
+                      f"(a character offset into the context), is "
+                      f"{type(answer_offset).__name__} {answer_offset!r}")
   answer_end = answer_offset + len(orig_answer_text) - 1
   found = 0 <= answer_offset <= answer_end < len(char_to_word_offset)
   if found:
@@ -370,51 +380,43 @@ def features_to_arrays(features):
 @dataclasses.dataclass(frozen=True)
 class SquadOptions:
   """run_squad.py's own flags (those of the server also export_savedmodel.py's, for
-  --task=squad), and the rules on their values."""
-  train_file: Optional[str] = base.flag(None, "SQuAD json for training. E.g., train-v1.1.json",
-                                        export="--task=squad with --quantize=int8: the SQuAD "
-                                        "json whose questions calibrate int8.")
-  predict_file: Optional[str] = base.flag(None, "SQuAD json for predictions. E.g., dev-v1.1.json "
-                                          "or test-v1.1.json", export="--task=squad with "
-                                          "--quantize or --dtype=bfloat16: the SQuAD json (with "
-                                          "answers) that checks the reduced-precision model "
-                                          "against float32.")
-  doc_stride: int = base.flag(128, "When splitting up a long document into chunks, how much "
-                              "stride to take between chunks.", export=True)
-  max_query_length: int = base.flag(64, "The maximum number of tokens for the question. Questions "
-                                    "longer than this will be truncated to this length.",
-                                    export=True)
-  n_best_size: int = base.flag(20, "The total number of n-best predictions to generate in the "
-                               "nbest_predictions.json output file.", export=True)
-  max_answer_length: int = base.flag(30, "The maximum length of an answer that can be generated. "
-                                     "This is needed because the start and end predictions are "
-                                     "not conditioned on one another.", export=True)
-  version_2_with_negative: bool = base.flag(False, "If true, the SQuAD examples contain some that "
-                                            "do not have an answer.", export=True)
-  null_score_diff_threshold: float = base.flag(0.0, "If null_score - best_non_null is greater "
-                                               "than the threshold predict null.", export=True)
-  verbose_logging: bool = base.flag(False, "If true, all of the warnings related to data "
-                                    "processing will be printed. A number of warnings are "
-                                    "expected for a normal SQuAD evaluation.", group="output")
-  tune_null_threshold: bool = base.flag(False, "SQuAD 2.0 with a scored predict file: use the "
-                                        "null_score_diff_threshold that maximizes F1 on it "
-                                        "(reported in eval_results.json) instead of "
-                                        "--null_score_diff_threshold.")
+  --task=squad), and the rules on their values. The script evaluates its --predict_file, not a
+  dev split, and distils nothing; its sequences are longer."""
+  LACKS = ("do_eval", "eval_batch_size")
+  DEFAULTS = {"max_seq_length": 384}
+
+  train_file: Optional[str] = option(None, "SQuAD json for training. E.g., train-v1.1.json",
+                                     export="--task=squad with --quantize=int8: the SQuAD json "
+                                     "whose questions calibrate int8.")
+  predict_file: Optional[str] = option(None, "SQuAD json for predictions. E.g., dev-v1.1.json or "
+                                       "test-v1.1.json", export="--task=squad with --quantize or "
+                                       "--dtype=bfloat16: the SQuAD json (with answers) that "
+                                       "checks the reduced-precision model against float32.")
+  doc_stride: int = option(128, "When splitting up a long document into chunks, how much stride "
+                           "to take between chunks.", export=True, at_least=1)
+  max_query_length: int = option(64, "The maximum number of tokens for the question. Questions "
+                                 "longer than this will be truncated to this length.",
+                                 export=True, at_least=1)
+  n_best_size: int = option(20, "The total number of n-best predictions to generate in the "
+                            "nbest_predictions.json output file.", export=True, at_least=0)
+  max_answer_length: int = option(30, "The maximum length of an answer that can be generated. "
+                                  "This is needed because the start and end predictions are not "
+                                  "conditioned on one another.", export=True, at_least=1)
+  version_2_with_negative: bool = option(False, "If true, the SQuAD examples contain some that do "
+                                         "not have an answer.", export=True)
+  null_score_diff_threshold: float = option(0.0, "If null_score - best_non_null is greater than "
+                                            "the threshold predict null.", export=True)
+  verbose_logging: bool = option(False, "If true, all of the warnings related to data processing "
+                                 "will be printed. A number of warnings are expected for a "
+                                 "normal SQuAD evaluation.", OUTPUT)
+  tune_null_threshold: bool = option(False, "SQuAD 2.0 with a scored predict file: use the "
+                                     "null_score_diff_threshold that maximizes F1 on it (reported "
+                                     "in eval_results.json) instead of --null_score_diff_threshold.")
 
   def __post_init__(self):
-    for name, minimum in (("doc_stride", 1), ("max_query_length", 1), ("max_answer_length", 1),
-                          ("n_best_size", 0)):
-      options_lib.check_at_least(getattr(self, name), name, minimum)
+    check_fields(self)
     if self.tune_null_threshold and not self.version_2_with_negative:
       raise BertTfError("--tune_null_threshold: needs --version_2_with_negative")
-
-
-def check_outputs(options):
-  """--train_file and --predict_file must not be files the run writes into --output_dir
-  (options: the run's FinetuneOptions)."""
-  fileio.check_dir_not_input(options.output_dir, squad_answers.OUTPUT_FILES + tuple(
-      SquadTask.record_files.values()), [("--train_file", options.task.train_file),
-                                         ("--predict_file", options.task.predict_file)])
 
 
 @base.register("squad")
@@ -429,6 +431,13 @@ class SquadTask(base.Task):
   record_files = {"train": "train.tf_record", "test": "eval.tf_record"}
   eval_split = "test"  # evaluation during training scores --predict_file
   primary_metric = "f1"
+
+  @classmethod
+  def check_options(cls, options):
+    """--train_file and --predict_file must not be files the run writes into --output_dir."""
+    fileio.check_dir_not_input(options.output_dir, squad_answers.OUTPUT_FILES + tuple(
+        cls.record_files.values()), [("--train_file", options.task.train_file),
+                                     ("--predict_file", options.task.predict_file)])
 
   def __init__(self, options, tokenizer):
     """The original's validate_flags_or_throw, as one-line errors naming the flag (the rules

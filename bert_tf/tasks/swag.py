@@ -22,9 +22,11 @@ from absl import logging
 from bert_tf.data import packing_finetune
 from bert_tf.data import records
 from bert_tf.errors import BertTfError
+from bert_tf.io import fileio
 from bert_tf.io.fileio import read_lines
 from bert_tf.io.fileio import write_text_atomically
 from bert_tf.model import heads
+from bert_tf.options import option
 from bert_tf.tasks import base
 from bert_tf.tasks import glue
 from bert_tf.tasks import metrics
@@ -37,10 +39,16 @@ FULL_COLUMNS = ("sent1", "sent2", "gold-ending", "distractor-0", "distractor-1",
 
 @dataclasses.dataclass(frozen=True)
 class SwagOptions:
-  """run_swag.py's own flags."""
-  data_dir: Optional[str] = base.flag(None, "The input data dir. Should contain the SWAG csv "
+  """run_swag.py's own flags. The script has no BiLSTM head and no export (SWAG's four endings
+  per question have no server)."""
+  LACKS = ("bilstm_head", "bilstm_hidden_size", "export_dir", "tflite")
+
+  data_dir: Optional[str] = option(None, "The input data dir. Should contain the SWAG csv "
                                       "files train.csv, val.csv and test.csv (regular or full "
                                       "format).")
+
+  def __post_init__(self):
+    fileio.check_data_directory(self.data_dir)
 
 
 def multiple_choice_features(max_seq_length, num_choices=NUM_CHOICES):

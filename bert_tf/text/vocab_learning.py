@@ -12,9 +12,8 @@
    - "tensorflow_text": tensorflow-text's WordPiece learner (the algorithm of the original's
      vocabularies: pieces whose count passes a threshold, recounted over 4 passes of greedy
      segmentation), at the largest threshold that gives the size.
-   bench/bench_vocab.py measured both on Gutenberg books against HF tokenizers: tensorflow-text's
-   gives 0.5-4% more pieces per word than HF's at 8,000-30,522 and takes 2-3x as long as "bpe",
-   hence the default.
+   bench/bench_vocab.py measures both on Gutenberg books against HF tokenizers
+   (BENCHMARKS.md#vocab): "bpe" is the default, as it gives fewer pieces per word, sooner.
 3. That vocabulary is cut to size by usage: the training words are segmented greedily, longest
    match first (as WordpieceTokenizer does), and the pieces used least are dropped, in rounds,
    until `num_pieces` remain. Every character of the alphabet stays, bare and with "##", so a word
@@ -39,6 +38,10 @@ from absl import logging
 from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
 from bert_tf.io import progress
+from bert_tf.options import MODEL
+from bert_tf.options import OUTPUT
+from bert_tf.options import check_fields
+from bert_tf.options import option
 from bert_tf.text import tokenization
 
 # The [unused*] slots before [UNK]: 99 in the original, which puts [UNK] [CLS] [SEP] [MASK] at
@@ -68,26 +71,43 @@ def special_tokens(num_unused, reserved_tokens=()):
 class VocabOptions:
   """create_vocab.py's flags, checked as they are built: one-line errors for values outside their
   range and unusable reserved tokens."""
-  input_file: str
-  output_file: str
-  overwrite: bool = False
-  vocab_size: int = 30522
-  do_lower_case: bool = True
-  min_count: int = 1
-  reserved_tokens: tuple = ()
-  num_unused: int = UNUSED_BEFORE_UNK
-  max_unique_chars: int = 1000
-  max_words_in_memory: int = 5_000_000
-  learner: str = "bpe"
-  progress_seconds: Optional[float] = 30
+  input_file: Optional[str] = option(None, "Raw text to learn from: comma-separated files or "
+                                     "globs (local or gs://...), any line layout.")
+  output_file: Optional[str] = option(None, "Where to write the vocabulary, one token a line.",
+                                      OUTPUT)
+  overwrite: bool = option(False, "Replace --output_file if it exists (otherwise an existing "
+                           "file is an error, checked before any work).", OUTPUT)
+  vocab_size: int = option(30522, "Lines of the vocabulary, special, unused and reserved tokens "
+                           "included (fewer if the corpus cannot fill them).", at_least=1)
+  do_lower_case: bool = option(True, "Whether to lower case the input text (and strip accents). "
+                               "Should be True for uncased models and False for cased models.",
+                               MODEL)
+  min_count: int = option(1, "Learn only from words seen at least this many times.", at_least=1)
+  reserved_tokens: tuple = option(
+      (), "Comma-separated tokens to put in the vocabulary after the [unused*] slots, never "
+      "learned over (e.g. markers for fine-tuning). BasicTokenizer splits punctuation, so a token "
+      "such as [E1] is never produced from text: use it by id.", kind="list")
+  num_unused: int = option(
+      UNUSED_BEFORE_UNK, "[unused*] slots: the first 99 before [UNK] (ids 1-99, [UNK] [CLS] "
+      "[SEP] [MASK] at 100-103, as the original), the rest right after [MASK]. The original "
+      "uncased vocabulary has 994.", at_least=0)
+  max_unique_chars: int = option(
+      1000, "Alphabet size: words with a character outside the most frequent ones are not "
+      "learned from (those characters become [UNK]). Raise it for Chinese or Japanese text.",
+      at_least=1)
+  max_words_in_memory: int = option(
+      5_000_000, "Bound of the word-count dict: past it the rarest words are dropped until half "
+      "remain (memory grows with it).", at_least=2)
+  learner: str = option(
+      "bpe", "bpe: byte-pair merges as Hugging Face tokenizers' WordPieceTrainer; "
+      "tensorflow_text: tensorflow-text's WordPiece learner. Either is then cut to size by usage "
+      "(bert_tf/text/vocab_learning.py; bpe gives fewer pieces per word).", choices=LEARNERS)
+  progress_seconds: Optional[float] = option(30, "Log progress this often.", OUTPUT,
+                                             kind="integer")
 
   def __post_init__(self):
     object.__setattr__(self, "reserved_tokens", tuple(self.reserved_tokens))
-    for name, minimum in (("vocab_size", 1), ("min_count", 1), ("num_unused", 0),
-                          ("max_unique_chars", 1), ("max_words_in_memory", 2)):
-      if getattr(self, name) < minimum:
-        raise BertTfError(f"--{name}: expected an integer of at least {minimum}, "
-                          f"got {getattr(self, name)}")
+    check_fields(self)
     fixed = set(special_tokens(self.num_unused))
     seen = set()
     for token in self.reserved_tokens:

@@ -37,12 +37,18 @@ def timings(config, seq_length, cpuinfo, flags=None):
   """(float32 seconds, bfloat16 seconds) of one probed training step, and whether they came
   from the cache."""
   key, cache = cache_key(config, seq_length, cpuinfo, flags), choices()
-  cached = cache.get(key)
+  cached = cache.get(key, check=_measured)
   if cached:
     return cached["float32"], cached["bfloat16"], True
   measured = measure(config, seq_length)
   cache.put(key, {"float32": measured[0], "bfloat16": measured[1]})
   return measured[0], measured[1], False
+
+
+def _measured(value):
+  """Whether a cache entry is what timings keeps: seconds of both precisions."""
+  return all(isinstance(value[name], (int, float)) and value[name] > 0
+             for name in ("float32", "bfloat16"))
 
 
 def measure(config, seq_length, rounds=ROUNDS):

@@ -38,7 +38,7 @@ from bert_tf.io import progress
 from bert_tf.model import checkpoints
 from bert_tf.model import model_dir
 from bert_tf.training import loop
-from bert_tf.training import run_dir
+from bert_tf.training import saves
 from bert_tf.training import scalars
 
 BEST_DIR = "best"
@@ -101,8 +101,7 @@ class BestKeeper:
         raise BertTfError(f"--output_dir: {self.directory} exists and holds no {STATE_FILE} "
                           f"({foreign[0]}, ...): move it, or give a new --output_dir")
     if tf.io.gfile.exists(path):
-      with tf.io.gfile.GFile(path) as f:
-        self.state = json.load(f)
+      self.state = _read_state(path)
       if self.state.get("metric") != metric:
         raise BertTfError(f"--keep_best_metric: {self.directory} keeps the best by "
                           f"{self.state.get('metric')}, not {metric}: give that metric, or a new "
@@ -216,7 +215,7 @@ class BestKeeper:
     else:
       model.global_step = self.step
       return
-    run_dir.silence_abandoned_restore()
+    saves.silence_abandoned_restore()
     raise BertTfError(f"--output_dir: {self.prefix}: the best weights kept there are not of this "
                       f"model ({error}): move {self.directory} aside, or give a new --output_dir")
 
@@ -318,3 +317,19 @@ class _quiet:  # pylint: disable=invalid-name
 
   def __exit__(self, *exc):
     logging.set_verbosity(self.verbosity)
+
+
+def _read_state(path):
+  """best.json (a BertTfError naming it when it is damaged: not a JSON object of best.json's
+  fields)."""
+  with tf.io.gfile.GFile(path, "rb") as f:
+    data = f.read()
+  try:
+    state = json.loads(data.decode("utf-8"))
+  except ValueError:
+    state = None
+  if not isinstance(state, dict) or not isinstance(state.get("evaluations", []), list):
+    raise BertTfError(f"--output_dir: {path} is damaged (not the JSON object keep-best writes): "
+                      f"move {os.path.dirname(path)} aside to train on without the best weights "
+                      f"kept so far")
+  return state

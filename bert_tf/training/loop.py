@@ -32,16 +32,19 @@ API (stable; later changes only add keyword arguments):
       output_dir/model.ckpt-N every save_checkpoints_steps and at the end (keep_checkpoint_max
       of them, 0 for all), never over existing files, the loop running iterations_per_loop steps
       at most between them and host-side work; the newest whole checkpoint there (found by
-      listing: bert_tf.training.run_dir.resume_point) is
+      listing: bert_tf.training.saves.resume_point) is
       resumed (global step, optimizer slots, input position, dropout RNG), and init_checkpoint is
       then ignored. Otherwise init_checkpoint (an original TF1 checkpoint, one of ours, or a Hugging
       Face directory) is loaded with bert_tf.model.checkpoints.init_from_checkpoint. A NaN/Inf loss raises
       BertTfError without saving. run_shape: recorded in output_dir/train_run.json (see
-      bert_tf.training.run_dir.check_run_shape). evaluator (bert_tf.training.keep_best.Evaluator, optional): called as
+      bert_tf.training.run_dir.RunDir.check). evaluator (bert_tf.training.keep_best.Evaluator, optional): called as
       evaluator(model, step) after the checkpoint of each step where evaluator.due(step,
       num_train_steps); training stops early when it returns True. On resume,
       evaluator.resume(model, step, num_train_steps) may evaluate a step a kill interrupted, or
-      stop at once. TensorBoard summaries go to output_dir/train; a progress line
+      stop at once. SIGTERM (a preemption's notice; the rule of tf.distribute.experimental.
+      PreemptionCheckpointHandler) stops the loop after the step in flight, on every worker at
+      the same step, saves that step and then acts (cli's handler: `terminated: ...` naming the
+      checkpoint); a rerun resumes from it exactly. TensorBoard summaries go to output_dir/train; a progress line
       (steps/s, examples/s, ETA) is logged every log_steps, and a live bar drawn on a terminal
       (bert_tf.training.scalars.TrainLog). Returns the trained model; global_step(model) gives its step,
       model.train_summary the scalars of the last line. Gradients are clipped to global norm 1.0
@@ -65,6 +68,7 @@ API (stable; later changes only add keyword arguments):
       init_checkpoint loaded (for --do_eval / --do_predict without --do_train).
 """
 import os
+import signal
 
 from absl import logging
 import numpy as np
@@ -78,7 +82,9 @@ from bert_tf.io import progress
 from bert_tf.model import checkpoints
 from bert_tf.model import model_dir
 from bert_tf.training import optimization
+from bert_tf.training import recovery
 from bert_tf.training import run_dir
+from bert_tf.training import saves
 from bert_tf.training import scalars
 from bert_tf.training.options import RuntimeOptions
 from bert_tf.training.options import TrainLoopOptions
@@ -124,6 +130,12 @@ def _worker_index(strategy):
   from tensorflow.python.distribute import multi_worker_util  # pylint: disable=g-import-not-at-top
   return multi_worker_util.id_in_cluster(resolver.cluster_spec(), resolver.task_type,
                                          resolver.task_id)
+
+
+def _worker_count(strategy):
+  resolver = getattr(strategy, "cluster_resolver", None)
+  spec = resolver.cluster_spec().as_dict() if resolver is not None else {}
+  return max(1, sum(len(tasks) for job, tasks in spec.items() if job in ("chief", "worker")))
 
 
 def _is_chief(strategy):
@@ -226,7 +238,6 @@ def train(strategy, model_fn, loss_fn, train_input_fn, schedule, output_dir,
   """Trains model_fn()'s model for schedule.num_train_steps optimizer steps; see the module
   docstring."""
   num_train_steps, accumulation = schedule.num_train_steps, loop_options.gradient_accumulation_steps
-  save_checkpoints_steps = loop_options.save_checkpoints_steps
   tf.io.gfile.makedirs(output_dir)
   if runtime.seed is not None:
     tf_keras.utils.set_random_seed(runtime.seed)
@@ -237,6 +248,7 @@ def train(strategy, model_fn, loss_fn, train_input_fn, schedule, output_dir,
       num_warmup_steps=schedule.num_warmup_steps, optimizer_type=loop_options.optimizer,
       adam_bias_correction=loop_options.adam_bias_correction, clip_norm=None))
   if _is_chief(strategy):
+    recovery.set_aside_damaged(output_dir)  # a cut newest checkpoint: go on from the one before
     run_dir.check_same_run(output_dir, state.model, dict(
         learning_rate=schedule.learning_rate, num_warmup_steps=schedule.num_warmup_steps,
         train_batch_size=schedule.train_batch_size, optimizer_type=loop_options.optimizer,
@@ -251,6 +263,9 @@ def train(strategy, model_fn, loss_fn, train_input_fn, schedule, output_dir,
   log = scalars.TrainLog(state, output_dir, num_train_steps, schedule.train_batch_size,
                          loop_options.log_steps, chief=_is_chief(strategy), timed=not isinstance(
                              strategy, tf.distribute.MultiWorkerMirroredStrategy))
+  # SIGTERM (a preemption's notice) sets it from a thread at once: the loop stops after the step in
+  # flight, on every worker (replica_step's reduce), saves it and acts on the signal.
+  stop_requested = state.stop_requested
   step = int(state.optimizer.iterations.numpy())
   if step >= num_train_steps:
     logging.warning("%s already holds a checkpoint at step %d, and --num_train_steps is %d: "
@@ -258,31 +273,45 @@ def train(strategy, model_fn, loss_fn, train_input_fn, schedule, output_dir,
                     "--num_train_steps to train on)", output_dir, step, num_train_steps)
   logging.info("***** Running training from step %d to %d *****", step, num_train_steps)
   stop = evaluator is not None and evaluator.resume(state.model, step, num_train_steps)
+  with interrupts.noted(lambda unused_signum: stop_requested.assign(True)) as notice:
+    stopped = _train_steps(strategy, state, manager, train_loop, log, evaluator, loop_options,
+                           num_train_steps, output_dir, step, stop)
+  if stopped:  # a peer's SIGTERM: this worker stops as it would
+    notice.act(signal.SIGTERM)
+  state.model.global_step = int(state.optimizer.iterations.numpy())
+  return state.model
+
+
+def _train_steps(strategy, state, manager, train_loop, log, evaluator, loop_options,
+                 num_train_steps, output_dir, step, stop):
+  """train()'s loop, from `step` (stop: done already); whether a SIGTERM (here or on a peer)
+  stopped it, after saving the step it stopped at."""
+  save_checkpoints_steps = loop_options.save_checkpoints_steps
+  stopped = False
   try:
-    while step < num_train_steps and not stop:
+    while step < num_train_steps and not stop and not stopped:
       until_save = save_checkpoints_steps - step % save_checkpoints_steps
       if evaluator is not None:
         until_save = min(until_save, evaluator.every_n_steps - step % evaluator.every_n_steps)
       n = log.chunk_size(step, min(loop_options.iterations_per_loop, until_save,
                                    num_train_steps - step))
       with records.naming_bad_records():
-        loss, all_finite = train_loop(tf.constant(n, tf.int32))
-      step = int(state.optimizer.iterations.numpy())
+        loss, all_finite, stopped = train_loop(tf.constant(n, tf.int32))
+      step, stopped = int(state.optimizer.iterations.numpy()), bool(stopped)
       if not bool(all_finite):
         raise BertTfError(
             f"loss became {float(loss)} (NaN or Inf) by step {step}: training stopped, last "
             f"good checkpoint kept: {model_dir.latest_checkpoint(output_dir)} (try a lower "
             "--learning_rate or --dtype=float32)")
       log.after_chunk(step)
-      evaluate = evaluator is not None and evaluator.due(step, num_train_steps)
-      if step % save_checkpoints_steps == 0 or step == num_train_steps or evaluate:
+      evaluate = not stopped and evaluator is not None and evaluator.due(step, num_train_steps)
+      if step % save_checkpoints_steps == 0 or step == num_train_steps or evaluate or stopped:
         _save(strategy, manager, step)
       if evaluate:
         stop = evaluator(state.model, step)
   finally:
     log.close()
-  state.model.global_step = step
-  return state.model
+  return stopped
 
 
 class _TrainState:
@@ -304,6 +333,8 @@ class _TrainState:
       names = sorted(metric_fn(features, outputs)) if metric_fn else []
       self.train_metrics = {name: tf_keras.metrics.Mean(name, dtype=tf.float32)
                             for name in names}
+    # This worker's own (not the strategy's: a signal's thread sets it), never checkpointed.
+    self.stop_requested = tf.Variable(False, trainable=False, name="stop_requested")
 
   def update_metrics(self, metric_fn, features, outputs, loss):
     self.train_loss.update_state(loss)
@@ -325,39 +356,49 @@ def _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoi
                            keep_checkpoint_max):
   """The CheckpointManager of output_dir, after resuming its latest checkpoint (model, optimizer,
   input position, dropout RNG) or, when there is none, loading init_checkpoint."""
-  checkpoint = tf.train.Checkpoint(model=state.model, optimizer=state.optimizer,
-                                   train_iterators=iterators.iterators,
-                                   rngs=_dropout_generators(state.model))
+  objects = dict(model=state.model, optimizer=state.optimizer, train_iterators=iterators.iterators,
+                 rngs=_dropout_generators(state.model))
   checkpoint_dir = output_dir if _is_chief(strategy) else os.path.join(
       output_dir, f".worker_{_worker_index(strategy)}_tmp")
   if _is_chief(strategy):
-    run_dir.remove_unfinished_saves(output_dir)
-    latest = run_dir.resume_point(output_dir)
-    run_dir.record_checkpoints(output_dir, latest)  # before the manager reads the state file
+    saves.remove_unfinished_saves(output_dir)
+    latest = saves.resume_point(output_dir)
+    saves.record_checkpoints(output_dir, latest)  # before the manager reads the state file
   else:
     latest = model_dir.latest_checkpoint(output_dir)
-  # model.ckpt-N, as the original's Estimator names them (its users glob model.ckpt-*);
-  # --keep_checkpoint_max=0 keeps all, as the Estimator's RunConfig.
-  manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir,
-                                       max_to_keep=keep_checkpoint_max or None,
-                                       checkpoint_name=run_dir.CHECKPOINT_NAME)
-  if latest:
+  while latest:
     logging.info("Resuming from %s%s", latest,
                  f" (--init_checkpoint {init_checkpoint} is ignored)" if init_checkpoint else "")
-    try:
-      checkpoint.restore(latest).assert_existing_objects_matched()
+    try:  # a Checkpoint of its own: one that failed keeps the restore it began
+      tf.train.Checkpoint(**objects).restore(latest).assert_existing_objects_matched()
+      break
     except checkpoints.READ_ERRORS + (AssertionError,) as e:
-      raise run_dir.restore_error(latest, e) from None
-  elif init_checkpoint:
+      # A tensor TensorFlow cannot read (its checksum): set aside, the one before tried. Not
+      # with several workers, which each restore on their own.
+      if not (isinstance(e, tf.errors.DataLossError) and _is_chief(strategy) and
+              _worker_count(strategy) == 1):
+        raise saves.restore_error(latest, e) from None
+      saves.silence_abandoned_restore()
+      moved, latest = recovery.set_aside_unreadable(latest, e), saves.resume_point(output_dir)
+      if not latest:  # the model holds part of it: a new process starts afresh
+        raise BertTfError(f"{moved}: set aside, unreadable, and {output_dir} holds no checkpoint "
+                          f"before it: run again to start afresh") from None
+  if not latest and init_checkpoint:
     _load_init_checkpoint(state.model, init_checkpoint)
+  # model.ckpt-N, as the original's Estimator names them (its users glob model.ckpt-*);
+  # --keep_checkpoint_max=0 keeps all, as the Estimator's RunConfig.
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(**objects), checkpoint_dir,
+                                       max_to_keep=keep_checkpoint_max or None,
+                                       checkpoint_name=saves.CHECKPOINT_NAME)
   return manager
 
 
 def _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumulation, use_xla,
                          clip_norm_rule="per_position"):
-  """train_loop(num_steps) -> (last loss, whether every loss was finite): a tf.function running
-  num_steps optimizer steps on the replicas, each clipping its summed gradients to global norm
-  CLIP_NORM as counted by clip_norm_rule (see bert_tf.training.optimization)."""
+  """train_loop(num_steps) -> (last loss, whether every loss was finite, whether a worker asked
+  to stop: state.stop_requested): a tf.function running up to num_steps optimizer steps on the
+  replicas, each clipping its summed gradients to global norm CLIP_NORM as counted by
+  clip_norm_rule (see bert_tf.training.optimization)."""
   model, optimizer = state.model, state.optimizer
   trainable = model.trainable_variables
   denominator = float(strategy.num_replicas_in_sync * accumulation)
@@ -407,7 +448,7 @@ def _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumul
       total = [a + g for a, g in zip(total, grads)]
     return total_loss / accumulation, total, None, total_rows
 
-  def replica_step(features):
+  def replica_step(features, stop_requested):
     loss, grads, outputs, rows_squared = compute_gradients(features)
     # The cross-replica sum first (the optimizer then skips its own), so that the clip sees the
     # whole batch's gradients, as one device would: the rows of every replica's positions count.
@@ -419,26 +460,29 @@ def _train_loop_function(strategy, state, iterators, loss_fn, metric_fn, accumul
                                if i not in no_gradient], skip_gradients_aggregation=True)
     if outputs is not None:  # with accumulation, compute_gradients updated them per micro-batch
       state.update_metrics(metric_fn, features, outputs, loss)
-    return loss
+    return tf.stack([loss, stop_requested])  # reduced together: one collective a step
 
   @tf.function
   def train_loop(num_steps):
-    all_finite = tf.constant(True)
+    """(last loss, whether every loss was finite, whether a worker asked to stop)."""
+    all_finite, stopping = tf.constant(True), tf.constant(False)
     loss = tf.constant(0.0)
     for _ in tf.range(num_steps):
-      per_replica = strategy.run(replica_step, args=(iterators.next(accumulation),))
-      loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)
+      per_replica = strategy.run(replica_step, args=(
+          iterators.next(accumulation), tf.cast(state.stop_requested, tf.float32)))
+      reduced = strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)  # [2]
+      loss, stopping = reduced[0], reduced[1] > 0  # any worker's request stops every worker
       all_finite = tf.logical_and(all_finite, tf.math.is_finite(loss))
-      if not all_finite:  # stop at the first NaN/Inf step, not at the end of the loop
+      if not all_finite or stopping:  # at the first NaN/Inf step, or the step asked to stop at
         break
-    return loss, all_finite
+    return loss, all_finite, stopping
 
   return train_loop
 
 
 def _save(strategy, manager, step):
-  prefix = os.path.join(manager.directory, f"{run_dir.CHECKPOINT_NAME}-{step}")
-  there = tf.io.gfile.glob(prefix + ".*")
+  prefix = os.path.join(manager.directory, f"{saves.CHECKPOINT_NAME}-{step}")
+  there = [p for p in tf.io.gfile.glob(prefix + ".*") if not recovery.is_set_aside(p)]
   if there:  # never written over (resume_point refuses such runs before they start)
     raise BertTfError(f"--output_dir: {prefix} exists ({os.path.basename(there[0])}, ...): a save "
                       f"at step {step} would write over it; training stopped, the checkpoint "
@@ -447,7 +491,7 @@ def _save(strategy, manager, step):
     with interrupts.deferred():  # Ctrl-C or SIGTERM act once the save is whole
       path = manager.save(checkpoint_number=step)
   except BaseException:  # SIGTERM (SystemExit) or an error mid-save: no half-written save left
-    run_dir.remove_unfinished_saves(manager.directory)
+    saves.remove_unfinished_saves(manager.directory)
     raise
   if _is_chief(strategy):
     logging.info("Saved checkpoint %s", path)

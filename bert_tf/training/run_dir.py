@@ -1,15 +1,18 @@
-"""What a training run keeps in its --output_dir besides checkpoints: the settings it started with
-(train_run.json, checked when it resumes), the checkpoints' name (model.ckpt-N, as the
-original's), the final weights alone (bert_model.ckpt) and the cleanup of checkpoint saves a kill
-cut short, the hold a run keeps on it (claim: one run at a time) and the checks that a run going
-on in it is the run it holds (check_run_shape, check_same_run). The files that make it a complete
-model directory are bert_tf.model.model_dir's."""
+"""A run's --output_dir as one object. RunDir reads it once, when a job starts: its newest whole
+checkpoint, the run it holds (train_run.json: the config and settings it started with, its run
+shape), the task it holds (task_config.json) and its vocabulary; RunDir.check answers whether a
+run may start afresh there, go on with what is there, or must be refused, and why, for every job
+(pretraining, fine-tuning, distillation). claim holds the directory while a run uses it (one run
+at a time); check_same_run records how a training run started (train_run.json). The checkpoints
+a training run saves there are bert_tf.training.saves'; the files that make it a complete model
+directory, bert_tf.model.model_files'."""
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
-import re
 import socket
+from typing import Any, Optional
 
 from absl import logging
 import tensorflow as tf
@@ -19,11 +22,227 @@ from bert_tf.io import fileio
 from bert_tf.io.fileio import write_text_atomically
 from bert_tf.model import checkpoints
 from bert_tf.model import model_dir
+from bert_tf.model import model_files
+from bert_tf.training import recovery
+from bert_tf.training import saves
 
 RUN_FILE = "train_run.json"
 LOCK_FILE = ".bert_tf.lock"  # holds `pid <pid> on <host>` while a run uses the directory
 TASK_CONFIG_FILE = model_dir.TASK_CONFIG_FILE
-CHECKPOINT_NAME = model_dir.CHECKPOINT_NAME
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+  """What a run that starts in an output_dir is, as RunDir.check compares it with what the
+  directory holds. task: the fine-tuning task (its name, aliases, run_keys and task_config()),
+  None for pretraining; run_shape: the options that change what its checkpoints hold or how its
+  input is read; head: (causal, BiLSTM units or None) of a fine-tuned model, None where the
+  script has no --bilstm_head; causal: whether the model is left to right."""
+  training: bool
+  config: Any
+  run_shape: dict
+  train_batch_size: Optional[int] = None
+  init_checkpoint: Optional[str] = None
+  vocab_file: Optional[str] = None
+  task: Any = None
+  causal: bool = False
+  bilstm_units: Any = None
+
+
+class RunDir:
+  """An output_dir, read once (see the module docstring)."""
+
+  def __init__(self, path):
+    self.path = path
+    self.latest = model_dir.latest_checkpoint(path)
+    self.task_config = _read_task_config(path)
+    self.recorded = _read_run_file(path) if self.latest else None
+
+  def check(self, run):
+    """Refuses `run` (a Run) in one BertTfError line when the directory holds another run's
+    checkpoints, or files another run left; returns "resume" (training goes on from the latest
+    checkpoint), "fresh" or "evaluate" (its checkpoints, or --init_checkpoint, are scored)."""
+    if run.training:
+      self.check_batch_size(run.train_batch_size)
+    self._check_kind(run.task)
+    if run.task is not None:
+      self._check_head(run)
+    if run.training:
+      self._check_shape(run.run_shape, run.config)
+      self._check_init_checkpoint(run.init_checkpoint)
+    elif run.task is None:  # evaluating pretraining checkpoints needs their model
+      self._check_shape({"left_to_right": run.run_shape["left_to_right"]}, run.config)
+    if run.training or (self.latest and run.task is not None):
+      self._check_vocab(run.vocab_file)
+    if not run.training:
+      return "evaluate"
+    return "resume" if self.latest else "fresh"
+
+  def check_batch_size(self, train_batch_size):
+    """A training run resumes with the --train_batch_size of the run it holds. Its checkpoints
+    count steps of that many examples (the global step, the learning rate's warmup and decay,
+    the optimizer's moments, a fine-tuning run's number of steps) and their input position is a
+    number of such batches: with another size the run could not go on as it was. A batch that
+    does not fit in memory resumes with --gradient_accumulation_steps instead, exactly. Checked
+    before TensorFlow starts."""
+    was = (self.recorded or {}).get("train_batch_size")
+    if was is None or was == train_batch_size:
+      return
+    raise BertTfError(f"--train_batch_size: {self.path} holds checkpoints of a run with "
+                      f"--train_batch_size={was}, not {train_batch_size} (its steps, "
+                      f"learning-rate schedule and input position count batches of {was}): pass "
+                      f"--train_batch_size={was} to resume it (with --gradient_accumulation_steps "
+                      f"if a batch does not fit in memory), or give a new --output_dir")
+
+  def _check_kind(self, task):
+    """No run of another kind: a fine-tuning output_dir names its task in task_config.json (with
+    the values of its run_keys, compared in any case); a pretraining run's checkpoints hold the
+    pretraining heads."""
+    recorded = self.task_config
+    if recorded is not None:
+      if task is None:
+        raise BertTfError(f"--output_dir: {self.path} holds a {describe_run(recorded)} run "
+                          f"({TASK_CONFIG_FILE}), not a pretraining one: give another "
+                          f"--output_dir")
+      self._check_task(task, recorded)
+      return
+    if task is None or not self.latest:
+      return
+    try:
+      names = checkpoints.open_checkpoint(self.latest).shapes
+    except (BertTfError,) + checkpoints.READ_ERRORS:
+      return  # a damaged checkpoint: restoring it says so
+    if any(name.startswith("cls/predictions/") for name in names):
+      raise BertTfError(f"--output_dir: {self.path} holds a pretraining run ({self.latest}), not "
+                        f"{describe_run(task.task_config())}: fine-tune into another "
+                        f"--output_dir, with --init_checkpoint={self.path}")
+
+  def _check_task(self, task, recorded):
+    now, recorded = task.task_config(), task.recorded(recorded)
+    same = recorded.get("task") == task.name
+    differs = [key for key in task.run_keys if _comparable(recorded.get(key)) !=
+               _comparable(now.get(key))]
+    if same and not differs:
+      return
+    was, this = f"{describe_run(recorded)} run", describe_run(now)
+    if was == f"{this} run":  # the same task with other labels (NER's come from its data)
+      was += f" with {', '.join(f'{key}={recorded.get(key)}' for key in differs)}"
+      this = f"this run's {', '.join(f'{key}={now.get(key)}' for key in differs)}"
+    raise BertTfError(f"--output_dir: {self.path} holds a {was} ({TASK_CONFIG_FILE}), not "
+                      f"{this}: give another --output_dir")
+
+  def _check_head(self, run):
+    """The checkpoint a fine-tuning run goes on from (the latest; without training, else
+    --init_checkpoint) holds the model the flags ask for: left to right or not, and the
+    --bilstm_head BiLSTM of the same size or none (a model without it would otherwise read the
+    BiLSTM's weights as nothing, or the other way round)."""
+    path = self.latest or (None if run.training else run.init_checkpoint)
+    if not path:
+      return
+    try:
+      causal, found = checkpoints.left_to_right(path), checkpoints.bilstm_units(path)
+    except checkpoints.READ_ERRORS:
+      return  # a damaged checkpoint: restoring it says so (training.py)
+    if causal != bool(run.causal):
+      raise BertTfError(f"--left_to_right: {path} holds a model fine-tuned "
+                        f"{'left to right: pass' if causal else 'bidirectionally: leave out'} "
+                        f"--left_to_right (or train in a new --output_dir)")
+    wanted = run.bilstm_units
+    if wanted == "any" or found == wanted:  # "any": a script without --bilstm_head
+      return
+    if not wanted:
+      raise BertTfError(f"--bilstm_head: {path} holds a model with a BiLSTM head ({found} units "
+                        f"per direction): pass --bilstm_head --bilstm_hidden_size={found}")
+    if not found:
+      raise BertTfError(f"--bilstm_head: {path} holds a model without a BiLSTM head: leave "
+                        f"--bilstm_head out (or train in a new --output_dir)")
+    raise BertTfError(f"--bilstm_hidden_size: {path} holds a BiLSTM head of {found} units per "
+                      f"direction, not {wanted}")
+
+  def _check_shape(self, run_shape, config=None):
+    """A run resumes with the run shape (e.g. pack_sequences, left_to_right) and config it was
+    started with (train_run.json; runs from before the shape was recorded are not checked). A
+    BertTfError names the first flag that differs and the value to give."""
+    before = self.recorded or {}
+    if before and config is not None:
+      _check_config(self.path, before, config.to_dict())
+    recorded = before.get("run_shape") or {}
+    for flag in sorted(run_shape):
+      if flag not in recorded or recorded[flag] == run_shape[flag]:
+        continue
+      was, now = recorded[flag], run_shape[flag]
+      if isinstance(was, bool) and isinstance(now, bool):
+        made = f"with --{flag}: pass it" if was else f"without --{flag}: leave it out"
+      else:
+        made = (f"with --{flag}={was}, not {now}: pass --{flag}={was}" if was is not None
+                else f"without --{flag}: leave it out")
+      raise BertTfError(f"--{flag}: {self.path} holds checkpoints of a run made {made} to resume "
+                        f"it, or give a new --output_dir")
+
+  def _check_init_checkpoint(self, init_checkpoint):
+    """What a training run starts from is sound: the latest checkpoint to resume (newer damaged
+    ones are set aside when training starts: bert_tf.training.recovery) or else
+    --init_checkpoint, which must be a checkpoint."""
+    if self.latest or not init_checkpoint:
+      return
+    try:
+      checkpoints.detect_format(init_checkpoint)
+    except BertTfError as e:
+      raise BertTfError(f"--init_checkpoint: {e}") from None
+
+  def _check_vocab(self, vocab_file):
+    """A vocab.txt already in the directory is --vocab_file's very vocabulary: it is the one the
+    directory's model was made with (or one the user put there); going on with another would
+    read every token id as some other token, and copying over it would replace it."""
+    vocab_path = os.path.join(self.path, model_dir.VOCAB_FILE)
+    if not vocab_file or not tf.io.gfile.exists(vocab_path) or not tf.io.gfile.exists(
+        vocab_file) or model_files.same_vocabulary(vocab_path, vocab_file):
+      return
+    if self.latest:
+      raise BertTfError(f"--vocab_file: {vocab_file} differs from {vocab_path}, the vocabulary "
+                        f"of the checkpoints in {self.path}: pass --vocab_file={vocab_path} to go "
+                        f"on with them, or give a new --output_dir")
+    raise BertTfError(f"--vocab_file: {vocab_file} differs from {vocab_path}, already in "
+                      f"--output_dir: give a new --output_dir (or move {vocab_path} aside)")
+
+
+def _comparable(value):
+  return value.lower() if isinstance(value, str) else value
+
+
+def _read_run_file(output_dir):
+  """train_run.json of output_dir, or None."""
+  path = os.path.join(output_dir, RUN_FILE)
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path) as f:
+    try:
+      return json.load(f)
+    except ValueError:
+      raise BertTfError(f"--output_dir: {path} is not valid JSON: move it aside (it records how "
+                        f"the run in {output_dir} was started)") from None
+
+
+def _read_task_config(output_dir):
+  """The task_config.json of output_dir (a dict), or None when it has none."""
+  path = os.path.join(output_dir, TASK_CONFIG_FILE)
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path) as f:
+    try:
+      recorded = json.load(f)
+    except ValueError:
+      recorded = None
+  if not isinstance(recorded, dict):
+    raise BertTfError(f"--output_dir: {path} is not a task_config.json of bert_tf (a JSON "
+                      f"object): move it aside, or give another --output_dir")
+  return recorded
+
+
+def describe_run(task_config):
+  """What a fine-tuning run is, from its task_config.json contents: e.g. "MRPC fine-tuning"."""
+  name = task_config.get("task_name") or task_config.get("task") or task_config.get("export_kind")
+  return f"{name} fine-tuning" if name else "fine-tuning"
 
 
 def check_same_run(output_dir, model, settings, run_shape=None):
@@ -34,7 +253,7 @@ def check_same_run(output_dir, model, settings, run_shape=None):
                                                      None)
   config = config.to_dict() if config is not None else {}
   path = os.path.join(output_dir, RUN_FILE)
-  if resume_point(output_dir) and tf.io.gfile.exists(path):
+  if saves.resume_point(output_dir) and tf.io.gfile.exists(path):
     with tf.io.gfile.GFile(path) as f:
       before = json.load(f)
     _check_config(output_dir, before, config)
@@ -62,119 +281,6 @@ def _check_config(output_dir, before, config):
                       f"--output_dir, or the config the run started with")
 
 
-def _recorded_run(output_dir):
-  """train_run.json of output_dir when it also holds a checkpoint (a run to resume), else None."""
-  path = os.path.join(output_dir, RUN_FILE)
-  if not model_dir.latest_checkpoint(output_dir) or not tf.io.gfile.exists(path):
-    return None
-  with tf.io.gfile.GFile(path) as f:
-    try:
-      return json.load(f)
-    except ValueError:
-      raise BertTfError(f"--output_dir: {path} is not valid JSON: move it aside (it records how "
-                        f"the run in {output_dir} was started)") from None
-
-
-def check_batch_size(output_dir, train_batch_size):
-  """Before a training run resumes output_dir (and before TensorFlow starts): the same
-  --train_batch_size as the run it holds (train_run.json). Its checkpoints count steps of that
-  many examples (the global step, the learning rate's warmup and decay, the optimizer's moments,
-  a fine-tuning run's number of steps) and their input position is a number of such batches: with
-  another size the run could not go on as it was. A BertTfError names both values; a batch that
-  does not fit in memory resumes with --gradient_accumulation_steps instead, exactly."""
-  was = (_recorded_run(output_dir) or {}).get("train_batch_size")
-  if was is None or was == train_batch_size:
-    return
-  raise BertTfError(f"--train_batch_size: {output_dir} holds checkpoints of a run with "
-                    f"--train_batch_size={was}, not {train_batch_size} (its steps, learning-rate "
-                    f"schedule and input position count batches of {was}): pass "
-                    f"--train_batch_size={was} to resume it (with --gradient_accumulation_steps "
-                    f"if a batch does not fit in memory), or give a new --output_dir")
-
-
-def check_run_shape(output_dir, run_shape, config=None):
-  """Before a run resumes output_dir: run_shape ({flag name: value}, the options that change what
-  its checkpoints hold or how its input is read, e.g. pack_sequences, left_to_right) must be what
-  the run was started with (train_run.json's run_shape; runs from before it was recorded are not
-  checked), and so must config (a BertConfig), when given. A BertTfError names the first flag
-  that differs and the value to give."""
-  before = _recorded_run(output_dir) or {}
-  if before and config is not None:
-    _check_config(output_dir, before, config.to_dict())
-  recorded = before.get("run_shape") or {}
-  for flag in sorted(run_shape):
-    if flag not in recorded or recorded[flag] == run_shape[flag]:
-      continue
-    was, now = recorded[flag], run_shape[flag]
-    if isinstance(was, bool) and isinstance(now, bool):
-      made = f"with --{flag}: pass it" if was else f"without --{flag}: leave it out"
-    else:
-      made = (f"with --{flag}={was}, not {now}: pass --{flag}={was}" if was is not None
-              else f"without --{flag}: leave it out")
-    raise BertTfError(f"--{flag}: {output_dir} holds checkpoints of a run made {made} to resume "
-                      f"it, or give a new --output_dir")
-
-
-def describe_run(task_config):
-  """What a fine-tuning run is, from its task_config.json contents: e.g. "MRPC fine-tuning"."""
-  name = task_config.get("task_name") or task_config.get("task") or task_config.get("export_kind")
-  return f"{name} fine-tuning" if name else "fine-tuning"
-
-
-def recorded_task_config(output_dir):
-  """The task_config.json of output_dir (a dict), or None when it has none."""
-  path = os.path.join(output_dir, TASK_CONFIG_FILE)
-  if not tf.io.gfile.exists(path):
-    return None
-  with tf.io.gfile.GFile(path) as f:
-    try:
-      recorded = json.load(f)
-    except ValueError:
-      recorded = None
-  if not isinstance(recorded, dict):
-    raise BertTfError(f"--output_dir: {path} is not a task_config.json of bert_tf (a JSON "
-                      f"object): move it aside, or give another --output_dir")
-  return recorded
-
-
-def check_run_kind(output_dir, task_config=None):
-  """Before a run uses output_dir: it holds no run of another kind. task_config: the fine-tuning
-  run's task_config.json contents (whose task the tasks check against the one recorded:
-  bert_tf.tasks.base.check_recorded_task), None for pretraining. A fine-tuning output_dir names
-  its task in task_config.json; a pretraining run's checkpoints hold the pretraining heads. A
-  BertTfError says what the directory holds."""
-  recorded = recorded_task_config(output_dir)
-  if recorded is not None:
-    if task_config is None:
-      raise BertTfError(f"--output_dir: {output_dir} holds a {describe_run(recorded)} run "
-                        f"({TASK_CONFIG_FILE}), not a pretraining one: give another --output_dir")
-    return
-  latest = model_dir.latest_checkpoint(output_dir)
-  if task_config is None or not latest:
-    return
-  try:
-    names = checkpoints.open_checkpoint(latest).shapes
-  except (BertTfError,) + checkpoints.READ_ERRORS:
-    return  # a damaged checkpoint: restoring it says so
-  if any(name.startswith("cls/predictions/") for name in names):
-    raise BertTfError(f"--output_dir: {output_dir} holds a pretraining run ({latest}), not "
-                      f"{describe_run(task_config)}: fine-tune into another --output_dir, with "
-                      f"--init_checkpoint={output_dir}")
-
-
-def check_init_checkpoint(output_dir, init_checkpoint):
-  """Before a training run writes anything: what it starts from is sound. That is output_dir's
-  checkpoint to resume (resume_point: a BertTfError when the run would write over checkpoint
-  files there) or else --init_checkpoint, which must be a checkpoint (a BertTfError naming the
-  flag)."""
-  if resume_point(output_dir) or not init_checkpoint:
-    return
-  try:
-    checkpoints.detect_format(init_checkpoint)
-  except BertTfError as e:
-    raise BertTfError(f"--init_checkpoint: {e}") from None
-
-
 class _Claim:
   """A claimed output_dir, as found: undo() puts it back so after a failed run."""
 
@@ -188,6 +294,8 @@ class _Claim:
     run added to the one it found (record files, model files, its lock); what was there stays."""
     if model_dir.latest_checkpoint(self.output_dir) != self.latest:
       return
+    # Never what recovery set aside (renamed damaged checkpoints): kept, whatever the run did.
+    self.found |= {name for name in _names(self.output_dir) if recovery.is_set_aside(name)}
     added = set(_names(self.output_dir)) - self.found
     if any(name.endswith(".index") for name in added):
       return  # a checkpoint was written, though the run ended before it was recorded as latest
@@ -285,98 +393,3 @@ def _unlock(fd, path):
   except FileNotFoundError:
     pass
   os.close(fd)
-
-
-class _AbandonedRestoreFilter:
-  """Drops what TensorFlow logs, when the objects of a failed restore are deleted, about the
-  values they never received: the run has already said what is wrong in one line."""
-
-  def filter(self, record):
-    message = record.getMessage()
-    return not ("deleted with unrestored values" in message or
-                "could not be found in the restored object" in message or
-                "checkpoint values were not used" in message.lower())
-
-
-_ABANDONED_RESTORE_FILTER = _AbandonedRestoreFilter()
-
-
-def silence_abandoned_restore():
-  """After a restore failed with a BertTfError: TensorFlow's warnings about its abandoned values
-  (logged when they are deleted, after the error line) are dropped."""
-  tf.get_logger().addFilter(_ABANDONED_RESTORE_FILTER)
-
-
-def restore_error(latest, error):
-  """The BertTfError for the checkpoint `latest` of output_dir that training could not restore
-  (`error`): damaged, or written by a run whose input pipeline or model the flags no longer make
-  (one from before check_run_shape's record)."""
-  silence_abandoned_restore()
-  message = (getattr(error, "message", None) or str(error)).strip().splitlines()
-  message = message[0] if message else type(error).__name__
-  if "dataset iterator" in message or isinstance(error, AssertionError):
-    return BertTfError(
-        f"--output_dir: {latest} was written by a run whose "
-        f"{'input pipeline' if 'dataset iterator' in message else 'model'} these flags do not "
-        f"make (one made with other flags, such as --pack_sequences, --max_seq_length or "
-        f"--dynamic_masking): resume it with the flags it was started with, or give a new "
-        f"--output_dir")
-  return BertTfError(f"{latest}: cannot be read ({message}): the latest checkpoint of "
-                     f"--output_dir is damaged; move its files aside to resume from the one "
-                     f"before")
-
-
-def resume_point(output_dir):
-  """The checkpoint a training run in output_dir resumes from (model_dir.latest_checkpoint: the
-  newest whole one, found by listing), or None to start afresh. A BertTfError when the run would
-  come to write over checkpoint files there: an incomplete checkpoint past that point (its step
-  would be saved again), or incomplete ones and no whole one (a fresh start would save them
-  again). Incomplete checkpoints before it are named in a warning and left alone."""
-  latest = model_dir.latest_checkpoint(output_dir)
-  found = model_dir.scan_checkpoints(output_dir)
-  after = [(prefix, missing) for step, prefix, missing in found.incomplete
-           if latest is None or step > _step_of(latest)]
-  if after:
-    prefix, missing = after[-1]
-    start = f"resumed from {latest}" if latest else "started afresh (no whole checkpoint there)"
-    raise BertTfError(f"--output_dir: {prefix} is incomplete ({missing}) and a run {start} would "
-                      f"write its step again: move its files ({prefix}.*) aside, or give a new "
-                      f"--output_dir")
-  return latest
-
-
-def _step_of(prefix):
-  return int(prefix.rsplit("-", 1)[1])
-
-
-def record_checkpoints(output_dir, latest):
-  """When output_dir's `checkpoint` state file is missing or names another checkpoint than
-  `latest` (resume_point's), writes it anew naming every whole checkpoint there, so that the
-  CheckpointManager that goes on saving finds no stale names (it would delete by them) and keeps
-  every checkpoint there."""
-  named = model_dir.state_file_checkpoint(output_dir)
-  if latest is None or (named and os.path.basename(named) == os.path.basename(latest)):
-    return
-  model_dir.write_state_file(output_dir, [os.path.basename(prefix) for _, prefix in
-                                          model_dir.scan_checkpoints(output_dir).whole])
-
-
-def remove_unfinished_saves(output_dir):
-  """Removes the model.ckpt-N_temp directories a save killed half-way leaves (TensorFlow writes
-  each checkpoint there first; ckpt-N_temp before checkpoints were named as the original's);
-  finished checkpoints are never in them."""
-  for name in tf.io.gfile.listdir(output_dir):
-    name = name.rstrip("/")
-    if re.fullmatch(r"(model\.)?ckpt-\d+_temp", name):
-      path = os.path.join(output_dir, name)
-      logging.info("Removing %s, left by a checkpoint save that was killed", path)
-      tf.io.gfile.rmtree(path)
-
-
-def export_weights(model, output_dir):
-  """Writes the trained weights alone (no optimizer state), heads included, as the original-layout
-  TF1 checkpoint output_dir/bert_model.ckpt; returns its prefix."""
-  path = checkpoints.save_tf1_checkpoint(model, os.path.join(output_dir, model_dir.WEIGHTS_CHECKPOINT),
-                                         with_head=True)
-  logging.info("Wrote the final weights as %s (TF1 layout, no optimizer state)", path)
-  return path

@@ -23,6 +23,7 @@ import tf_keras
 
 from bert_tf.errors import BertTfError
 from bert_tf.training.options import STRATEGIES
+from bert_tf.training import peers
 from bert_tf.training import precision
 
 __all__ = ["STRATEGIES", "get_strategy", "set_precision", "set_seed", "strategy_name",
@@ -30,8 +31,10 @@ __all__ = ["STRATEGIES", "get_strategy", "set_precision", "set_seed", "strategy_
 
 
 def get_strategy(distribution_strategy="one_device", num_gpus=None, tpu_name=None, tpu_zone=None,
-                 gcp_project=None, master=None):
-  """The tf.distribute.Strategy named by --distribution_strategy."""
+                 gcp_project=None, master=None,
+                 worker_timeout_seconds=peers.DEFAULT_TIMEOUT_SECONDS):
+  """The tf.distribute.Strategy named by --distribution_strategy (multi_worker_mirrored: ended
+  within worker_timeout_seconds when a worker never starts or is lost: bert_tf.training.peers)."""
   if distribution_strategy not in STRATEGIES:
     raise BertTfError(f"--distribution_strategy: {distribution_strategy!r} is not one of "
                       f"{STRATEGIES}")
@@ -43,7 +46,7 @@ def get_strategy(distribution_strategy="one_device", num_gpus=None, tpu_name=Non
     tf.tpu.experimental.initialize_tpu_system(resolver)
     return tf.distribute.TPUStrategy(resolver)
   if distribution_strategy == "multi_worker_mirrored":
-    return tf.distribute.MultiWorkerMirroredStrategy()
+    return peers.multi_worker_strategy(worker_timeout_seconds)
   gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
   if distribution_strategy == "one_device":
     return tf.distribute.OneDeviceStrategy(gpus[0] if gpus and num_gpus != 0 else "/cpu:0")
@@ -96,19 +99,21 @@ def trim_padding(options):
   return options.trim_padding
 
 
-def setup_runtime(options, config=None, seq_length=128):
-  """The strategy for a RuntimeOptions, after which precision, seed and determinism are set. Call
-  before any other TensorFlow op: multi_worker_mirrored must be created first. The concrete dtype
+def setup_runtime(options, config=None, seq_length=128, seeded=True):
+  """The strategy for a RuntimeOptions, after which precision, seed and determinism are set
+  (seeded=False: a job that does not train, and has no --seed, seeds nothing). Call before any
+  other TensorFlow op: multi_worker_mirrored must be created first. The concrete dtype
   (--dtype=auto resolved, for the model of `config` at seq_length) is concrete_dtype() from here
   on."""
   strategy = get_strategy(options.strategy_name, num_gpus=options.num_gpus,
                           tpu_name=options.tpu_name, tpu_zone=options.tpu_zone,
-                          gcp_project=options.gcp_project, master=options.master)
+                          gcp_project=options.gcp_project, master=options.master,
+                          worker_timeout_seconds=options.worker_timeout_seconds)
   if (isinstance(strategy, tf.distribute.TPUStrategy) and options.num_tpu_cores and
       strategy.num_replicas_in_sync != options.num_tpu_cores):
     logging.warning("--num_tpu_cores=%d, but the TPU has %d cores: all of them are used",
                     options.num_tpu_cores, strategy.num_replicas_in_sync)
   set_precision(options.dtype, strategy, config=config, seq_length=seq_length)
-  if options.seed is not None:
+  if seeded and options.seed is not None:
     set_seed(options.seed, deterministic=options.deterministic)
   return strategy

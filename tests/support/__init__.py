@@ -16,6 +16,7 @@ conftest (tests/conftest.py holds only the pytest fixtures built from these):
   exports.py           SavedModel checks: the export config and vocabularies, model inputs
   faults.py            the tiny world that the fault tests run scripts against
   oracle.py            the original release's harness (bert-tensorflow 1.0.4 on TF 2.20)
+  original_modules.py  bert_tf.modeling / optimization against the original's, in graph mode
   readme.py            the README and docs/: pages in the order their commands run, fenced
                        blocks, logical lines, links and anchors, the scripts' flags a command uses
   flag_reference.py    docs/flags.md made from the scripts' --help (run it to regenerate)

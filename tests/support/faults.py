@@ -4,6 +4,7 @@ MRPC-format data, then the runs its cases start from; the cases run as subproces
 time, each in a directory of its own under the world's cases/."""
 import concurrent.futures
 import json
+import struct
 
 import numpy as np
 
@@ -67,6 +68,24 @@ def pretraining_records(path, seq_lengths, vocab_size, seed=0):
 
   records.write_records(str(path), [record(n) for n in seq_lengths])
   return str(path)
+
+
+def bundle_index(num_shards=1):
+  """The bytes of a checkpoint .index that holds no tensor, of num_shards .data shards: TensorFlow's
+  table format (LevelDB's), as bert_tf.io.integrity reads it, for tests that list checkpoints."""
+  from bert_tf.io import integrity  # pylint: disable=g-import-not-at-top
+
+  def block(key, value):  # one entry, one restart point, then the type byte and checksum
+    body = bytes([0, len(key), len(value)]) + key + value + struct.pack("<II", 0, 1)
+    checksum = integrity._masked_crc32c(body + b"\0")  # pylint: disable=protected-access
+    return body + b"\0" + struct.pack("<I", checksum)
+
+  data = block(b"", bytes([0x08, num_shards]))  # BundleHeaderProto.num_shards
+  handle = bytes([0, len(data) - 5])  # offset 0, size without the trailer
+  index = block(b"\xff", handle)
+  footer = bytes([0, 0, len(data), len(index) - 5]).ljust(40, b"\0") + struct.pack(
+      "<Q", 0xdb4775248b80fb57)
+  return data + index + footer
 
 
 def _succeeds(script, args):

@@ -16,10 +16,22 @@ import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PAGE = os.path.join(REPO, "docs", "flags.md")
-# In the order a user meets them: data, pretraining, fine-tuning, then what uses a model.
-SCRIPTS = ("create_vocab.py", "create_pretraining_data.py", "run_pretraining.py",
-           "run_classifier.py", "run_squad.py", "run_ner.py", "run_swag.py",
-           "extract_features.py", "export_savedmodel.py", "convert_checkpoint.py")
+# In the order a user meets them: data, pretraining, fine-tuning (each registered task's script),
+# then what uses a model.
+BEFORE_TASKS = ("create_vocab.py", "create_pretraining_data.py", "run_pretraining.py")
+AFTER_TASKS = ("extract_features.py", "export_savedmodel.py", "convert_checkpoint.py")
+
+
+def scripts():
+  """Every top-level script, the fine-tuning ones as the task registry finds them."""
+  from bert_tf.tasks import base  # pylint: disable=g-import-not-at-top
+  return BEFORE_TASKS + tuple(base.get(name).script for name in base.names()) + AFTER_TASKS
+
+
+def is_script(path):
+  """Whether `path` names one of the top-level scripts (a .py file at the repository's root)."""
+  name = os.path.basename(path)
+  return name.endswith(".py") and os.path.isfile(os.path.join(REPO, name))
 # Imported once before forking; each child then only runs its script's module body.
 _HEAVY = ("tensorflow", "tf_keras", "tensorflow_text", "bert_tf.cli.app", "bert_tf.jobs.finetuning",
           "bert_tf.jobs.pretraining", "bert_tf.jobs.feature_extraction", "bert_tf.serving.export",
@@ -71,7 +83,7 @@ def help_texts():
     sys.path.insert(0, REPO)
   for name in _HEAVY:
     __import__(name)
-  children = {script: _help_of(script) for script in SCRIPTS}
+  children = {script: _help_of(script) for script in scripts()}
   texts = {}
   for script, (pid, read) in children.items():
     with os.fdopen(read, encoding="utf-8") as f:
@@ -93,8 +105,8 @@ def _body(text):
 def page(texts):
   """docs/flags.md's text for these help texts."""
   parts = [_HEADER, "Scripts: " + ", ".join(
-      f"[{script}](#{script.replace('.', '')})" for script in SCRIPTS) + ".\n"]
-  for script in SCRIPTS:
+      f"[{script}](#{script.replace('.', '')})" for script in texts) + ".\n"]
+  for script in texts:
     parts.append(f"\n## {script}\n\n```text\n{_body(texts[script])}\n```\n")
   return "".join(parts)
 

@@ -38,6 +38,8 @@ import traceback
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Environment variables that take effect when TensorFlow (or its thread pools) load.
 _IMPORT_TIME_PREFIXES = ("TF_", "CUDA", "XLA", "OMP_", "KMP_", "MKL", "ONEDNN", "PYTHON", "LD_")
+# Read when a distribution strategy is made, not at import: a multi-worker run forks as any other.
+_RUN_TIME_VARIABLES = ("TF_CONFIG",)
 _HEAVY_MODULES = ("bert_tf", "tensorflow", "tf_keras", "tensorflow_text", "bert_tf.jobs.finetuning",
                   "bert_tf.jobs.pretraining", "bert_tf.serving.export", "bert_tf.serving.predictor",
                   "bert_tf.jobs.feature_extraction", "bert_tf.tasks.glue", "bert_tf.tasks.squad",
@@ -191,7 +193,8 @@ def server_environment():
 
 
 def _import_time(env):
-  return {key: value for key, value in env.items() if key.startswith(_IMPORT_TIME_PREFIXES)}
+  return {key: value for key, value in env.items()
+          if key.startswith(_IMPORT_TIME_PREFIXES) and key not in _RUN_TIME_VARIABLES}
 
 
 def run_script(script, *args, cwd=REPO, env=None, timeout=600):

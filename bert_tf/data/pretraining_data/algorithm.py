@@ -30,11 +30,12 @@ import numpy as np
 
 from bert_tf.data.pretraining_data import record_writer
 from bert_tf.errors import BertTfError
-from bert_tf.errors import check_at_least
-from bert_tf.errors import check_fraction
 from bert_tf.io.progress import Progress
 from bert_tf.model import objectives
 from bert_tf.model.config import check_max_seq_length
+from bert_tf.options import MODEL
+from bert_tf.options import check_fields
+from bert_tf.options import option
 
 
 # random.Random.shuffle/randint draw through _randbelow_with_getrandbits; _shuffle and _randint below
@@ -49,22 +50,25 @@ MAX_SEQ_LENGTH = 65535
 class Options:
   """How instances are made: the original's flags, the masking (a bert_tf.model.objectives.Masking,
   with its rules) and the NSP ablation."""
-  max_seq_length: int = 128
-  random_seed: int = 12345
-  dupe_factor: int = 10
-  short_seq_prob: float = 0.1
+  max_seq_length: int = option(128, "Maximum sequence length.")
+  random_seed: int = option(12345, "Random seed for data generation.")
+  dupe_factor: int = option(10, "Number of times to duplicate the input data (with different "
+                            "masks).", at_least=1)
+  short_seq_prob: float = option(0.1, "Probability of creating sequences which are shorter than "
+                                 "the maximum length.", fraction=True)
   masking: objectives.Masking = objectives.Masking()
-  # The "No NSP" ablation: one segment per instance, next_sentence_labels always 0.
-  no_nsp: bool = False
-  # Records without masks, for run_pretraining.py --dynamic_masking: no masking draws, no
-  # masked_lm_* features (record_writer.instance_features).
-  unmasked: bool = False
+  no_nsp: bool = option(False, "Write single-segment instances with no next-sentence pairing (the "
+                        "\"No NSP\" ablation); next_sentence_labels is always 0.", MODEL)
+  unmasked: bool = option(
+      False, "Write records without masks, for run_pretraining.py --dynamic_masking, which draws "
+      "them at input time: input_ids (the text itself), input_mask, segment_ids and "
+      "next_sentence_labels, no masked_lm_* features; --dupe_factor=1 then suffices. The masking "
+      "flags are not used.")
 
   def __post_init__(self):
     check_max_seq_length(self.max_seq_length, MAX_SEQ_LENGTH, "instances hold their positions in "
                          "16 bits (up to {})")
-    check_at_least(self.dupe_factor, "dupe_factor", 1)
-    check_fraction(self.short_seq_prob, "short_seq_prob")
+    check_fields(self)
 
   @property
   def max_predictions_per_seq(self):

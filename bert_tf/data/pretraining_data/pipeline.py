@@ -30,6 +30,10 @@ from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
 from bert_tf.io.progress import format_duration
 from bert_tf.io.progress import summary
+from bert_tf.options import MODEL
+from bert_tf.options import OUTPUT
+from bert_tf.options import RUNTIME
+from bert_tf.options import option
 from bert_tf.text import tokenization
 
 
@@ -37,17 +41,36 @@ from bert_tf.text import tokenization
 class DataOptions:
   """create_pretraining_data.py's flags: its files and how the run is split, beside `instances`,
   the Options of the instances themselves (checked as they are made)."""
-  input_file: str
-  output_file: str
-  vocab_file: str
+  LACKS = ("dynamic_masking",)  # the records are masked here, or not at all (--unmasked)
+
+  input_file: Optional[str] = option(None, "Input raw text file (or comma-separated list of "
+                                     "files).")
+  output_file: Optional[str] = option(None, "Output TF example file (or comma-separated list of "
+                                      "files).", OUTPUT)
+  vocab_file: Optional[str] = option(None, "The vocabulary file that the BERT model was trained "
+                                     "on.", MODEL)
   instances: Options = Options()
-  do_lower_case: bool = True
-  num_workers: int = 1
-  num_shards: int = 1
-  shard_index: Optional[int] = None
-  beam_runner: Optional[str] = None
-  beam_pipeline_options: str = ""
-  progress_seconds: Optional[float] = 30
+  do_lower_case: bool = option(True, "Whether to lower case the input text. Should be True for "
+                               "uncased models and False for cased models.", MODEL)
+  num_workers: int = option(
+      1, "Processes that read, tokenize and serialize in parallel; with more than one, records "
+      "are serialized while instances are made and spooled beside the output (disk space the "
+      "size of the output). The output does not depend on it.", RUNTIME)
+  num_shards: int = option(1, "Split the input files into this many shards, each with its own "
+                           "seed and output files named <output_file>-<shard>-of-<num_shards>.")
+  shard_index: Optional[int] = option(
+      None, "The shard to make, in [0, num_shards). Default with --num_shards > 1: every shard "
+      "whose output files do not exist yet.")
+  beam_runner: Optional[str] = option(
+      None, "Make the --num_shards shards with this Apache Beam runner (DirectRunner, "
+      "DataflowRunner, FlinkRunner, ...) instead of in this process; the files are the same. "
+      "Needs apache-beam.", RUNTIME)
+  beam_pipeline_options: str = option(
+      "", "Beam pipeline options for --beam_runner, space-separated (shell quoting), e.g. "
+      "\"--project=P --region=R --temp_location=gs://B/tmp --setup_file=./pyproject.toml\" for "
+      "Dataflow.", RUNTIME)
+  progress_seconds: Optional[float] = option(
+      30, "Log progress (documents, instances, MB/s) this often.", OUTPUT, kind="integer")
 
 
 def main(options):
