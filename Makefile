@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup minilm demo test bench clean
+.PHONY: setup minilm demo test clean
 
 # What the library and the demo need (requirements.txt). A .venv that already has the test set
 # (.installed, a superset) has it too. pip runs quietly (its errors still show): one line says what

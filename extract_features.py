@@ -7,7 +7,7 @@ import os
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
-from bert_tf.io import machine  # noqa: E402
+from bert_tf.training import machine  # noqa: E402
 
 # oneDNN's fused kernels where they win on this CPU (TensorFlow leaves them off without AVX-512),
 # before TensorFlow reads the setting, at its import; a user's own setting stands. The encoder
@@ -22,7 +22,7 @@ app.catch_startup_signals()  # Ctrl-C while TensorFlow loads: one line, not a tr
 from absl import flags  # noqa: E402
 
 from bert_tf.cli import flags as bert_flags  # noqa: E402
-from bert_tf.jobs import feature_extraction  # noqa: E402
+from bert_tf.drivers import feature_extraction  # noqa: E402
 from bert_tf.training.options import RuntimeOptions  # noqa: E402
 
 

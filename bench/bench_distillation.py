@@ -30,13 +30,13 @@ import subprocess
 import sys
 import time
 
-import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from lib import bench_env  # noqa: F401  (first: the environment every bench runs in)
 
 from absl import flags
-from bench_env import REPO
+from lib.bench_env import REPO
 
-import bench_configs
-import harness
+from lib import bench_configs
+from lib import harness
 
 FLAGS = flags.FlagValues()
 _FLAGS = dict(flag_values=FLAGS)

@@ -11,11 +11,11 @@ forward alone. Times are wall medians of --rounds alternating calls after one un
 """
 import statistics
 
-import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from lib import bench_env  # noqa: F401  (first: the environment every bench runs in)
 
 from absl import flags
-import harness
-from bench_configs import bert_config
+from lib import harness
+from lib.bench_configs import bert_config
 
 FLAGS = flags.FlagValues()
 flags.DEFINE_list("models", "small,base", "bench_configs models to time.", flag_values=FLAGS)
@@ -63,7 +63,7 @@ def steps(config, batch_size, seq_length, policy):
 
 
 def main(_):
-  from bert_tf.io import machine  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import machine  # pylint: disable=g-import-not-at-top
   from bert_tf.training import dtype_probe  # pylint: disable=g-import-not-at-top
   from bert_tf.training import precision  # pylint: disable=g-import-not-at-top
   args = FLAGS

@@ -17,7 +17,7 @@ import math
 import os
 import sys
 
-import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from lib import bench_env  # noqa: F401  (first: the environment every bench runs in)
 from absl import flags
 import numpy as np
 import tensorflow as tf
@@ -25,8 +25,8 @@ import tf_keras
 
 from bert_tf.model import activations
 from bert_tf.model import modeling
-import bench_configs
-import harness
+from lib import bench_configs
+from lib import harness
 
 FLAGS = flags.FlagValues()
 flags.DEFINE_integer("batch_size", 32, "Sequences per batch.", flag_values=FLAGS)

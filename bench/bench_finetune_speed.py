@@ -27,13 +27,13 @@ import tempfile
 import time
 import types
 
-import bench_env  # noqa: F401  (first: the environment every bench runs in)
-from bench_env import DATA, REPO
+from lib import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from lib.bench_env import DATA, REPO
 from absl import flags
 import numpy as np
 
-import bench_configs
-import harness
+from lib import bench_configs
+from lib import harness
 
 # --sizes names -> bench_configs.CONFIGS.
 SIZES = {"MiniLM": "minilm", "BERT-Base": "base"}

@@ -29,10 +29,10 @@ import subprocess
 import sys
 import tempfile
 
-import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from lib import bench_env  # noqa: F401  (first: the environment every bench runs in)
 from absl import flags
 
-import harness
+from lib import harness
 
 FLAGS = flags.FlagValues()
 flags.DEFINE_string("model", "base", "A bench_configs config: base (BERT-Base) or minilm sizes.",

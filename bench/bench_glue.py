@@ -32,14 +32,14 @@ import sys
 import tempfile
 import time
 
-import bench_env  # noqa: F401  (first: the environment every bench runs in)
-from bench_env import DATA, REPO
+from lib import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from lib.bench_env import DATA, REPO
 from absl import flags
 import numpy as np
 
 from bert_tf.tasks import metrics  # (numpy only: TensorFlow stays out of this process)
-import bench_configs
-import harness
+from lib import bench_configs
+from lib import harness
 
 MODEL_DIR = bench_configs.minilm_model_dir()
 GLUE = os.path.join(DATA, "glue")

@@ -12,7 +12,7 @@ the table gives median and p90 per call.
 import os
 import tempfile
 
-import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from lib import bench_env  # noqa: F401  (first: the environment every bench runs in)
 from absl import flags
 import numpy as np
 import tensorflow as tf
@@ -20,8 +20,8 @@ import tensorflow as tf
 from bert_tf.serving import export
 from bert_tf.tasks import squad
 from bert_tf.text import tokenization
-import bench_configs
-import harness
+from lib import bench_configs
+from lib import harness
 
 FLAGS = flags.FlagValues()
 flags.DEFINE_string("data_dir", bench_env.DATA, "The shared data (corpus/gutenberg, vocab/).",

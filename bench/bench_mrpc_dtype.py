@@ -32,7 +32,7 @@ import time
 
 from absl import flags
 
-import harness  # (start-up only: this bench's environment is the caller's, as it always was)
+from lib import harness  # (start-up only: this bench's environment is the caller's, as it always was)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MRPC = os.path.join(os.path.dirname(REPO), "shared", "data", "glue", "MRPC")

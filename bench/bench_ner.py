@@ -22,12 +22,12 @@ import subprocess
 import sys
 import time
 
-import bench_env  # noqa: F401  (first: the environment every bench runs in)
-from bench_env import DATA, REPO
+from lib import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from lib.bench_env import DATA, REPO
 from absl import flags
 
-import bench_configs
-import harness
+from lib import bench_configs
+from lib import harness
 
 MINILM = bench_configs.minilm_model_dir()
 CONLL = os.path.join(DATA, "conll2003")

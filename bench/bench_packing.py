@@ -24,14 +24,14 @@ import sys
 import tempfile
 import time
 
-import bench_env  # noqa: F401  (first: the environment every bench runs in)
-from bench_env import REPO
+from lib import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from lib.bench_env import REPO
 from absl import flags
 import numpy as np
 import tensorflow as tf
 
-from bench_configs import CONFIGS, write_config  # noqa: F401  (for bench_packing_*)
-import harness
+from lib.bench_configs import CONFIGS, write_config  # noqa: F401  (for bench_packing_*)
+from lib import harness
 
 # The flags of bench_packing.py, which bench_packing_peers.py and bench_packing_walltime.py share.
 FLAGS = flags.FlagValues()

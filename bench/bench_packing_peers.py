@@ -14,7 +14,7 @@ I=1024; base: BERT-Base), vocab 30,522, dropout 0.1, the same rows per step for 
                                the output layer; NSP by a ClassificationHead on [CLS], as Model
                                Garden's MaskedLMTask builds it), its loss (weighted MLM + NSP),
                                tf_keras AdamW (decay 0.01 but LayerNorm/bias, clip 1.0) in one
-                               tf.function step, fed by tf.data (bert_tf.jobs.pretraining.input_fn,
+                               tf.function step, fed by tf.data (bert_tf.drivers.pretraining.input_fn,
                                the batches ours unpacked reads)
   torch                        transformers BertForPreTraining, 2 threads: model.bert, then
                                model.cls.predictions on the sequence output gathered at
@@ -33,17 +33,17 @@ import sys
 import tempfile
 import time
 
-import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from lib import bench_env  # noqa: F401  (first: the environment every bench runs in)
 from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import bench_configs
+from lib import bench_configs
 import bench_packing  # (its flags: --quick --dtype --steps --repeats --cache_dir ...)
 from bench_packing import FLAGS
-from bert_tf.jobs import pretraining
+from bert_tf.drivers import pretraining
 from bert_tf.training import optimization
-import harness
+from lib import harness
 
 flags.DEFINE_enum("model", "small", ["small", "base"], "The config every peer trains.",
                   flag_values=FLAGS)

@@ -21,11 +21,11 @@ import subprocess
 import sys
 import time
 
-import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from lib import bench_env  # noqa: F401  (first: the environment every bench runs in)
 from absl import flags
 import bench_packing
 from bench_packing import FLAGS, REPO, run
-import harness
+from lib import harness
 
 flags.DEFINE_float("minutes", 30, "Wall time of each run (both run at once, one core each).",
                    flag_values=FLAGS)

@@ -27,12 +27,12 @@ import subprocess
 import sys
 import time
 
-import bench_env  # noqa: F401  (first: the environment every bench runs in)
-from bench_env import DATA
-from bench_env import REPO
+from lib import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from lib.bench_env import DATA
+from lib.bench_env import REPO
 from absl import flags
 
-import harness
+from lib import harness
 
 FLAGS = flags.FlagValues()
 flags.DEFINE_string("mrpc_dir", None, "run_classifier.py's MRPC output_dir.", flag_values=FLAGS)

@@ -19,11 +19,11 @@ import os
 import sys
 import time
 
-import bench_env  # noqa: F401  (first: the environment every bench runs in)
-from bench_env import DATA
+from lib import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from lib.bench_env import DATA
 from absl import flags
 
-import harness
+from lib import harness
 
 PREPARED = os.path.join("/tmp", "bert_tf_cpu_inference", "minilm_seq128")
 FLAGS = flags.FlagValues()

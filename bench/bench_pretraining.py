@@ -17,22 +17,22 @@ import sys
 import tempfile
 import time
 
-import bench_env  # noqa: F401  (first: the environment every bench runs in)
-from bench_env import REPO
+from lib import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from lib.bench_env import REPO
 from absl import flags
 import numpy as np
 import tensorflow as tf
 
 from bert_tf.data import records
-from bert_tf.jobs import pretraining
+from bert_tf.drivers import pretraining
 from bert_tf.model import modeling
 from bert_tf.training import loop
 from bert_tf.training import runtime
 from bert_tf.training.options import RuntimeOptions
 from bert_tf.training.options import Schedule
 from bert_tf.training.options import TrainLoopOptions
-import bench_configs
-import harness
+from lib import bench_configs
+from lib import harness
 
 FLAGS = flags.FlagValues()
 flags.DEFINE_list("models", "small,base", "Configs to time: small (L=4, H=256), base (L=12).",

@@ -20,10 +20,10 @@ import subprocess
 import sys
 import time
 
-import bench_env  # noqa: F401  (first: the environment every bench runs in)
-from bench_env import REPO
+from lib import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from lib.bench_env import REPO
 from absl import flags
-import harness
+from lib import harness
 
 sys.path.insert(0, os.path.join(REPO, "tests"))
 from support import readme  # noqa: E402  (the pages' blocks, as the tests read them)

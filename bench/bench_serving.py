@@ -21,7 +21,7 @@ import os
 import tempfile
 import time
 
-import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from lib import bench_env  # noqa: F401  (first: the environment every bench runs in)
 from absl import flags
 import numpy as np
 import tensorflow as tf
@@ -31,8 +31,8 @@ from bert_tf.serving import export
 from bert_tf.tasks import glue
 from bert_tf.text import tokenization
 from bert_tf.training import runtime
-import bench_configs
-import harness
+from lib import bench_configs
+from lib import harness
 
 FLAGS = flags.FlagValues()
 flags.DEFINE_string("data_dir", bench_env.DATA, "The shared data (glue/MRPC, vocab/).",

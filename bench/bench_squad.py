@@ -20,8 +20,8 @@ import subprocess
 import sys
 import time
 
-import bench_env  # noqa: F401  (first: the environment every bench runs in)
-from bench_env import REPO
+from lib import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from lib.bench_env import REPO
 from absl import flags
 
 from bert_tf.data import records
@@ -33,8 +33,8 @@ from bert_tf.tasks import squad_metrics
 from bert_tf.text import tokenization
 from bert_tf.training import loop
 from bert_tf.training import runtime
-import bench_configs
-import harness
+from lib import bench_configs
+from lib import harness
 
 FLAGS = flags.FlagValues()
 flags.DEFINE_string("work_dir", "/tmp/bench_squad", "Data, checkpoints and predictions go here.",

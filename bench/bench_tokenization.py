@@ -11,7 +11,7 @@ Then, for every vocabulary, the number of lines whose ids differ from the origin
 import glob
 import os
 
-import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from lib import bench_env  # noqa: F401  (first: the environment every bench runs in)
 from absl import flags
 import bert.tokenization as original  # (the oracle; its absl flag: see harness.run)
 import tensorflow as tf
@@ -19,8 +19,8 @@ import tokenizers
 
 from bert_tf.text import fast_tokenization
 from bert_tf.text import tokenization
-import harness
-from harness import timed
+from lib import harness
+from lib.harness import timed
 
 FLAGS = flags.FlagValues()
 flags.DEFINE_string("corpus_dir", os.path.join(bench_env.DATA, "corpus"), "Every line of every "

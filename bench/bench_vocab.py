@@ -14,13 +14,13 @@ import glob
 import os
 import tempfile
 
-import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from lib import bench_env  # noqa: F401  (first: the environment every bench runs in)
 from absl import flags
 import tokenizers
 
 from bert_tf.text import tokenization
 from bert_tf.text import vocab_learning
-import harness
+from lib import harness
 
 FLAGS = flags.FlagValues()
 flags.DEFINE_string("books", os.path.join(bench_env.DATA, "corpus", "gutenberg", "*.txt"),

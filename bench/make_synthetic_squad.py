@@ -15,11 +15,11 @@ import os
 import random
 import re
 
-import bench_env  # noqa: F401  (first: the environment every bench runs in)
+from lib import bench_env  # noqa: F401  (first: the environment every bench runs in)
 from absl import flags
 
 from bert_tf.io import fileio
-import harness
+from lib import harness
 
 WIKITEXT = os.path.join(bench_env.DATA, "corpus", "wikitext-2-tokens")
 

@@ -57,7 +57,7 @@ def conll_data(tmp_path_factory):
 
 @pytest.fixture(autouse=True, scope="session")
 def _cache_of_the_session(tmp_path_factory):
-  """The choices bert_tf measures and keeps (bert_tf.io.machine.Choices: the predictor's backend)
+  """The choices bert_tf measures and keeps (bert_tf.training.machine.Choices: the predictor's backend)
   go to a directory of the session's own, never the user's cache (scripts the tests start
   inherit it)."""
   os.environ["BERT_TF_CACHE_DIR"] = str(tmp_path_factory.mktemp("bert_tf_cache"))

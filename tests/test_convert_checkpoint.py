@@ -8,7 +8,7 @@ import tensorflow as tf
 from support.script_runner import run_script
 from bert_tf.model import checkpoints
 from bert_tf.model.config import BertConfig
-from bert_tf.model import model_dir
+from bert_tf.model import model_files
 from bert_tf.model import modeling
 from support.models import randomize
 
@@ -81,16 +81,16 @@ def test_model_files_never_replace_the_users(tmp_path, caplog):
       dict(CONFIG.to_dict(), hidden_size=32), indent=4))
   other_vocab = tmp_path / "other.txt"
   other_vocab.write_text("[PAD]\ntheirs\n")
-  model_dir.write_model_files(str(tmp_path), CONFIG, str(other_vocab))
+  model_files.write_model_files(str(tmp_path), CONFIG, str(other_vocab))
   assert (tmp_path / "vocab.txt").read_text() == "[PAD]\nmine\n"
   assert BertConfig.from_json_file(str(tmp_path / "bert_config.json")).hidden_size == 32
   assert "describes another model" in caplog.text and "differs from --vocab_file" in caplog.text
   # The same config written another way and the same vocabulary: nothing to say.
   caplog.clear()
   CONFIG.to_json_file(str(tmp_path / "bert_config.json"))
-  model_dir.write_model_files(str(tmp_path), CONFIG, str(tmp_path / "vocab.txt"))
+  model_files.write_model_files(str(tmp_path), CONFIG, str(tmp_path / "vocab.txt"))
   assert not caplog.text
   fresh = tmp_path / "fresh"
-  model_dir.write_model_files(str(fresh), CONFIG, str(other_vocab))
+  model_files.write_model_files(str(fresh), CONFIG, str(other_vocab))
   assert BertConfig.from_json_file(str(fresh / "bert_config.json")) == CONFIG
   assert (fresh / "vocab.txt").read_bytes() == other_vocab.read_bytes()

@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 
-from bert_tf.io import machine
+from bert_tf.training import machine
 from bert_tf.training import precision
 from support import script_runner
 from support.paths import REPO

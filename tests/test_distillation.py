@@ -1,4 +1,4 @@
-"""Distillation (bert_tf.jobs.distillation, bert_tf.model.student): the loss of Hinton et al. on
+"""Distillation (bert_tf.drivers.distillation, bert_tf.model.student): the loss of Hinton et al. on
 the teacher's soft targets, a student from its teacher's own layers, and run_classifier.py /
 run_ner.py distilling end to end on tiny configs (packed, evaluated during training, resumed
 exactly, exported), with a bad --teacher_dir in one line."""
@@ -10,9 +10,9 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.errors import BertTfError
-from bert_tf.jobs import distillation
-from bert_tf.jobs import finetune_options
-from bert_tf.jobs.finetune_options import FinetuneOptions
+from bert_tf.drivers import distillation
+from bert_tf.drivers import finetune_options
+from bert_tf.drivers.finetune_options import FinetuneOptions
 from bert_tf.model import checkpoints
 from bert_tf.model import modeling
 from bert_tf.model import student

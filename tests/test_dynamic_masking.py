@@ -17,9 +17,9 @@ from support.task_data import toy_corpus
 from bert_tf.data import dynamic_masking
 from bert_tf.data import records
 from bert_tf.errors import BertTfError
-from bert_tf.jobs import pretraining
+from bert_tf.drivers import pretraining
 from bert_tf.model import objectives
-from bert_tf.jobs import pretraining_options
+from bert_tf.drivers import pretraining_options
 
 SEQ, PREDS = 32, 6
 # 50 entries at most (test_run_pretraining's tiny config); "unaffable" is un ##aff ##able.

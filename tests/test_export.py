@@ -15,7 +15,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf.errors import BertTfError
-from bert_tf.jobs import finetune_options
+from bert_tf.drivers import finetune_options
 from bert_tf.serving import export
 from bert_tf.tasks import conll
 from bert_tf.tasks import glue

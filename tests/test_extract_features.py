@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.errors import BertTfError
-from bert_tf.jobs import feature_extraction
+from bert_tf.drivers import feature_extraction
 from bert_tf.model.config import BertConfig
 from bert_tf.model import heads
 from bert_tf.text import tokenization

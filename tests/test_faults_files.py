@@ -209,7 +209,7 @@ def _warnings(caplog):
                                     "a_foreign_time"])
 def test_a_dtype_probe_cache_of_another_shape_is_measured_again(tmp_path, monkeypatch, caplog,
                                                                cached):
-  from bert_tf.io import machine  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import machine  # pylint: disable=g-import-not-at-top
   from bert_tf.model.config import BertConfig  # pylint: disable=g-import-not-at-top
   from bert_tf.training import dtype_probe  # pylint: disable=g-import-not-at-top
   monkeypatch.setenv("BERT_TF_CACHE_DIR", str(tmp_path))
@@ -238,7 +238,7 @@ def test_a_dtype_probe_cache_of_another_shape_is_measured_again(tmp_path, monkey
                                   "not_json"])
 def test_a_backend_cache_of_another_shape_is_timed_again(world, tmp_path, monkeypatch, caplog,
                                                          kept):
-  from bert_tf.io import machine  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import machine  # pylint: disable=g-import-not-at-top
   from bert_tf.serving import backends  # pylint: disable=g-import-not-at-top
   version, timed = world["version"], []
   seconds = {"savedmodel": {1: 0.03, 2: 0.05}, "tflite": {1: 0.02, 2: 0.04}}

@@ -546,7 +546,7 @@ class file_size_limit:  # pylint: disable=invalid-name
 def test_features_checkpoints_and_exports_onto_a_full_disk_name_their_path(tmp_path, checkpoint):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf.cli import app  # pylint: disable=g-import-not-at-top
-  from bert_tf.jobs import feature_extraction  # pylint: disable=g-import-not-at-top
+  from bert_tf.drivers import feature_extraction  # pylint: disable=g-import-not-at-top
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
   from bert_tf.model.config import BertConfig  # pylint: disable=g-import-not-at-top
   from bert_tf.model import modeling  # pylint: disable=g-import-not-at-top

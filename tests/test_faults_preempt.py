@@ -389,7 +389,7 @@ def test_a_signal_swallowed_in_a_weakref_callback_is_raised_again(name, stopped)
 
 def test_a_notice_reaches_its_callback_from_a_thread_and_acts_after_the_block():
   import threading  # pylint: disable=g-import-not-at-top
-  from bert_tf.io import interrupts  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import interrupts  # pylint: disable=g-import-not-at-top
   called, acted = [], []
   previous = signal.signal(signal.SIGTERM, lambda signum, frame: acted.append(signum))
   try:

@@ -1,6 +1,6 @@
 """Checkpoints a rerun must never write over, and resuming under other batching.
 
-An output_dir's state is found by listing its whole model.ckpt-N (model_dir.latest_checkpoint),
+An output_dir's state is found by listing its whole model.ckpt-N (tf_checkpoint.latest_checkpoint),
 not by the `checkpoint` file alone: a missing or stale state file resumes from the newest whole
 checkpoint with one warning line, an incomplete checkpoint before it is named and left alone, and
 a damaged one after it (a file missing, a .data file cut short, a tensor TensorFlow cannot read)
@@ -295,12 +295,12 @@ STATE_FILES = {
 def test_a_run_with_another_state_file_resumes_from_the_newest_whole_checkpoint(world, tmp_path,
                                                                                 kind, caplog):
   import logging  # pylint: disable=g-import-not-at-top
-  from bert_tf.model import model_dir  # pylint: disable=g-import-not-at-top
+  from bert_tf.model.formats import tf_checkpoint  # pylint: disable=g-import-not-at-top
   state, warning = STATE_FILES[kind]
   run = copy_of(world, "pre", tmp_path / "pre", state=state)
   before = files_of(tmp_path / "pre", "*")
   with caplog.at_level(logging.WARNING):
-    assert model_dir.latest_checkpoint(run) == f"{run}/model.ckpt-4"
+    assert tf_checkpoint.latest_checkpoint(run) == f"{run}/model.ckpt-4"
   seen = [r.getMessage() for r in caplog.records]
   assert len(seen) == 1 and re.search(warning, seen[0]), seen
   assert files_of(tmp_path / "pre", "*") == before
@@ -322,7 +322,7 @@ def _checkpoint_files(directory, step, shards=1, index=True, skip=()):
 
 
 def test_scan_finds_whole_and_incomplete_checkpoints_by_listing(tmp_path):
-  from bert_tf.model import model_dir  # pylint: disable=g-import-not-at-top
+  from bert_tf.model.formats import tf_checkpoint  # pylint: disable=g-import-not-at-top
   _checkpoint_files(tmp_path, 2)
   _checkpoint_files(tmp_path, 4, shards=3)
   _checkpoint_files(tmp_path, 6, shards=3, skip=(1,))
@@ -330,15 +330,15 @@ def test_scan_finds_whole_and_incomplete_checkpoints_by_listing(tmp_path):
   _checkpoint_files(tmp_path, 9, index=faults.bundle_index()[:-1])
   _checkpoint_files(tmp_path, 10, index=None)
   (tmp_path / "model.ckpt-12_temp").mkdir()
-  found = model_dir.scan_checkpoints(str(tmp_path))
+  found = tf_checkpoint.scan_checkpoints(str(tmp_path))
   assert found.whole == [(2, f"{tmp_path}/model.ckpt-2"), (4, f"{tmp_path}/model.ckpt-4")]
   assert [(step, missing) for step, _, missing in found.incomplete] == [
       (6, "1 of its 3 .data shards missing (.data-00001-of-00003 ...)"),
       (8, "an empty .index file"),
       (9, "its .index cannot be read (no table mark at its end: cut short or not a checkpoint "
           "index)"), (10, "no .index file")]
-  assert model_dir.latest_checkpoint(str(tmp_path)) == f"{tmp_path}/model.ckpt-4"
-  assert model_dir.missing_checkpoint_files(f"{tmp_path}/model.ckpt-6") == found.incomplete[0][2]
+  assert tf_checkpoint.latest_checkpoint(str(tmp_path)) == f"{tmp_path}/model.ckpt-4"
+  assert tf_checkpoint.missing_checkpoint_files(f"{tmp_path}/model.ckpt-6") == found.incomplete[0][2]
 
 
 def test_a_state_file_naming_the_newest_by_absolute_path_is_no_stale_one(tmp_path, monkeypatch,
@@ -346,7 +346,7 @@ def test_a_state_file_naming_the_newest_by_absolute_path_is_no_stale_one(tmp_pat
   """An Estimator's state file names its checkpoints by absolute path; the directory given
   relatively (or through a link) is the same checkpoint: no warning."""
   import logging  # pylint: disable=g-import-not-at-top
-  from bert_tf.model import model_dir  # pylint: disable=g-import-not-at-top
+  from bert_tf.model.formats import tf_checkpoint  # pylint: disable=g-import-not-at-top
   run = tmp_path / "run"
   run.mkdir()
   _checkpoint_files(run, 2)
@@ -355,11 +355,11 @@ def test_a_state_file_naming_the_newest_by_absolute_path_is_no_stale_one(tmp_pat
   os.symlink(run, tmp_path / "link")
   monkeypatch.chdir(tmp_path)
   with caplog.at_level(logging.WARNING):
-    assert model_dir.latest_checkpoint("link") == "link/model.ckpt-4"
+    assert tf_checkpoint.latest_checkpoint("link") == "link/model.ckpt-4"
   assert not caplog.records
   (run / "checkpoint").write_text(f'model_checkpoint_path: "{run}/model.ckpt-2"\n')
   with caplog.at_level(logging.WARNING):
-    assert model_dir.latest_checkpoint("run") == "run/model.ckpt-4"
+    assert tf_checkpoint.latest_checkpoint("run") == "run/model.ckpt-4"
   assert [r.getMessage() for r in caplog.records] == [
       "run: its `checkpoint` file names model.ckpt-2, not the newest: using the newest whole "
       "checkpoint found there, run/model.ckpt-4"]
@@ -397,7 +397,7 @@ def test_best_weights_of_a_step_evaluated_again_go_beside_the_kept_ones(tmp_path
   the old weights pruned: never written over."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf.model import checkpoints  # pylint: disable=g-import-not-at-top
-  from bert_tf.model import model_dir  # pylint: disable=g-import-not-at-top
+  from bert_tf.model.formats import tf_checkpoint  # pylint: disable=g-import-not-at-top
   from bert_tf.training import keep_best  # pylint: disable=g-import-not-at-top
   written, original = [], checkpoints.save_tf2_checkpoint
 
@@ -418,6 +418,6 @@ def test_best_weights_of_a_step_evaluated_again_go_beside_the_kept_ones(tmp_path
   assert keeper.prefix == f"{best}/model.ckpt-4-1"
   assert sorted(os.listdir(best)) == ["best.json", "checkpoint",
                                       "model.ckpt-4-1.data-00000-of-00001", "model.ckpt-4-1.index"]
-  assert model_dir.latest_checkpoint(str(best)) == keeper.prefix
+  assert tf_checkpoint.latest_checkpoint(str(best)) == keeper.prefix
   assert tf.train.load_checkpoint(keeper.prefix).get_tensor(
       "model/v/.ATTRIBUTES/VARIABLE_VALUE") == 2.0

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from bert_tf.io import interrupts
+from bert_tf.training import interrupts
 from support.paths import REPO
 
 

@@ -13,8 +13,8 @@ import tensorflow as tf
 
 from bert_tf.data import records
 from bert_tf.errors import BertTfError
-from bert_tf.jobs import finetune_options
-from bert_tf.jobs import pretraining
+from bert_tf.drivers import finetune_options
+from bert_tf.drivers import pretraining
 from bert_tf.model import checkpoints
 from bert_tf.model import modeling
 from bert_tf.serving import predictor

@@ -1,4 +1,4 @@
-"""bert_tf.io.machine: the CPU read from /proc/cpuinfo, oneDNN turned on where it wins (a value
+"""bert_tf.training.machine: the CPU read from /proc/cpuinfo, oneDNN turned on where it wins (a value
 the user set stands, and so does TensorFlow once imported), the cache of measured choices, and
 the turns of a timing."""
 import json
@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from bert_tf.io import machine
+from bert_tf.training import machine
 from support.paths import REPO
 
 CPUINFO = """processor\t: 0

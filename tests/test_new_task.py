@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from bert_tf.errors import BertTfError
-from bert_tf.jobs import finetune_options
+from bert_tf.drivers import finetune_options
 from bert_tf.tasks import base
 from bert_tf.training import run_dir
 from support import tiny
@@ -129,7 +129,7 @@ app.catch_startup_signals()
 from absl import flags  # noqa: E402
 
 from bert_tf.cli import flags as bert_flags  # noqa: E402
-from bert_tf.jobs import finetuning  # noqa: E402
+from bert_tf.drivers import finetuning  # noqa: E402
 import pairs_task  # noqa: E402
 
 

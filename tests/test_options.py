@@ -1,4 +1,4 @@
-"""The typed options (bert_tf.training.options, bert_tf.jobs' FinetuneOptions and PretrainingOptions):
+"""The typed options (bert_tf.training.options, bert_tf.drivers' FinetuneOptions and PretrainingOptions):
 each rule once, beside its option; their builders (bert_tf.cli.flags)."""
 import dataclasses
 import glob
@@ -15,8 +15,8 @@ import pytest
 from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
 from bert_tf.data.pretraining_data.pipeline import DataOptions
-from bert_tf.jobs import finetune_options
-from bert_tf.jobs.pretraining_options import PretrainingOptions
+from bert_tf.drivers import finetune_options
+from bert_tf.drivers.pretraining_options import PretrainingOptions
 from bert_tf.model import objectives
 from bert_tf import options as bert_options
 from bert_tf.training import options

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.jobs import pretraining
+from bert_tf.drivers import pretraining
 from bert_tf.model import checkpoints
 from bert_tf.model.config import BertConfig
 from bert_tf.model import modeling

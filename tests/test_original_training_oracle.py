@@ -30,7 +30,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.data import records
-from bert_tf.jobs import pretraining
+from bert_tf.drivers import pretraining
 from bert_tf.tasks import glue
 from bert_tf.tasks import squad
 from bert_tf.training import scalars

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from bert_tf.data import packing
 from bert_tf.errors import BertTfError
-from bert_tf.jobs import pretraining
+from bert_tf.drivers import pretraining
 from bert_tf.model import modeling
 from bert_tf.model import objectives
 from support.paths import REPO
@@ -149,7 +149,7 @@ import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 sys.path.insert(0, TESTS)
-from bert_tf.jobs import pretraining
+from bert_tf.drivers import pretraining
 from bert_tf.model import modeling
 from bert_tf.training import loop
 from bert_tf.training import runtime

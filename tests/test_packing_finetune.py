@@ -12,7 +12,7 @@ import tensorflow as tf
 from bert_tf.data import packing_finetune
 from bert_tf.data import records
 from bert_tf.errors import BertTfError
-from bert_tf.jobs import finetune_options
+from bert_tf.drivers import finetune_options
 from bert_tf.model import heads
 from bert_tf.tasks import conll
 from bert_tf.tasks import glue

@@ -10,7 +10,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf.errors import BertTfError
-from bert_tf.jobs import pretraining
+from bert_tf.drivers import pretraining
 from bert_tf.model.config import BertConfig
 from bert_tf.model import heads
 from bert_tf.model import modeling

@@ -17,7 +17,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf.errors import BertTfError
-from bert_tf.jobs import finetune_options
+from bert_tf.drivers import finetune_options
 from bert_tf.model.config import BertConfig
 from bert_tf.serving import backends
 from bert_tf.serving import export

@@ -10,7 +10,7 @@ import pytest
 
 from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
-from bert_tf.jobs import finetuning
+from bert_tf.drivers import finetuning
 from bert_tf.tasks import glue
 from bert_tf.training import scalars
 from support.script_runner import run_script

@@ -9,7 +9,7 @@ import pytest
 
 from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
-from bert_tf.jobs import finetuning
+from bert_tf.drivers import finetuning
 from bert_tf.model.config import BertConfig
 from bert_tf.tasks import squad
 from bert_tf.text import tokenization

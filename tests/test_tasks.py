@@ -9,7 +9,7 @@ import pytest
 
 from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
-from bert_tf.jobs import finetune_options
+from bert_tf.drivers import finetune_options
 from bert_tf.serving import export
 from bert_tf.serving import predictor
 from bert_tf.tasks import base

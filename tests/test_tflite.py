@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.errors import BertTfError
-from bert_tf.jobs import finetune_options
+from bert_tf.drivers import finetune_options
 from bert_tf.model.config import BertConfig
 from bert_tf.model import modeling
 from bert_tf.serving import export

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from bert_tf.data import records
 from bert_tf.errors import BertTfError
-from bert_tf.jobs import pretraining
+from bert_tf.drivers import pretraining
 from bert_tf.model import modeling
 from bert_tf.training import loop
 from bert_tf.training import runtime
@@ -195,7 +195,7 @@ if strategy_name == "mirrored":
 sys.path.insert(0, {tests!r})
 from absl import logging
 logging.set_verbosity("info")
-from bert_tf.jobs import pretraining
+from bert_tf.drivers import pretraining
 from bert_tf.model import modeling
 from bert_tf.training import loop
 from bert_tf.training import runtime

@@ -46,9 +46,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.dirname(HERE)]  # this folder, and bench/ for bench_configs
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # this folder, and bench/ for lib.bench_configs
 
-import bench_configs  # noqa: E402  pylint: disable=g-import-not-at-top
+from lib import bench_configs  # noqa: E402  pylint: disable=g-import-not-at-top
 import device_check_report as report_lib  # noqa: E402  pylint: disable=g-import-not-at-top
 from device_check_runner import REPO, Budget, Runner, last_line  # noqa: E402
 

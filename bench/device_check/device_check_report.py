@@ -5,7 +5,7 @@ import datetime
 import json
 import os
 
-import bench_configs
+from lib import bench_configs
 
 # NVIDIA DeepLearningExamples, TensorFlow2/LanguageModeling/BERT/README.md, "Pre-training training
 # performance: Single-node on NVIDIA DGX A100 (8x A100 80GB)", the 1-GPU, sequence-length-128

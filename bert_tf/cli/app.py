@@ -12,7 +12,7 @@ from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
 from bert_tf.errors import op_message
 from bert_tf.io import fileio
-from bert_tf.io import interrupts
+from bert_tf.training import interrupts
 from bert_tf.io import terminal
 
 # TensorFlow errors that come from the user's files and directories, not from a bug: one line each.
@@ -75,8 +75,8 @@ def _stopped(how):
   for flag, value in bert_flags.outputs_given():
     checkpoint = None
     if flag == "--output_dir" and tf is not None and os.path.isdir(value):
-      from bert_tf.model import model_dir  # pylint: disable=g-import-not-at-top  (TensorFlow's)
-      checkpoint = model_dir.latest_checkpoint(value)
+      from bert_tf.model.formats import tf_checkpoint  # pylint: disable=g-import-not-at-top  (TensorFlow's)
+      checkpoint = tf_checkpoint.latest_checkpoint(value)
     if checkpoint:
       kept.append(f"the latest checkpoint, {checkpoint}, is kept (a rerun resumes from it)")
     elif fileio.exists(value) or fileio.glob(f"{value}-*-of-*"):

@@ -34,9 +34,9 @@ import typing
 
 from absl import flags
 
-from bert_tf.jobs.finetune_options import DistillOptions
-from bert_tf.jobs.finetune_options import ExportOptions
-from bert_tf.jobs.finetune_options import FinetuneOptions
+from bert_tf.drivers.finetune_options import DistillOptions
+from bert_tf.drivers.finetune_options import ExportOptions
+from bert_tf.drivers.finetune_options import FinetuneOptions
 from bert_tf.options import DATA
 from bert_tf.options import GROUPS
 from bert_tf.options import is_flag

@@ -269,7 +269,7 @@ def row_statistics(features):
 
 def task_layout(options, task, is_training):
   """The Layout of a fine-tuning task's records (task.schema, task.num_sequences) with
-  --pack_sequences (options: the run's bert_tf.jobs.finetune_options.FinetuneOptions, which checks
+  --pack_sequences (options: the run's bert_tf.drivers.finetune_options.FinetuneOptions, which checks
   the packing flags' combinations), else None."""
   if not options.pack_sequences:
     return None

@@ -232,7 +232,7 @@ def _stat(path):
 
 
 def bundle_damage(prefix):
-  """What is wrong with the checkpoint `prefix` (a whole set of files, as model_dir lists them),
+  """What is wrong with the checkpoint `prefix` (a whole set of files, as tf_checkpoint lists them),
   or None: its .index unreadable (cut short, a block's checksum wrong), or a .data shard shorter
   than the index says (cut short). The tensors' own checksums are TensorFlow's, checked when it
   restores them. An index of compressed blocks is not read here (None)."""

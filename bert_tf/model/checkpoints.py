@@ -30,7 +30,6 @@ from bert_tf.model.formats import hugging_face
 from bert_tf.model.formats import registry
 from bert_tf.model.formats.base import Source
 from bert_tf.model.formats import tf_checkpoint
-from bert_tf.model import model_dir
 from bert_tf.model import model_files
 from bert_tf.model.model_options import ModelOptions
 from bert_tf.model.model_options import FORMATS
@@ -523,10 +522,10 @@ def convert_checkpoint(input_path, output, bert_config_file=None, input_format=N
   if output_format == "hf":
     directory = (os.path.dirname(output) if output.endswith(".safetensors") else output) or "."
     written = save_hf_safetensors(model, directory, names=loaded)
-    model_dir.write_model_files(directory, None, vocab_file)  # config.json is the HF config
+    model_files.write_model_files(directory, None, vocab_file)  # config.json is the HF config
     return written
   # Google's releases keep bert_config.json beside bert_model.ckpt; scripts then need no HF file.
-  model_dir.write_model_files(os.path.dirname(output) or ".", config, vocab_file)
+  model_files.write_model_files(os.path.dirname(output) or ".", config, vocab_file)
   if output_format == "tf1":
     return save_tf1_checkpoint(model, output, names=loaded)
   with_heads = all(name in loaded for name in checkpoint_variables(model))

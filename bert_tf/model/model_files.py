@@ -14,7 +14,11 @@ defaults a flag replaces. Nothing here runs a TensorFlow op: a job opens its mod
 strategy starts (MultiWorkerMirroredStrategy must come before the first op).
 """
 import dataclasses
+import os
 from typing import Optional
+
+from absl import logging
+import tensorflow as tf
 
 from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
@@ -22,6 +26,8 @@ from bert_tf.model.config import BertConfig
 from bert_tf.model.config import check_max_seq_length
 from bert_tf.model.formats import registry
 from bert_tf.model.formats.base import Described
+from bert_tf.model.formats.tf_checkpoint import CONFIG_FILE
+from bert_tf.model.formats.tf_checkpoint import VOCAB_FILE
 from bert_tf.text import tokenization
 
 # What two configs must share to be one model (dropout and initializer_range are training's).
@@ -142,3 +148,47 @@ def _casing(options, given, described, init_checkpoint):
     flag = own
   tokenization.validate_case_matches_checkpoint(flag, init_checkpoint)
   return bool(flag)
+
+
+def _read_bytes(path):
+  with tf.io.gfile.GFile(path, "rb") as f:
+    return f.read()
+
+
+def _write_bytes(path, contents):
+  with fileio.atomic_output(path) as tmp:
+    with tf.io.gfile.GFile(tmp, "wb") as f:
+      f.write(contents)
+
+
+def _config_or_none(path):
+  try:
+    return BertConfig.from_json_file(path)
+  except BertTfError:
+    return None
+
+
+def write_model_files(output_dir, config, vocab_file=None):
+  """Writes bert_config.json (unless config is None) (and a copy of vocab_file as vocab.txt) into output_dir, so that
+  --bert_config_file, --vocab_file and --init_checkpoint can all point into it.
+
+  A file of that name already there that says something else is the user's: it is left as it is,
+  with a warning (nothing the user wrote is replaced).
+  """
+  tf.io.gfile.makedirs(output_dir)
+  config_path = os.path.join(output_dir, CONFIG_FILE)
+  if config is None:
+    pass
+  elif not tf.io.gfile.exists(config_path):
+    config.to_json_file(config_path)
+  elif _config_or_none(config_path) != config:
+    logging.warning("%s already exists and describes another model: left as it is", config_path)
+  if not vocab_file:
+    return
+  vocab_path = os.path.join(output_dir, VOCAB_FILE)
+  vocab = _read_bytes(vocab_file)
+  if not tf.io.gfile.exists(vocab_path):
+    _write_bytes(vocab_path, vocab)
+  elif _read_bytes(vocab_path) != vocab:
+    logging.warning("%s already exists and differs from --vocab_file %s: left as it is",
+                    vocab_path, vocab_file)

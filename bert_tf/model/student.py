@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from bert_tf.errors import BertTfError
 from bert_tf.model import checkpoints
-from bert_tf.model import model_dir
+from bert_tf.model.formats import tf_checkpoint
 from bert_tf.model import model_files
 from bert_tf.model.model_options import ModelOptions
 from bert_tf.model.config import BertConfig
@@ -90,11 +90,11 @@ def write_student(input_path, output, student_layers=None, teacher_layers=None,
   if not any(name.startswith(tuple(wanted)) for name in mapping):
     raise BertTfError(f"--input: {source.path} holds no encoder layers (bert/encoder/layer_N/...)")
   student_config = BertConfig.from_dict(dict(config.to_dict(), num_hidden_layers=len(layers)))
-  config_path = os.path.join(os.path.dirname(output) or ".", model_dir.CONFIG_FILE)
+  config_path = os.path.join(os.path.dirname(output) or ".", tf_checkpoint.CONFIG_FILE)
   if tf.io.gfile.exists(config_path) and BertConfig.from_json_file(config_path) != student_config:
     raise BertTfError(f"--output: {config_path} already describes another model: give a new "
                       f"directory")
-  model_dir.write_model_files(os.path.dirname(output) or ".", student_config, vocab_file)
+  model_files.write_model_files(os.path.dirname(output) or ".", student_config, vocab_file)
   checkpoints.write_tf1_tensors(output, collections.OrderedDict(
       (name, np.asarray(source.read(teacher))) for name, teacher in mapping.items()))
   return output, layers

@@ -1,7 +1,7 @@
 """Which backend runs the predictor's model on this machine: measured on it, not assumed.
 
 An export made with --tflite can be served two ways in float32, its SavedModel (TensorFlow, with
-oneDNN where bert_tf.io.machine.prefer_onednn turned it on) or its model.tflite (TensorFlow Lite's
+oneDNN where bert_tf.training.machine.prefer_onednn turned it on) or its model.tflite (TensorFlow Lite's
 XNNPACK), and which is faster depends on the CPU: TensorFlow Lite was 1.2-1.6x faster on an
 AVX2-only AMD EPYC, 1.29-1.34x slower on an AVX-512 Intel Xeon (BENCHMARKS.md). So backend="auto"
 times both on the export's own shapes (inputs of max_seq_length words, at batch 1 and at the
@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
-from bert_tf.io import machine
+from bert_tf.training import machine
 from bert_tf.model import activations
 from bert_tf.serving import export
 from bert_tf.serving import guard

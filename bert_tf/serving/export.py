@@ -13,7 +13,7 @@ must hold the fine-tuned head. A
 client runs `import tensorflow_text` (it registers the tokenizer ops; TF Serving needs them linked
 in), then `tf.saved_model.load(version_dir).signatures["serving_default"](text_a=..., ...)`; with
 TF_ENABLE_ONEDNN_OPTS=1 set before TensorFlow's import where oneDNN wins on the CPU
-(bert_tf.io.machine.prefer_onednn, which bert_tf.serving.predictor calls).
+(bert_tf.training.machine.prefer_onednn, which bert_tf.serving.predictor calls).
 Each export is a new version directory, export_dir/<number> (TF Serving's layout: a server
 pointed at export_dir serves the newest); nothing already in export_dir is replaced.
 """
@@ -31,7 +31,7 @@ from bert_tf.io import fileio
 from bert_tf.io import integrity
 from bert_tf.model import activations
 from bert_tf.model import checkpoints
-from bert_tf.model import model_dir
+from bert_tf.model.formats import tf_checkpoint
 from bert_tf.model import model_files
 from bert_tf.serving import tflite as tflite_lib
 from bert_tf.tasks import base
@@ -133,7 +133,7 @@ def damage(version):
     return "no saved_model.pb, or an empty one"
   if not tf.io.gfile.isdir(os.path.join(version, "variables")):
     return "no variables/ directory"
-  missing = model_dir.missing_checkpoint_files(os.path.join(version, "variables", "variables"))
+  missing = tf_checkpoint.missing_checkpoint_files(os.path.join(version, "variables", "variables"))
   if missing:
     return f"variables/variables: {missing}"
   return savedmodel_damage(version)
@@ -323,7 +323,7 @@ def check_task_config(task, task_options, init_checkpoint):
   export a model that serves nonsense."""
   directory = (init_checkpoint if tf.io.gfile.isdir(init_checkpoint)
                else os.path.dirname(init_checkpoint))
-  path = os.path.join(directory or ".", model_dir.TASK_CONFIG_FILE)
+  path = os.path.join(directory or ".", tf_checkpoint.TASK_CONFIG_FILE)
   if not tf.io.gfile.exists(path):
     return
   with tf.io.gfile.GFile(path, "rb") as f:

@@ -27,7 +27,7 @@ pairs, the sentence split on whitespace. What a task's inputs and results are is
 import json
 import os
 
-from bert_tf.io import machine
+from bert_tf.training import machine
 
 machine.prefer_onednn()  # before TensorFlow is imported (it reads the setting once, then)
 
@@ -36,13 +36,13 @@ import tensorflow as tf  # noqa: E402
 from bert_tf.errors import BertTfError  # noqa: E402
 from bert_tf.io import fileio  # noqa: E402
 from bert_tf.model.config import BertConfig  # noqa: E402
-from bert_tf.model import model_dir  # noqa: E402
+from bert_tf.model.formats import tf_checkpoint  # noqa: E402
 from bert_tf.serving import backends  # noqa: E402
 from bert_tf.serving import export  # noqa: E402
 from bert_tf.serving import guard  # noqa: E402
 from bert_tf.tasks import base  # noqa: E402
 
-TASK_CONFIG_FILE = model_dir.TASK_CONFIG_FILE
+TASK_CONFIG_FILE = tf_checkpoint.TASK_CONFIG_FILE
 
 
 # ---------------------------------------------------------------------------- task_config.json
@@ -164,8 +164,8 @@ def _server_from_output_dir(path, bert_config_file, vocab_file, dtype, tflite):
   """export.build_server for an output_dir's task_config.json and latest checkpoint (tflite: its
   model run by TensorFlow Lite)."""
   config, task = _read_task_config(path)
-  files = {"bert_config_file": bert_config_file or os.path.join(path, model_dir.CONFIG_FILE),
-           "vocab_file": vocab_file or os.path.join(path, model_dir.VOCAB_FILE)}
+  files = {"bert_config_file": bert_config_file or os.path.join(path, tf_checkpoint.CONFIG_FILE),
+           "vocab_file": vocab_file or os.path.join(path, tf_checkpoint.VOCAB_FILE)}
   missing = [f"{name}= ({files[name]} not found)" for name in files
              if not tf.io.gfile.exists(files[name])]
   if missing:

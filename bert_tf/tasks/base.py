@@ -10,8 +10,8 @@ an export's info():
     options_class = GlueOptions        # a frozen dataclass of its flags (fields made with flag())
     server_class = ClassifierServer    # its serving half (a text_server.TextServer), or None
 
-bert_tf.jobs.finetuning builds it as task_class(options, tokenizer) (options: a
-bert_tf.jobs.finetune_options.FinetuneOptions whose `task` is an instance of options_class) and
+bert_tf.drivers.finetuning builds it as task_class(options, tokenizer) (options: a
+bert_tf.drivers.finetune_options.FinetuneOptions whose `task` is an instance of options_class) and
 asks it for everything about a run: its records (schema, write_train_records,
 write_split_records), its model (model_fn: build_head on the shared encoder), its loss and
 metrics (loss_fn, train_metric_fn, eval_metric_names, primary_metric), its result files
@@ -151,7 +151,7 @@ class Task:
   run_keys = ()  # the task_config.json fields a run goes on with only when they are the same
 
   def __init__(self, options, tokenizer):
-    self.options = options  # a bert_tf.jobs.finetune_options.FinetuneOptions
+    self.options = options  # a bert_tf.drivers.finetune_options.FinetuneOptions
     self.tokenizer = tokenizer
 
   @classmethod

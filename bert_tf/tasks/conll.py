@@ -1,6 +1,6 @@
 """CoNLL-2003 NER for run_ner.py: read the column format, make windowed features labelled on first
 sub-tokens (tagging_features), score entities (bert_tf.tasks.conlleval), write predictions back in
-the format conlleval reads, and NerTask (the task bert_tf.jobs.finetuning runs; its server:
+the format conlleval reads, and NerTask (the task bert_tf.drivers.finetuning runs; its server:
 ner_server.NerServer).
 
 The paper (section 5.3) feeds each WordPiece-tokenized word to BERT and labels only its first
@@ -280,7 +280,7 @@ def write_predictions(path, sentences, predicted_tags):
 
 
 # ---------------------------------------------------------------------------------------------
-# run_ner.py's task for bert_tf.jobs.finetuning.
+# run_ner.py's task for bert_tf.drivers.finetuning.
 
 SPLIT_FILES = {"train": "train.txt", "dev": "valid.txt", "test": "test.txt"}
 # The training file's labels, saved in output_dir by training and read back by eval, predict and
@@ -438,7 +438,7 @@ class NerTask(base.Task):
     return len(features), len(features), "training windows"
 
   def write_transfer_records(self, path, transfer_file):
-    """Distillation's unlabelled transfer set (bert_tf.jobs.distillation): CoNLL lines without
+    """Distillation's unlabelled transfer set (bert_tf.drivers.distillation): CoNLL lines without
     tags (the word first, other columns ignored, a blank line between sentences), written as
     windows whose words carry the first label as a placeholder; returns how many."""
     sentences, words = [], []

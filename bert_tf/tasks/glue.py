@@ -1,5 +1,5 @@
 """GLUE and XNLI for run_classifier.py: tsv processors, features, TFRecords (classifier_features),
-and GlueTask (the task bert_tf.jobs.finetuning runs: its flags, head, loss, metrics and prediction
+and GlueTask (the task bert_tf.drivers.finetuning runs: its flags, head, loss, metrics and prediction
 files; its server: glue_server.ClassifierServer).
 
 The processors follow the original run_classifier.py (CoLA, MNLI, MRPC, XNLI) and GLUE's standard
@@ -372,7 +372,7 @@ def classifier_labels(task_name):
 
 @base.register("glue")
 class GlueTask(base.Task):
-  """run_classifier.py's task for bert_tf.jobs.finetuning: a GLUE or XNLI processor, BertClassifier
+  """run_classifier.py's task for bert_tf.drivers.finetuning: a GLUE or XNLI processor, BertClassifier
   (a regressor for STS-B), the original's eval metrics and prediction files; served by
   glue_server.ClassifierServer (text_a[, text_b] -> label probabilities)."""
 
@@ -426,7 +426,7 @@ class GlueTask(base.Task):
     return examples
 
   def write_transfer_records(self, path, transfer_file):
-    """Distillation's unlabelled transfer set (bert_tf.jobs.distillation): a text a line, or a
+    """Distillation's unlabelled transfer set (bert_tf.drivers.distillation): a text a line, or a
     pair tab-separated for a pair task, written as records with the first label as a
     placeholder; returns how many."""
     pair = classifier_labels(self.glue_name)[1]

@@ -1,5 +1,5 @@
 """SQuAD 1.1 / 2.0 for run_squad.py: read the official JSON, make windowed features and their
-records (squad_features), and SquadTask (the task bert_tf.jobs.finetuning runs: its flags and
+records (squad_features), and SquadTask (the task bert_tf.drivers.finetuning runs: its flags and
 their rules; answers come from squad_answers.py, its server is squad_server.SquadServer).
 
 The same data path as the original run_squad.py: the context is split on whitespace (keeping a
@@ -374,7 +374,7 @@ def features_to_arrays(features):
 
 
 # ---------------------------------------------------------------------------------------------
-# run_squad.py's task for bert_tf.jobs.finetuning.
+# run_squad.py's task for bert_tf.drivers.finetuning.
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """SWAG for run_swag.py: csv examples, four sequences per example, TFRecords, and SwagTask (the
-task bert_tf.jobs.finetuning runs).
+task bert_tf.drivers.finetuning runs).
 
 Two csv layouts are read, told apart by their header:
   regular: video-id, fold-ind, startphrase, sent1, sent2, gold-source, ending0..ending3, label
@@ -147,7 +147,7 @@ def file_based_convert_examples_to_features(examples, max_seq_length, tokenizer,
 
 @base.register("swag")
 class SwagTask(base.Task):
-  """run_swag.py's task for bert_tf.jobs.finetuning: four sequences per example, BertMultipleChoice,
+  """run_swag.py's task for bert_tf.drivers.finetuning: four sequences per example, BertMultipleChoice,
   a softmax over the choices. No serving half (server_class None): "run_swag.py has no export"."""
 
   script = "run_swag.py"

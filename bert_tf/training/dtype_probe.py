@@ -6,14 +6,14 @@ on an Intel Xeon with avx512_bf16 (no AMX) BERT-Base trained at about 0.6x float
 bfloat16, on an AMD EPYC with avx512_bf16 at 1.33x. So the probe times one training step (forward
 and backward) of one transformer layer of the model's sizes, in both precisions, alternating,
 and keeps the medians. The result is kept per machine (CPU model and flags, TensorFlow version,
-the layer's sizes) among bert_tf.io.machine's measured choices, dtype_probe.json in its cache
+the layer's sizes) among bert_tf.training.machine's measured choices, dtype_probe.json in its cache
 directory, so only a machine's first run pays the few seconds.
 
   timings(config, seq_length, cpuinfo) -> (float32 seconds, bfloat16 seconds, cached: bool)
 """
 import statistics
 
-from bert_tf.io import machine
+from bert_tf.training import machine
 
 # Tokens per probed step (batch x sequence): enough for the matmuls to run as in training.
 PROBE_TOKENS = 512

@@ -36,7 +36,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.io.fileio import write_text_atomically
 from bert_tf.io import progress
 from bert_tf.model import checkpoints
-from bert_tf.model import model_dir
+from bert_tf.model.formats import tf_checkpoint
 from bert_tf.training import loop
 from bert_tf.training import saves
 from bert_tf.training import scalars
@@ -68,7 +68,7 @@ def resolve_metric(name, reported, flag="--keep_best_metric"):
 
 
 def plan(options, task):
-  """The Plan of a run's bert_tf.jobs.finetune_options.FinetuneOptions (None when none of the three
+  """The Plan of a run's bert_tf.drivers.finetune_options.FinetuneOptions (None when none of the three
   flags is given; their combinations are checked there), its metric one the task reports: a
   BertTfError names the flag. --early_stopping_patience without --keep_best_metric watches (and
   keeps the best of) the task's primary_metric."""
@@ -106,8 +106,8 @@ class BestKeeper:
         raise BertTfError(f"--keep_best_metric: {self.directory} keeps the best by "
                           f"{self.state.get('metric')}, not {metric}: give that metric, or a new "
                           f"--output_dir")
-      if self.prefix and (model_dir.state_file_checkpoint(self.directory) != self.prefix
-                          or [prefix for _, prefix in model_dir.scan_checkpoints(
+      if self.prefix and (tf_checkpoint.state_file_checkpoint(self.directory) != self.prefix
+                          or [prefix for _, prefix in tf_checkpoint.scan_checkpoints(
                               self.directory).whole] != [self.prefix]
                           or tf.io.gfile.glob(self.prefix + _STAGED + "*")):
         self._name_and_prune()  # a kill came between best.json and the end of _name_and_prune
@@ -194,7 +194,7 @@ class BestKeeper:
     staged = self.prefix + _STAGED
     for path in tf.io.gfile.glob(staged + "*"):  # the best evaluation's result files
       tf.io.gfile.rename(path, os.path.join(self.directory, path[len(staged):]), overwrite=True)
-    model_dir.write_state_file(self.directory, [self.state["checkpoint"]])
+    tf_checkpoint.write_state_file(self.directory, [self.state["checkpoint"]])
     for path in tf.io.gfile.glob(os.path.join(self.directory, f"{WEIGHTS_NAME}-*")):
       if not path.startswith(self.prefix + "."):
         tf.io.gfile.remove(path)

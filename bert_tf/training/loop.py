@@ -77,10 +77,10 @@ import tf_keras
 
 from bert_tf.data import records
 from bert_tf.errors import BertTfError
-from bert_tf.io import interrupts
+from bert_tf.training import interrupts
 from bert_tf.io import progress
 from bert_tf.model import checkpoints
-from bert_tf.model import model_dir
+from bert_tf.model.formats import tf_checkpoint
 from bert_tf.training import optimization
 from bert_tf.training import recovery
 from bert_tf.training import run_dir
@@ -152,7 +152,7 @@ def restore_model(strategy, model_fn, input_fn, output_dir=None, init_checkpoint
   with strategy.scope():
     model = model_fn()
     _build(model, input_fn(tf.distribute.InputContext()).element_spec)
-  latest = model_dir.latest_checkpoint(output_dir) if output_dir else None
+  latest = tf_checkpoint.latest_checkpoint(output_dir) if output_dir else None
   step = 0
   if latest:
     logging.info("Restoring %s", latest)
@@ -301,7 +301,7 @@ def _train_steps(strategy, state, manager, train_loop, log, evaluator, loop_opti
       if not bool(all_finite):
         raise BertTfError(
             f"loss became {float(loss)} (NaN or Inf) by step {step}: training stopped, last "
-            f"good checkpoint kept: {model_dir.latest_checkpoint(output_dir)} (try a lower "
+            f"good checkpoint kept: {tf_checkpoint.latest_checkpoint(output_dir)} (try a lower "
             "--learning_rate or --dtype=float32)")
       log.after_chunk(step)
       evaluate = not stopped and evaluator is not None and evaluator.due(step, num_train_steps)
@@ -365,7 +365,7 @@ def _restore_or_initialize(strategy, state, iterators, output_dir, init_checkpoi
     latest = saves.resume_point(output_dir)
     saves.record_checkpoints(output_dir, latest)  # before the manager reads the state file
   else:
-    latest = model_dir.latest_checkpoint(output_dir)
+    latest = tf_checkpoint.latest_checkpoint(output_dir)
   while latest:
     logging.info("Resuming from %s%s", latest,
                  f" (--init_checkpoint {init_checkpoint} is ignored)" if init_checkpoint else "")

@@ -1,5 +1,5 @@
 """The typed options of the runtime and the training loop, which every training script hands the
-library beside its job's own (bert_tf.jobs: FinetuneOptions, PretrainingOptions): small frozen
+library beside its job's own (bert_tf.drivers: FinetuneOptions, PretrainingOptions): small frozen
 dataclasses whose fields are the flags (bert_tf.options: name, default, help, range and group
 said once), each combination rule checked beside the options it constrains (BertTfError naming
 the flag).

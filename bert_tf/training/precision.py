@@ -26,7 +26,7 @@ compute bfloat16 natively. float16 needs loss scaling and is never chosen.
 from absl import logging
 
 from bert_tf.errors import BertTfError
-from bert_tf.io import machine
+from bert_tf.training import machine
 from bert_tf.training import dtype_probe
 
 PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}

@@ -1,6 +1,6 @@
 """A training run that finds its newest checkpoints damaged goes on from the newest whole one,
 without being asked, as a database recovers to its last whole state: the damaged ones (a power
-loss cut a .data file short, a save or a copy left a file out: bert_tf.model.model_dir's listing
+loss cut a .data file short, a save or a copy left a file out: bert_tf.model.formats.tf_checkpoint's listing
 says which; or TensorFlow cannot read a tensor, a checksum wrong) are named in one warning and
 their files renamed aside, never deleted, under names no later save can write over:
 
@@ -18,7 +18,7 @@ from absl import logging
 import tensorflow as tf
 
 from bert_tf import errors
-from bert_tf.model import model_dir
+from bert_tf.model.formats import tf_checkpoint
 
 MARK = ".damaged-"  # in the names of the files set aside
 _FILE = r"\.(index|data-\d+-of-\d+)"
@@ -32,9 +32,9 @@ def is_set_aside(name):
 def set_aside_damaged(output_dir):
   """Sets aside every checkpoint of output_dir newer than its newest whole one (the newest whole
   one is then the latest: training resumes from it, or starts afresh without one). The warning
-  is model_dir.latest_checkpoint's, one per checkpoint. Returns the new prefixes."""
-  model_dir.latest_checkpoint(output_dir)  # says what is skipped, once
-  found = model_dir.scan_checkpoints(output_dir)
+  is tf_checkpoint.latest_checkpoint's, one per checkpoint. Returns the new prefixes."""
+  tf_checkpoint.latest_checkpoint(output_dir)  # says what is skipped, once
+  found = tf_checkpoint.scan_checkpoints(output_dir)
   newest = found.whole[-1][0] if found.whole else -1
   return [set_aside(prefix) for step, prefix, _ in found.incomplete if step > newest]
 
@@ -66,9 +66,9 @@ def set_aside(prefix, why=None):
     if match:
       tf.io.gfile.rename(os.path.join(directory, entry), f"{moved}.{match.group(1)}",
                          overwrite=False)
-  named = model_dir.state_file_checkpoint(directory)
+  named = tf_checkpoint.state_file_checkpoint(directory)
   if named and os.path.basename(named) == name:
-    whole = [os.path.basename(p) for _, p in model_dir.scan_checkpoints(directory).whole]
+    whole = [os.path.basename(p) for _, p in tf_checkpoint.scan_checkpoints(directory).whole]
     if whole:
-      model_dir.write_state_file(directory, whole)
+      tf_checkpoint.write_state_file(directory, whole)
   return moved

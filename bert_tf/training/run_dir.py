@@ -21,14 +21,14 @@ from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
 from bert_tf.io.fileio import write_text_atomically
 from bert_tf.model import checkpoints
-from bert_tf.model import model_dir
+from bert_tf.model.formats import tf_checkpoint
 from bert_tf.model import model_files
 from bert_tf.training import recovery
 from bert_tf.training import saves
 
 RUN_FILE = "train_run.json"
 LOCK_FILE = ".bert_tf.lock"  # holds `pid <pid> on <host>` while a run uses the directory
-TASK_CONFIG_FILE = model_dir.TASK_CONFIG_FILE
+TASK_CONFIG_FILE = tf_checkpoint.TASK_CONFIG_FILE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +54,7 @@ class RunDir:
 
   def __init__(self, path):
     self.path = path
-    self.latest = model_dir.latest_checkpoint(path)
+    self.latest = tf_checkpoint.latest_checkpoint(path)
     self.task_config = _read_task_config(path)
     self.recorded = _read_run_file(path) if self.latest else None
 
@@ -194,7 +194,7 @@ class RunDir:
     """A vocab.txt already in the directory is --vocab_file's very vocabulary: it is the one the
     directory's model was made with (or one the user put there); going on with another would
     read every token id as some other token, and copying over it would replace it."""
-    vocab_path = os.path.join(self.path, model_dir.VOCAB_FILE)
+    vocab_path = os.path.join(self.path, tf_checkpoint.VOCAB_FILE)
     if not vocab_file or not tf.io.gfile.exists(vocab_path) or not tf.io.gfile.exists(
         vocab_file) or model_files.same_vocabulary(vocab_path, vocab_file):
       return
@@ -287,12 +287,12 @@ class _Claim:
   def __init__(self, output_dir, created):
     self.output_dir, self.created = output_dir, created
     self.found = set() if created else set(_names(output_dir))
-    self.latest = model_dir.latest_checkpoint(output_dir)
+    self.latest = tf_checkpoint.latest_checkpoint(output_dir)
 
   def undo(self):
     """Unless the run saved a checkpoint: removes the directory the claim created, or what the
     run added to the one it found (record files, model files, its lock); what was there stays."""
-    if model_dir.latest_checkpoint(self.output_dir) != self.latest:
+    if tf_checkpoint.latest_checkpoint(self.output_dir) != self.latest:
       return
     # Never what recovery set aside (renamed damaged checkpoints): kept, whatever the run did.
     self.found |= {name for name in _names(self.output_dir) if recovery.is_set_aside(name)}

@@ -12,9 +12,9 @@ import tensorflow as tf
 
 from bert_tf.errors import BertTfError
 from bert_tf.model import checkpoints
-from bert_tf.model import model_dir
+from bert_tf.model.formats import tf_checkpoint
 
-CHECKPOINT_NAME = model_dir.CHECKPOINT_NAME
+CHECKPOINT_NAME = tf_checkpoint.CHECKPOINT_NAME
 
 
 class _AbandonedRestoreFilter:
@@ -57,13 +57,13 @@ def restore_error(latest, error):
 
 
 def resume_point(output_dir):
-  """The checkpoint a training run in output_dir resumes from (model_dir.latest_checkpoint: the
+  """The checkpoint a training run in output_dir resumes from (tf_checkpoint.latest_checkpoint: the
   newest whole one, found by listing), or None to start afresh. A BertTfError when the run would
   come to write over checkpoint files there: an incomplete checkpoint past that point (its step
   would be saved again), or incomplete ones and no whole one (a fresh start would save them
   again). Incomplete checkpoints before it are named in a warning and left alone."""
-  latest = model_dir.latest_checkpoint(output_dir)
-  found = model_dir.scan_checkpoints(output_dir)
+  latest = tf_checkpoint.latest_checkpoint(output_dir)
+  found = tf_checkpoint.scan_checkpoints(output_dir)
   after = [(prefix, missing) for step, prefix, missing in found.incomplete
            if latest is None or step > _step_of(latest)]
   if after:
@@ -84,11 +84,11 @@ def record_checkpoints(output_dir, latest):
   `latest` (resume_point's), writes it anew naming every whole checkpoint there, so that the
   CheckpointManager that goes on saving finds no stale names (it would delete by them) and keeps
   every checkpoint there."""
-  named = model_dir.state_file_checkpoint(output_dir)
+  named = tf_checkpoint.state_file_checkpoint(output_dir)
   if latest is None or (named and os.path.basename(named) == os.path.basename(latest)):
     return
-  model_dir.write_state_file(output_dir, [os.path.basename(prefix) for _, prefix in
-                                          model_dir.scan_checkpoints(output_dir).whole])
+  tf_checkpoint.write_state_file(output_dir, [os.path.basename(prefix) for _, prefix in
+                                          tf_checkpoint.scan_checkpoints(output_dir).whole])
 
 
 def remove_unfinished_saves(output_dir):
@@ -106,7 +106,7 @@ def remove_unfinished_saves(output_dir):
 def export_weights(model, output_dir):
   """Writes the trained weights alone (no optimizer state), heads included, as the original-layout
   TF1 checkpoint output_dir/bert_model.ckpt; returns its prefix."""
-  path = checkpoints.save_tf1_checkpoint(model, os.path.join(output_dir, model_dir.WEIGHTS_CHECKPOINT),
+  path = checkpoints.save_tf1_checkpoint(model, os.path.join(output_dir, tf_checkpoint.WEIGHTS_CHECKPOINT),
                                          with_head=True)
   logging.info("Wrote the final weights as %s (TF1 layout, no optimizer state)", path)
   return path

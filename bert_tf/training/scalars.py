@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from bert_tf.io import fileio
 from bert_tf.io import progress as progress_lib
-from bert_tf.model import model_dir
+from bert_tf.model.formats import tf_checkpoint
 
 CURVE_POINTS = 100
 SUMMARY_SECONDS = 30
@@ -174,7 +174,7 @@ def run_summary(output_dir, start, written, global_step, trained_model=None, eva
   shown.update((f"final training {name}", value) for name, value in last_line.items()
                if "accuracy" in name)
   shown.update(progress_lib.headline(eval_results) if figures is None else figures)
-  checkpoint = model_dir.latest_checkpoint(output_dir) if trained_model is not None else None
+  checkpoint = tf_checkpoint.latest_checkpoint(output_dir) if trained_model is not None else None
   return progress_lib.summary(
       f"Finished in {progress_lib.format_duration(time.time() - start)}",
       [("checkpoint", checkpoint)] + list(written) + [

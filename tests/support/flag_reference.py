@@ -33,8 +33,8 @@ def is_script(path):
   name = os.path.basename(path)
   return name.endswith(".py") and os.path.isfile(os.path.join(REPO, name))
 # Imported once before forking; each child then only runs its script's module body.
-_HEAVY = ("tensorflow", "tf_keras", "tensorflow_text", "bert_tf.cli.app", "bert_tf.jobs.finetuning",
-          "bert_tf.jobs.pretraining", "bert_tf.jobs.feature_extraction", "bert_tf.serving.export",
+_HEAVY = ("tensorflow", "tf_keras", "tensorflow_text", "bert_tf.cli.app", "bert_tf.drivers.finetuning",
+          "bert_tf.drivers.pretraining", "bert_tf.drivers.feature_extraction", "bert_tf.serving.export",
           "bert_tf.model.checkpoints", "bert_tf.text.vocab_learning",
           "bert_tf.data.pretraining_data.pipeline")
 

@@ -40,9 +40,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 _IMPORT_TIME_PREFIXES = ("TF_", "CUDA", "XLA", "OMP_", "KMP_", "MKL", "ONEDNN", "PYTHON", "LD_")
 # Read when a distribution strategy is made, not at import: a multi-worker run forks as any other.
 _RUN_TIME_VARIABLES = ("TF_CONFIG",)
-_HEAVY_MODULES = ("bert_tf", "tensorflow", "tf_keras", "tensorflow_text", "bert_tf.jobs.finetuning",
-                  "bert_tf.jobs.pretraining", "bert_tf.serving.export", "bert_tf.serving.predictor",
-                  "bert_tf.jobs.feature_extraction", "bert_tf.tasks.glue", "bert_tf.tasks.squad",
+_HEAVY_MODULES = ("bert_tf", "tensorflow", "tf_keras", "tensorflow_text", "bert_tf.drivers.finetuning",
+                  "bert_tf.drivers.pretraining", "bert_tf.serving.export", "bert_tf.serving.predictor",
+                  "bert_tf.drivers.feature_extraction", "bert_tf.tasks.glue", "bert_tf.tasks.squad",
                   "bert_tf.tasks.conll", "bert_tf.tasks.swag", "bert_tf.data.pretraining_data.pipeline")
 
 

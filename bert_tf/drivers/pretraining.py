@@ -5,7 +5,7 @@ loss = masked-LM loss sum(w * ce) / (sum(w) + 1e-5) + mean next-sentence loss, a
 The objective is a bert_tf.model.objectives.Objective (with the feature names it reads). The ablations
 of the paper's Table 5: no_nsp drops the NSP term (--no_nsp); left_to_right rebuilds the
 unmasked text and predicts every next token (--left_to_right, with a causal BertPretrainer).
-run(options, runtime, loop_options) takes a bert_tf.jobs.pretraining_options.PretrainingOptions,
+run(options, runtime, loop_options) takes a bert_tf.drivers.pretraining_options.PretrainingOptions,
 RuntimeOptions and TrainLoopOptions (bert_tf.cli.flags builds them from run_pretraining.py's flags).
 --pack_sequences packs several instances per row (bert_tf.data.packing); the losses and metrics are
 the same per instance: the next-sentence terms are then weighted by next_sentence_weights.
@@ -23,7 +23,7 @@ from bert_tf.data import records
 from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
 from bert_tf.model import heads
-from bert_tf.model import model_dir
+from bert_tf.model.formats import tf_checkpoint
 from bert_tf.model import model_files
 from bert_tf.model import modeling
 from bert_tf.model import objectives
@@ -181,7 +181,7 @@ def input_fn(input_files, max_seq_length, max_predictions_per_seq, batch_size, i
 def run_shape(options, limits):
   """The options that change what a pretraining run's checkpoints hold or how its input is read:
   resuming the run needs the same (bert_tf.training.run_dir.RunDir.check). options: a
-  bert_tf.jobs.pretraining_options.PretrainingOptions; limits: the packed row limits (None unpacked)."""
+  bert_tf.drivers.pretraining_options.PretrainingOptions; limits: the packed row limits (None unpacked)."""
   objective_shape = options.objective.run_shape()
   shape = {"left_to_right": objective_shape["left_to_right"],
            "pack_sequences": bool(options.pack_sequences),
@@ -295,7 +295,7 @@ def _evaluate(options, strategy, model_fn, make_input_fn, model, packed):
 
 def _summary(options, start, model, result):
   output_dir = options.output_dir
-  tf1 = os.path.join(output_dir, model_dir.WEIGHTS_CHECKPOINT)
+  tf1 = os.path.join(output_dir, tf_checkpoint.WEIGHTS_CHECKPOINT)
   step = loop.global_step(model) if model is not None else result["global_step"]
   scalars.run_summary(output_dir, start, [
       ("weights", tf1 if options.do_train and options.export_tf1_checkpoint else None),
@@ -306,7 +306,7 @@ def _summary(options, start, model, result):
 def _train(options, strategy, config, model_fn, train_input_fn, train_metric_fn, shape,
            loop_options, runtime):
   if strategy.extended.should_checkpoint:
-    model_dir.write_model_files(options.output_dir, config, options.vocab_file)
+    model_files.write_model_files(options.output_dir, config, options.vocab_file)
   logging.info("***** Running training *****")
   logging.info("  Batch size = %d", options.train_batch_size)
   model = loop.train(strategy, model_fn, loss_fn(options.objective), train_input_fn,

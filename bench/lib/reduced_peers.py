@@ -25,7 +25,7 @@ The int8 files are calibrated on CALIBRATION random-id rows of the bench's own i
 import json
 import os
 
-from bench_env import REPO  # noqa: F401  (bench_env first: the environment)
+from lib.bench_env import REPO  # noqa: F401  (bench_env first: the environment)
 
 CALIBRATION = 16  # rows [1, seq] of random ids each int8 model is calibrated on
 

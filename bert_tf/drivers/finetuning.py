@@ -1,7 +1,7 @@
 """The one fine-tuning driver: run(task_class, options) is the whole of run_classifier.py,
 run_swag.py, run_ner.py and run_squad.py.
 
-options: a bert_tf.jobs.finetune_options.FinetuneOptions, which the script builds from its flags
+options: a bert_tf.drivers.finetune_options.FinetuneOptions, which the script builds from its flags
 (bert_flags.finetune_options). task_class: a registered bert_tf.tasks.base.Task subclass, built
 as task_class(options, tokenizer) before TensorFlow's runtime starts (so that its bad flags and
 files fail first); what the driver asks of it (records, model, loss, metrics, result files, the
@@ -29,8 +29,8 @@ from bert_tf.data import records
 from bert_tf.errors import BertTfError
 from bert_tf.io import progress
 from bert_tf.io.fileio import write_text_atomically
-from bert_tf.jobs import distillation
-from bert_tf.model import model_dir
+from bert_tf.drivers import distillation
+from bert_tf.model.formats import tf_checkpoint
 from bert_tf.model import model_files
 from bert_tf.serving import export
 from bert_tf.serving import guard
@@ -49,8 +49,8 @@ MAX_FINETUNE_SHUFFLE_BUFFER = 100_000
 RECORD_FILES = base.RECORD_FILES
 # What the closing summary leaves out of the files a run wrote in output_dir.
 NOT_RESULTS = ("*.tf_record", "checkpoint", "*.index", "*.data-*-of-*", "train_run.json",
-               model_dir.CONFIG_FILE, model_dir.VOCAB_FILE, scalars.CURVES_FILE,
-               model_dir.TASK_CONFIG_FILE, run_dir.LOCK_FILE)
+               tf_checkpoint.CONFIG_FILE, tf_checkpoint.VOCAB_FILE, scalars.CURVES_FILE,
+               tf_checkpoint.TASK_CONFIG_FILE, run_dir.LOCK_FILE)
 
 
 def finetuning_steps(options, num_examples, what):
@@ -89,7 +89,7 @@ def finetune(options, strategy, config, task, model_fn, train_records, steps, ev
     logging.warning("No --init_checkpoint: fine-tuning starts from a randomly initialized "
                     "encoder.")
   if strategy.extended.should_checkpoint:
-    model_dir.write_model_files(options.output_dir, config, options.vocab_file)
+    model_files.write_model_files(options.output_dir, config, options.vocab_file)
   train_file = os.path.join(options.output_dir, RECORD_FILES["train"])
   num_examples, num_records, _ = train_records
   layout, rows, num_train_steps, num_warmup_steps = steps
@@ -189,7 +189,7 @@ def _run(options, start, strategy, config, task, plan, directory):
   model = None
   if options.do_train:
     if chief:  # what predictor.load(output_dir) builds
-      write_text_atomically(os.path.join(options.output_dir, model_dir.TASK_CONFIG_FILE),
+      write_text_atomically(os.path.join(options.output_dir, tf_checkpoint.TASK_CONFIG_FILE),
                             json.dumps(task.task_config(), indent=2, sort_keys=True) + "\n")
     evaluator = _evaluator(plan, task, strategy, splits, options.output_dir, layout)
     try:
@@ -285,7 +285,7 @@ def _summary(options, start, model, task, results, export_path, best):
   scalars.run_summary(output_dir, start, [
       ("results", ", ".join(os.path.join(output_dir, name) for name in written)),
       ("best weights", best),
-      ("weights", os.path.join(output_dir, model_dir.WEIGHTS_CHECKPOINT)
+      ("weights", os.path.join(output_dir, tf_checkpoint.WEIGHTS_CHECKPOINT)
        if options.do_train and options.export_tf1_checkpoint else None),
       ("SavedModel", export_path)], loop.global_step(model),
       model if options.do_train else None, figures=figures)

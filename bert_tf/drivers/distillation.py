@@ -38,7 +38,7 @@ from bert_tf.data import records
 from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
 from bert_tf.model import checkpoints
-from bert_tf.model import model_dir
+from bert_tf.model.formats import tf_checkpoint
 from bert_tf.model import model_files
 from bert_tf.model.model_options import ModelOptions
 from bert_tf.training import keep_best
@@ -124,10 +124,10 @@ class Teacher:
   def __init__(self, teacher_dir, task, options):
     self.directory = teacher_dir
     flag = "--teacher_dir"
-    config_path = os.path.join(teacher_dir, model_dir.TASK_CONFIG_FILE)
+    config_path = os.path.join(teacher_dir, tf_checkpoint.TASK_CONFIG_FILE)
     if not tf.io.gfile.isdir(teacher_dir) or not tf.io.gfile.exists(config_path):
       raise BertTfError(f"{flag}: {teacher_dir} is not the output_dir of a fine-tuning run (no "
-                        f"{model_dir.TASK_CONFIG_FILE})")
+                        f"{tf_checkpoint.TASK_CONFIG_FILE})")
     config = _read_json(config_path)
     if config.get("task") != task.name:
       raise BertTfError(f"{flag}: {teacher_dir} holds a {config.get('task')} model, not a "
@@ -152,7 +152,7 @@ class Teacher:
                                    max_seq_length=options.max_seq_length, need_vocab=False,
                                    checkpoint_flag=flag)
     # Its tokens and their ids, not its bytes: the same file with CRLF line ends is the same.
-    vocab = files.vocab_file or os.path.join(teacher_dir, model_dir.VOCAB_FILE)
+    vocab = files.vocab_file or os.path.join(teacher_dir, tf_checkpoint.VOCAB_FILE)
     if not files.vocab_file or not model_files.same_vocabulary(vocab, options.vocab_file):
       raise BertTfError(f"{flag}: {vocab} is not --vocab_file {options.vocab_file}: a teacher "
                         f"and its student read the same token ids")
@@ -165,7 +165,7 @@ class Teacher:
       state = _read_json(best)
       if state.get("step") is not None:
         return os.path.join(self.directory, keep_best.BEST_DIR, state["checkpoint"])
-    latest = model_dir.latest_checkpoint(self.directory)
+    latest = tf_checkpoint.latest_checkpoint(self.directory)
     if not latest:
       raise BertTfError(f"--teacher_dir: {self.directory} holds no checkpoint (train the "
                         f"teacher first)")
@@ -207,7 +207,7 @@ def wrap(task, options):
   alpha, or (without --teacher_dir) distilled at all, is refused in one line."""
   distill, output_dir = options.distill, options.output_dir
   record = _record(output_dir)
-  resuming = bool(model_dir.latest_checkpoint(output_dir)) and options.do_train
+  resuming = bool(tf_checkpoint.latest_checkpoint(output_dir)) and options.do_train
   if distill is None or not distill.teacher_dir or not options.do_train:
     if record and resuming:
       raise BertTfError(f"--teacher_dir: {output_dir} holds a run distilled from "

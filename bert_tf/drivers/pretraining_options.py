@@ -7,7 +7,7 @@ RuntimeOptions and TrainLoopOptions of bert_tf.training.options:
 
 TensorFlow-free, so that bad flags fail before TensorFlow's runtime starts; each rule on a value
 lives once, in __post_init__, and raises a one-line BertTfError naming the flag. --max_seq_length
-is checked against the model's config as bert_tf.jobs.pretraining.run reads it, before TensorFlow
+is checked against the model's config as bert_tf.drivers.pretraining.run reads it, before TensorFlow
 starts (bert_tf.model.config.check_max_seq_length).
 """
 import dataclasses

@@ -1,6 +1,6 @@
 """The one harness of the bench scripts: start-up, timing, the machine line and the day's history.
 
-Every bench script starts with `import bench_env` (the environment, first), then uses this module:
+Every bench script starts with `from lib import bench_env` (the environment, first), then uses this module:
 
 Flags are absl's, as the scripts' are, in the bench's own FlagValues: tests import several benches
 into one process and bench_ablations imports bench_glue and bench_ner, whose flags (--seed,
