@@ -36,6 +36,7 @@ SLOWEST_FIRST = [
     "test_keep_best.py", "test_packing.py", "test_packed_ner_swag_scripts.py",
     "test_device_check.py", "test_faults_runs.py", "test_dynamic_masking.py",
     "test_packed_finetuning_scripts.py", "test_faults_resume.py", "test_new_task.py",
+    "test_original_modules.py", "test_faults_preempt.py", "test_faults_files.py",
 ]
 
 

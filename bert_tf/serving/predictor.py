@@ -37,6 +37,7 @@ from bert_tf.errors import BertTfError  # noqa: E402
 from bert_tf.io import fileio  # noqa: E402
 from bert_tf.model.config import BertConfig  # noqa: E402
 from bert_tf.model.formats import tf_checkpoint  # noqa: E402
+from bert_tf.model import model_files  # noqa: E402
 from bert_tf.serving import backends  # noqa: E402
 from bert_tf.serving import export  # noqa: E402
 from bert_tf.serving import guard  # noqa: E402
@@ -164,8 +165,11 @@ def _server_from_output_dir(path, bert_config_file, vocab_file, dtype, tflite):
   """export.build_server for an output_dir's task_config.json and latest checkpoint (tflite: its
   model run by TensorFlow Lite)."""
   config, task = _read_task_config(path)
-  files = {"bert_config_file": bert_config_file or os.path.join(path, tf_checkpoint.CONFIG_FILE),
-           "vocab_file": vocab_file or os.path.join(path, tf_checkpoint.VOCAB_FILE)}
+  own = model_files.describe(path)  # the files beside the run's checkpoints, through the one door
+  files = {"bert_config_file": bert_config_file or (own and own.config_file) or
+                               os.path.join(path, tf_checkpoint.CONFIG_FILE),
+           "vocab_file": vocab_file or (own and own.vocab_file) or
+                         os.path.join(path, tf_checkpoint.VOCAB_FILE)}
   missing = [f"{name}= ({files[name]} not found)" for name in files
              if not tf.io.gfile.exists(files[name])]
   if missing:
