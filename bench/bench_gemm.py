@@ -10,6 +10,13 @@ says how many GFLOP/s each framework's matrix kernel reaches on this CPU at the 
 and so how far any encoder built on that kernel can go: a ratio between two encoders cannot
 exceed the ratio between their matmul kernels by much, when matmuls are nearly all the work.
 
+The reduced-precision floors, the same products in the precision a reduced-precision path computes
+them in: tf_bf16 (TensorFlow, oneDNN on, bfloat16 operands: what a --dtype=bfloat16 SavedModel's
+matmuls cost), tflite_int8 (the products as a TensorFlow Lite model quantized as --quantize=int8
+quantizes: int8 weights and inputs calibrated, each product's input quantized and its output
+dequantized), ov_int8 (that float32 model quantized by NNCF and run by OpenVINO, as the openvino
+backend's int8) and ort_int8 (ONNX Runtime's quantize_dynamic of the ort graph: MatMulInteger).
+
   flock /tmp/bert_tf_heavy.lock .venv/bin/python bench/bench_gemm.py --model=base --tokens=1024
 
 prints a Markdown table (CPU and wall ms per forward pass's matmuls, GFLOP/s) and appends it to
@@ -88,6 +95,94 @@ def tf_worker(model, rows, jit):
   return lambda: forward().numpy()
 
 
+def tf_bf16_worker(model, rows):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  x0, weights = operands(model, rows)
+  hidden = SIZES[model][1]
+  x0 = tf.constant(x0, tf.bfloat16)
+  w = [tf.Variable(tf.cast(v, tf.bfloat16)) for v in weights]
+
+  @tf.function
+  def forward():
+    x = x0
+    for i in range(0, len(w), 4):
+      qkv = tf.matmul(x, w[i])  # [T, 3H] bfloat16
+      x = tf.matmul(tf.matmul(tf.matmul(qkv[:, :hidden], w[i + 1]), w[i + 2]), w[i + 3])
+    return tf.cast(x, tf.float32)  # [T, H]
+  return lambda: forward().numpy()
+
+
+def _products_converter(model, rows):
+  """A TensorFlow Lite converter of the chained products (input "x" [T, H], output "y")."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  _, weights = operands(model, rows)
+  hidden = SIZES[model][1]
+  w = [tf.constant(v) for v in weights]
+
+  @tf.function(input_signature=[tf.TensorSpec([None, hidden], tf.float32, "x")])
+  def forward(x):
+    for i in range(0, len(w), 4):
+      qkv = tf.matmul(x, w[i])  # [T, 3H]
+      x = tf.matmul(tf.matmul(tf.matmul(qkv[:, :hidden], w[i + 1]), w[i + 2]), w[i + 3])
+    return {"y": x}  # [T, H]
+  holder = tf.Module()
+  holder.forward = forward
+  return tf.lite.TFLiteConverter.from_concrete_functions([forward.get_concrete_function()],
+                                                         holder)
+
+
+def _calibration(model, rows, count=4):
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  rng = np.random.RandomState(1)
+  return [{"x": rng.standard_normal((rows, SIZES[model][1])).astype(np.float32)}
+          for _ in range(count)]
+
+
+def products_file(model, rows, quantize, work_dir):
+  """The chained products as a .tflite file in work_dir (made once): float32, or quantize="int8"
+  as tflite.convert(quantize="int8") quantizes (its INT8_OPS only, calibrated)."""
+  from bert_tf.serving import tflite  # pylint: disable=g-import-not-at-top
+  path = os.path.join(work_dir, f"gemm_{model}_{rows}_{quantize}.tflite")
+  if not os.path.exists(path):
+    converter = _products_converter(model, rows)
+    blob = (tflite.calibrated(converter, lambda: iter(_calibration(model, rows)))
+            if quantize == "int8" else converter.convert())
+    os.makedirs(work_dir, exist_ok=True)
+    with open(path + ".tmp", "wb") as f:
+      f.write(blob)
+    os.replace(path + ".tmp", path)
+  return path
+
+
+def tflite_int8_worker(model, rows, work_dir):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  interpreter = tf.lite.Interpreter(model_path=products_file(model, rows, "int8", work_dir),
+                                    num_threads=THREADS)
+  run = interpreter.get_signature_runner()
+  x0 = operands(model, rows)[0]
+  return lambda: run(x=x0)["y"]
+
+
+def ov_int8_worker(model, rows, work_dir):
+  """NNCF's int8 model of the float32 products file, in OpenVINO (bfloat16 elsewhere where the
+  CPU has it, as the openvino backend's int8)."""
+  import nncf  # pylint: disable=g-import-not-at-top
+  from bert_tf.serving import openvino_runner  # pylint: disable=g-import-not-at-top
+  core = openvino_runner.core()
+  float_model = core.read_model(products_file(model, rows, "none", work_dir))
+  name = float_model.inputs[0].get_any_name()
+  quantized = nncf.quantize(float_model, nncf.Dataset([{name: c["x"]}
+                                                       for c in _calibration(model, rows)]),
+                            model_type=nncf.ModelType.TRANSFORMER)
+  hint = openvino_runner.HINTS[openvino_runner.INT8_HINT if openvino_runner.cpu_has_bf16()
+                               else "float32"]
+  request = core.compile_model(quantized, "CPU", {
+      "INFERENCE_PRECISION_HINT": hint, "INFERENCE_NUM_THREADS": THREADS,
+      "PERFORMANCE_HINT": "LATENCY"}).create_infer_request()
+  x0 = operands(model, rows)[0]
+  return lambda: request.infer({name: x0})[0]
+
+
 def torch_worker(model, rows):
   import torch  # pylint: disable=g-import-not-at-top
   torch.set_num_threads(THREADS)
@@ -106,7 +201,9 @@ def torch_worker(model, rows):
   return run
 
 
-def ort_worker(model, rows):
+def ort_worker(model, rows, int8=False):
+  """ONNX Runtime on the products as an ONNX graph; int8: its quantize_dynamic (MatMulInteger
+  with int8 weights, each input quantized on the fly)."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   from onnx import helper, numpy_helper, TensorProto  # pylint: disable=g-import-not-at-top
   import onnxruntime as ort  # pylint: disable=g-import-not-at-top
@@ -127,11 +224,19 @@ def ort_worker(model, rows):
       nodes, "gemms", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, hidden])],
       [helper.make_tensor_value_info(x, TensorProto.FLOAT, [rows, hidden])], initializers)
   onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+  data = onnx_model.SerializeToString()
+  if int8:
+    from onnxruntime.quantization import quantize_dynamic  # pylint: disable=g-import-not-at-top
+    with tempfile.TemporaryDirectory() as tmp:
+      with open(os.path.join(tmp, "f32.onnx"), "wb") as f:
+        f.write(data)
+      quantize_dynamic(os.path.join(tmp, "f32.onnx"), os.path.join(tmp, "int8.onnx"))
+      with open(os.path.join(tmp, "int8.onnx"), "rb") as f:
+        data = f.read()
   options = ort.SessionOptions()
   options.intra_op_num_threads = THREADS
   options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-  session = ort.InferenceSession(onnx_model.SerializeToString(), options,
-                                 providers=["CPUExecutionProvider"])
+  session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
   return lambda: session.run(None, {"x": x0})[0]
 
 
@@ -147,8 +252,15 @@ def numpy_worker(model, rows):
   return run
 
 
-def build_worker(peer, model, rows):
+WORK_DIR = os.path.join(tempfile.gettempdir(), "bert_tf_gemm")  # the products' .tflite files
+
+
+def build_worker(peer, model, rows, work_dir=WORK_DIR):
   builders = {"tf": lambda: tf_worker(model, rows, False),
+              "tf_bf16": lambda: tf_bf16_worker(model, rows),
+              "tflite_int8": lambda: tflite_int8_worker(model, rows, work_dir),
+              "ov_int8": lambda: ov_int8_worker(model, rows, work_dir),
+              "ort_int8": lambda: ort_worker(model, rows, int8=True),
               "tf_nodnn": lambda: tf_worker(model, rows, False),
               "tf_xla": lambda: tf_worker(model, rows, True),
               "torch": lambda: torch_worker(model, rows),
@@ -163,7 +275,7 @@ def worker_env(peer):
   return {"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "",
           "OMP_NUM_THREADS": str(THREADS), "OPENBLAS_NUM_THREADS": str(THREADS),
           "MKL_NUM_THREADS": str(THREADS), "OMP_WAIT_POLICY": "PASSIVE",
-          "TF_ENABLE_ONEDNN_OPTS": "1" if peer == "tf" else "0"}
+          "TF_ENABLE_ONEDNN_OPTS": "1" if peer in ("tf", "tf_bf16") else "0"}
 
 
 def fma_peak(runs=3, iterations=200_000_000):

@@ -70,7 +70,7 @@ def opened(monkeypatch):
   costs seconds): [backend names opened], in order."""
   names = []
 
-  def open_backend(version, backend, batch_size):
+  def open_backend(version, backend, batch_size, dtype="float32"):
     names.append(backend)
     return types.SimpleNamespace(backend=backend, task="classifier", version=version,
                                  batch_size=batch_size)

@@ -143,7 +143,7 @@ for name, (file, how, backend, checksums) in cases.items():
 
 # A quantized model (dynamic-range int8 weights) cut and flipped, read by TensorFlow Lite's runner.
 model = export.build_model("classifier", BertConfig.from_json_file(quantized_config), num_labels=2)
-blob = tflite.convert(model, ["logits"], quantize="dynamic_int8")
+blob = tflite.convert(model, ["logits"], quantize="dynamic")
 for name, how in (("quantized_cut_in_half", ("cut", 0.5)),
                   ("quantized_flipped_fourth_byte", ("flip", 3))):
   path = os.path.join(root, name + ".tflite")

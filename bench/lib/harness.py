@@ -52,7 +52,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
-BENCH = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # bench/, above lib/
 REPO = os.path.dirname(BENCH)
 _REPLY = "@@harness "
 # The flags that decide which kernels TensorFlow, oneDNN, PyTorch and ONNX Runtime can use.

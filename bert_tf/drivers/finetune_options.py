@@ -35,25 +35,49 @@ from bert_tf.options import check_fields
 from bert_tf.options import option
 
 PHASES = ("do_train", "do_eval", "do_predict")
+QUANTIZE = ("none", "dynamic", "int8")  # --quantize (bert_tf.serving.tflite.QUANTIZE)
 MAX_SEQ_LENGTH_HELP = "The maximum total input sequence length after WordPiece tokenization. "
 
 
 @dataclasses.dataclass(frozen=True)
 class ExportFlags:
-  """--export_dir and --tflite: of export_savedmodel.py and of the fine-tuning scripts."""
+  """--export_dir, --tflite and the export's reduced precision: of export_savedmodel.py and of the
+  fine-tuning scripts."""
   export_dir: Optional[str] = option(
       None, "Where to write a SavedModel of the fine-tuned model that takes raw text "
       "(export_savedmodel.py): each export is a new numbered version directory under it (TF "
       "Serving's layout, the newest served); nothing already there is replaced.", OUTPUT)
   tflite: bool = option(
       False, "With --export_dir: also write the model (from token ids to its outputs) as "
-      "TensorFlow Lite, <version>/assets.extra/model.tflite, float32 only; "
-      "bert_tf.serving.predictor.load(export_dir, backend='tflite') serves the task through it "
-      "(BENCHMARKS.md compares it with the SavedModel).", OUTPUT)
+      "TensorFlow Lite, <version>/assets.extra/model.tflite, float32 (--quantize adds an int8 "
+      "one); bert_tf.serving.predictor.load(export_dir, backend='tflite') serves the task "
+      "through it (BENCHMARKS.md compares it with the SavedModel).", OUTPUT)
+  # Reduced precision in the export, and the accuracy check it passes (bert_tf.serving.reduced).
+  quantize: str = option(
+      "none", "With --tflite: also write an int8 TensorFlow Lite model, "
+      "<version>/assets.extra/model_int8.tflite: dynamic (int8 weights, each matmul's input "
+      "quantized on the fly) or int8 (calibrated on --calibration_examples training examples: "
+      "int8 weights and matmul inputs, every other op in float32); with int8 and nncf installed, "
+      "OpenVINO's int8 model too. Checked against float32 first (--max_quantization_loss).",
+      OUTPUT, choices=QUANTIZE)
+  max_quantization_loss: float = option(
+      0.5, "With --quantize or --dtype=bfloat16: the most a reduced-precision model may lose "
+      "against float32, in points of the task's keep-best metric on its dev rows (or "
+      "--quantization_check_file); beyond it the export is refused, in float32 only. Every "
+      "figure goes into <version>/assets.extra/quantization.json.", OUTPUT, not_negative=True)
+  quantization_check_file: Optional[str] = option(
+      None, "The held-out examples the reduced-precision check scores, in the format of the "
+      "task's dev file (default: that file).", OUTPUT)
+  calibration_examples: int = option(200, "With --quantize=int8: how many training examples "
+                                     "calibrate the int8 ranges.", OUTPUT, at_least=1)
+  calibration_seed: int = option(12345, "With --quantize=int8: the seed that draws the "
+                                 "calibration examples.", OUTPUT)
 
   def _check_export(self):
     if self.tflite and not self.export_dir:
       raise BertTfError("--tflite: only with --export_dir (it writes beside the export)")
+    if self.quantize != "none" and not self.tflite:
+      raise BertTfError("--quantize: only with --tflite (it quantizes the TensorFlow Lite model)")
     if self.export_dir:
       fileio.check_output_directory(self.export_dir, "--export_dir")
 

@@ -33,6 +33,8 @@ from bert_tf.drivers import distillation
 from bert_tf.model.formats import tf_checkpoint
 from bert_tf.model import model_files
 from bert_tf.serving import export
+from bert_tf.serving import guard
+from bert_tf.serving import reduced
 from bert_tf.tasks import base
 from bert_tf.training import keep_best
 from bert_tf.training import loop
@@ -157,6 +159,8 @@ def _check_inputs(options, task, plan):
     given = task.split_file(split)
     if given and given[1] and not tf.io.gfile.exists(given[1]):
       raise BertTfError(f"{given[0]}: {given[1]}: file not found")
+  if options.export_dir:  # a reduced-precision export's check and calibration rows
+    reduced.check_inputs(base.for_export(task.name, flag="--export_dir"), options)
 
 
 def _run(options, start, strategy, config, task, plan, directory):
@@ -277,6 +281,7 @@ def _summary(options, start, model, task, results, export_path, best):
   for split, split_results in results.items():
     if split_results:
       figures.update(task.headline(split, split_results))
+  figures.update(guard.figures(export_path))  # a reduced-precision export's check
   scalars.run_summary(output_dir, start, [
       ("results", ", ".join(os.path.join(output_dir, name) for name in written)),
       ("best weights", best),

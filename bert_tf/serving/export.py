@@ -46,6 +46,12 @@ from bert_tf.text import tokenization
 TFLITE_FILE = os.path.join("assets.extra", "model.tflite")
 TFLITE_SERVER_FILE = os.path.join("assets.extra", "server.json")
 TFLITE_VOCAB_FILE = os.path.join("assets.extra", "vocab.txt")
+# export(quantize=...) adds the quantized TensorFlow Lite model, and with quantize="int8" where
+# nncf is installed OpenVINO's int8 model of model.tflite (an IR: .xml and .bin), beside model.tflite
+# (bert_tf.serving.reduced; what its accuracy check found: guard.QUANTIZATION_FILE).
+TFLITE_INT8_FILE = os.path.join("assets.extra", "model_int8.tflite")
+OPENVINO_INT8_FILES = {"model.xml": os.path.join("assets.extra", "openvino_int8.xml"),
+                       "model.bin": os.path.join("assets.extra", "openvino_int8.bin")}
 
 
 def task_names():
@@ -266,10 +272,12 @@ def has_tflite(export_dir):
              for name in (TFLITE_FILE, TFLITE_SERVER_FILE, TFLITE_VOCAB_FILE))
 
 
-def tflite_server(export_dir):
+def tflite_server(export_dir, backend="tflite", dtype="float32"):
   """The server of an export made with --tflite, built in memory around its TensorFlow Lite model
   (tflite.ServingModel): the SavedModel's tokenization and post-processing, from the
-  settings and vocabulary the export keeps beside the file."""
+  settings and vocabulary the export keeps beside the file. dtype int8: around the --quantize
+  model; backend openvino: the model run by OpenVINO (openvino_runner: model.tflite in float32
+  or bfloat16, its int8 model for int8)."""
   version = resolve(export_dir)
   if not has_tflite(version):
     raise BertTfError(f"{version}: no {TFLITE_FILE} with its {TFLITE_SERVER_FILE} and "
@@ -281,7 +289,14 @@ def tflite_server(export_dir):
   settings = json.loads(fileio.read_text(os.path.join(version, TFLITE_SERVER_FILE)))
   tokenizer = fast_tokenization.FastTokenizer(os.path.join(version, TFLITE_VOCAB_FILE),
                                               do_lower_case=settings["do_lower_case"])
-  runner = tflite_lib.Runner(path=os.path.join(version, TFLITE_FILE))
+  if backend == "openvino":
+    from bert_tf.serving import openvino_runner  # pylint: disable=g-import-not-at-top
+    ir = os.path.join(version, OPENVINO_INT8_FILES["model.xml"]) if dtype == "int8" else None
+    runner = openvino_runner.Runner(os.path.join(version, TFLITE_FILE), precision=dtype,
+                                    ir_path=ir)
+  else:
+    runner = tflite_lib.Runner(path=os.path.join(
+        version, TFLITE_INT8_FILE if dtype == "int8" else TFLITE_FILE))
   return make_server(settings["task"], tokenizer, tflite_lib.ServingModel(runner),
                      settings["max_seq_length"], **settings["options"])
 
@@ -304,9 +319,13 @@ def export_from_options(task, options, config, init_checkpoint, weights=None):
   """Exports `task` as the options say (an ExportOptions, or a run_*.py's FinetuneOptions after
   training, with its output_dir as init_checkpoint) for the model of `config` (its BertConfig,
   which the job checked options.max_seq_length against); `weights`: a checkpoint to load instead
-  of init_checkpoint's (the best weights a run kept)."""
+  of init_checkpoint's (the best weights a run kept). A reduced precision (--dtype=bfloat16,
+  --quantize) is exported and checked against float32 by bert_tf.serving.reduced."""
   serving = base.for_export(task, flag="--export_dir")
   server_options = serving.serving_options(options.task, init_checkpoint)
+  if options.dtype != "float32" or options.quantize != "none":
+    from bert_tf.serving import reduced  # pylint: disable=g-import-not-at-top  (it imports this)
+    return reduced.write(serving, options, config, weights or init_checkpoint, server_options)
   return export(serving, config, options.vocab_file, options.do_lower_case,
                 weights or init_checkpoint, options.export_dir, options.max_seq_length,
                 tflite=options.tflite, dtype=options.dtype, **server_options)

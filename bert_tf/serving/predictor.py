@@ -44,6 +44,7 @@ from bert_tf.model.formats import tf_checkpoint  # noqa: E402
 from bert_tf.model import model_files  # noqa: E402
 from bert_tf.serving import backends  # noqa: E402
 from bert_tf.serving import export  # noqa: E402
+from bert_tf.serving import guard  # noqa: E402
 from bert_tf.tasks import base  # noqa: E402
 
 TASK_CONFIG_FILE = tf_checkpoint.TASK_CONFIG_FILE
@@ -55,21 +56,29 @@ TASK_CONFIG_FILE = tf_checkpoint.TASK_CONFIG_FILE
 # ---------------------------------------------------------------------------- loading
 
 
-def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None,
-         dtype="float32", backend="auto"):
+def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None, dtype=None,
+         backend="auto", max_quantization_loss=guard.MAX_LOSS):
   """A Predictor for an export directory (a SavedModel, or numbered versions of one: the newest)
   or a fine-tuning output_dir (with task_config.json; its latest checkpoint).
 
   task: a registered task with an export (e.g. "glue", "squad", "ner"; or an older name of one,
   e.g. "classifier") to check that path holds that task (None: any).
   bert_config_file, vocab_file: for an output_dir without bert_config.json / vocab.txt copies.
-  dtype: the output_dir's model's (float32, bfloat16 or float16; an export keeps its own).
-  backend: "savedmodel" (the server's graph), or "tflite": the same server (tokenization, outputs
-  and post-processing, any task) around the model run by TensorFlow Lite. An export made with
-  --tflite holds the model and what rebuilds its server; an output_dir's float32 model is
-  converted on loading. "auto": for an export that holds the file, the backend timed fastest on
-  this machine (at batch 1 and batch_size, once per export and CPU: bert_tf.serving.backends),
-  else savedmodel. One log line says the backend and why.
+  dtype: the precision served. None: an export's SavedModel's own (float32 unless exported with
+  --dtype=bfloat16), an output_dir's float32. float32; bfloat16 (an export's bfloat16 SavedModel,
+  or OpenVINO on a CPU with bfloat16 instructions; an output_dir's model built in bfloat16);
+  float16 (an output_dir's); int8 (an export's --quantize model: TensorFlow Lite's, or
+  OpenVINO's). An export's reduced precision is served only where its accuracy check against
+  float32 (assets.extra/quantization.json) lost at most max_quantization_loss points (None:
+  unchecked), else refused in one line naming both figures.
+  backend: "savedmodel" (the server's graph), "tflite": the same server (tokenization, outputs
+  and post-processing, any task) around the model run by TensorFlow Lite, or "openvino": the
+  same around the export's model.tflite run by OpenVINO (where the openvino package is
+  installed). An export made with --tflite holds the model and what rebuilds its server; an
+  output_dir's float32 model is converted on loading. "auto": for an export that holds the file,
+  the backend timed fastest on this machine (at batch 1 and batch_size, once per export and CPU:
+  bert_tf.serving.backends) among those that serve dtype (float32: savedmodel and tflite), else
+  savedmodel. One log line says the backend and why.
   """
   if not isinstance(path, (str, os.PathLike)):
     raise TypeError(f"predictor.load: path should be a str or os.PathLike naming an export or a "
@@ -82,17 +91,21 @@ def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None,
     raise BertTfError(f"batch_size: expected a positive integer, got {batch_size!r}")
   if backend not in BACKENDS:
     raise BertTfError(f"backend: expected one of {', '.join(BACKENDS)}, got {backend!r}")
+  backends.check_dtype(dtype)
   if task is not None:
     task = base.for_export(task, flag="task").name
   if tf.io.gfile.exists(os.path.join(path, TASK_CONFIG_FILE)):
-    backend = backends.for_output_dir(path, backend)
+    dtype = dtype or "float32"
+    backend = backends.for_output_dir(path, backend, dtype)
     module = _server_from_output_dir(path, bert_config_file, vocab_file, dtype,
                                      tflite=backend == "tflite")
-    loaded = _predictor(module, module.serve, batch_size, backend)
+    loaded = _predictor(module, module.serve, batch_size, backend, dtype)
   elif tf.io.gfile.exists(os.path.join(path, "saved_model.pb")) or export.versions(path):
     version = export.resolve(path)
     loaded = backends.pick(version, backend, batch_size,
-                           lambda name: _from_export(version, name, batch_size))
+                           lambda name, d: _from_export(version, name, batch_size, d),
+                           dtype=None if dtype == "auto" else dtype,
+                           max_loss=max_quantization_loss)
   else:
     raise BertTfError(f"{path}: neither an export (saved_model.pb, or numbered versions of one) "
                       f"nor a fine-tuning output_dir ({TASK_CONFIG_FILE})")
@@ -104,18 +117,24 @@ def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None,
 BACKENDS = backends.BACKENDS
 
 
-def _from_export(version, backend, batch_size):
-  """The Predictor of an export's version directory through backend savedmodel or tflite."""
-  if backend == "tflite":
-    module = export.tflite_server(version)
-    return _predictor(module, module.serve, batch_size, backend)
+def _from_export(version, backend, batch_size, dtype="float32"):
+  """The Predictor of an export's version directory through backend savedmodel, tflite or
+  openvino, in dtype (backends.pick checked that the backend serves it)."""
+  if backend in ("tflite", "openvino"):
+    module = export.tflite_server(version, backend=backend, dtype=dtype)
+    return _predictor(module, module.serve, batch_size, backend, dtype)
   module = export.load(version)
-  return _predictor(module, module.signatures["serving_default"], batch_size, backend)
+  return _predictor(module, module.signatures["serving_default"], batch_size, backend, dtype)
 
 
-def _predictor(module, serve, batch_size, backend):
-  return Predictor(serve, batch_size=batch_size, module=module, backend=backend,
+def _predictor(module, serve, batch_size, backend, dtype="float32"):
+  return Predictor(serve, batch_size=batch_size, module=module, backend=backend, dtype=dtype,
                    **_describe(module, serve))
+
+
+def for_server(server, backend="savedmodel", batch_size=32):
+  """A Predictor calling a task server built in memory (export.build_server, make_server)."""
+  return _predictor(server, server.serve, batch_size, backend)
 
 
 # The fields load() needs in task_config.json, and their types (and "task", or "export_kind" in
@@ -195,9 +214,10 @@ class Predictor:
   """
 
   def __init__(self, serve, task, label_list=None, pair=False, regression=False, batch_size=32,
-               module=None, backend="savedmodel"):
+               module=None, backend="savedmodel", dtype="float32"):
     self.serve = serve
-    self.backend = backend  # what runs the model: "savedmodel" or "tflite"
+    self.backend = backend  # what runs the model: "savedmodel", "tflite" or "openvino"
+    self.dtype = dtype  # the precision it serves in
     self.module = module  # the loaded SavedModel or the in-memory server, kept alive
     self.task = task
     self.label_list = label_list
@@ -208,7 +228,7 @@ class Predictor:
   def __repr__(self):
     labels = f", labels {self.label_list}" if self.label_list else ""
     return (f"<bert_tf Predictor: {self.task}{labels}, batch_size {self.batch_size}, "
-            f"{self.backend}>")
+            f"{self.backend}, {self.dtype}>")
 
   def __call__(self, *texts, **inputs):
     server = base.for_export(self.task, flag="task").server_class

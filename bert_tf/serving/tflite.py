@@ -7,9 +7,10 @@ dynamic. Tokenization stays outside it, in bert_tf.text.fast_tokenization (Tenso
 tensorflow-text's ops built in), which is why the exported SavedModel (raw text in, one graph)
 remains the serving format and this file sits beside it (export_savedmodel.py --tflite).
 
-  blob = tflite_export.convert(model, ["logits"])          # float32
-  blob = tflite_export.convert(model, ["logits"], quantize="dynamic_int8")
-  runner = tflite_export.Runner(blob)                      # or Runner(path=...)
+  blob = tflite.convert(model, ["logits"])                 # float32
+  blob = tflite.convert(model, ["logits"], quantize="dynamic")
+  blob = tflite.convert(model, ["logits"], quantize="int8", calibration=[features, ...])
+  runner = tflite.Runner(blob)                             # or Runner(path=...)
   runner(input_ids, input_mask, segment_ids)               # -> {"logits": np.ndarray [B, 2]}
   server = make_server(..., model=ServingModel(runner), ...)  # a task server on the file
 
@@ -17,8 +18,15 @@ ServingModel puts the file in the place of a task server's Keras model (bert_tf.
 the server's own tokenization and post-processing run around it: bert_tf.serving.predictor's tflite
 backend, for every task.
 
-quantize="dynamic_int8" is TensorFlow Lite's dynamic-range quantization: weights int8, one scale
-per output channel, activations quantized on the fly; measured against float32 in BENCHMARKS.md.
+quantize="dynamic" is TensorFlow Lite's dynamic-range quantization: weights int8, one scale per
+output channel, each matmul's input quantized on the fly from its own range. quantize="int8" is
+post-training integer quantization, calibrated: the same int8 weights, and each matmul's input
+quantized with one scale and zero point fixed from the ranges the calibration inputs reach. Only
+the dense layers' matmuls (FULLY_CONNECTED, INT8_OPS) run in int8; every other op keeps float32
+(TensorFlow Lite's selective quantization: its QuantizationDebugger's denylist), because int8 costs
+either accuracy or speed there, as measured (BENCHMARKS.md, int8-ops): the embeddings' lookup, the
+layer norms' mean and variance, the softmax, the attention's batched matmuls (TensorFlow Lite has
+only reference int8 kernels for them on x86, many times slower than XNNPACK's float32) and GELU.
 """
 import os
 import warnings
@@ -31,19 +39,27 @@ from bert_tf.io import integrity
 from bert_tf.model import activations
 
 FEATURES = ("input_ids", "input_mask", "segment_ids")
-QUANTIZE = ("none", "dynamic_int8")
+QUANTIZE = ("none", "dynamic", "int8")
+# The ops quantize="int8" computes in int8 (the module docstring says why only these).
+INT8_OPS = ("FULLY_CONNECTED",)
 
 
-def _check_quantize(quantize):
+def _check_quantize(quantize, calibration):
   if quantize not in QUANTIZE:
     raise ValueError(f"quantize should be one of {QUANTIZE}, got {quantize!r}")
+  if (quantize == "int8") != bool(calibration):
+    raise ValueError("convert: calibration inputs go with quantize='int8', and only with it")
 
 
-def convert(model, output_keys=None, quantize="none"):
+def convert(model, output_keys=None, quantize="none", calibration=None, int8_ops=INT8_OPS):
   """The .tflite bytes of `model` (a Keras model taking the FEATURES dict, returning a dict)
   called with training=False on int32 [B, T] ids, giving its `output_keys` (default: every
-  output) as float32. A float32 model only: TensorFlow Lite's XNNPACK path is float32."""
-  _check_quantize(quantize)
+  output) as float32. A float32 model only: TensorFlow Lite's XNNPACK path is float32.
+
+  quantize: none, dynamic or int8 (the module docstring). calibration: with int8, a list of
+  {feature: int32 numpy [1, T]} (one input each, unpadded, as the server gives the model);
+  int8_ops: the TensorFlow Lite op types computed in int8, every other one in float32."""
+  _check_quantize(quantize, calibration)
   if model.compute_dtype != "float32":
     raise BertTfError(f"--tflite: exports a float32 model only, not a {model.compute_dtype} one "
                       f"(--dtype; the predictor's dtype= likewise)")
@@ -63,12 +79,33 @@ def convert(model, output_keys=None, quantize="none"):
     with activations.unfused_inference_gelu():  # no XLA-compiled GELU inside the file
       function = serve.get_concrete_function()
     converter = tf.lite.TFLiteConverter.from_concrete_functions([function], model)
-    if quantize == "dynamic_int8":
-      converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    return converter.convert()
+    if quantize == "none":
+      return converter.convert()
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    if quantize == "dynamic":
+      return converter.convert()
+    return calibrated(converter, lambda: ({name: np.asarray(f[name], np.int32) for name in FEATURES}
+                                          for f in calibration), int8_ops)
   finally:
     if trim:
       model.trim_padding = trim
+
+
+def calibrated(converter, inputs, int8_ops=INT8_OPS):
+  """The converter's model quantized with TensorFlow Lite's calibration on inputs() (a callable
+  giving an iterator of {input name: numpy array}), int8 only in the op types of int8_ops."""
+  from tensorflow.lite.python import schema_py_generated  # pylint: disable=g-import-not-at-top
+  # Every builtin op type but int8_ops stays float32 (the debugger's denylist takes op names).
+  denylist = [name for name in dir(schema_py_generated.BuiltinOperator)
+              if name.isupper() and name not in int8_ops]
+  converter.optimizations = [tf.lite.Optimize.DEFAULT]
+  converter.representative_dataset = inputs
+  with warnings.catch_warnings():  # the debugger's "experimental" notices
+    warnings.simplefilter("ignore")
+    debugger = tf.lite.experimental.QuantizationDebugger(
+        converter=converter, debug_dataset=inputs,
+        debug_options=tf.lite.experimental.QuantizationDebugOptions(denylisted_ops=denylist))
+    return debugger.get_nondebug_quantized_model()
 
 
 # Rows of at most this many tokens a pass: a bigger batch runs as several passes, so that the
@@ -116,15 +153,21 @@ class Runner:
     """{output key: float32 numpy array} for int [B, T] numpy ids."""
     arrays = [np.ascontiguousarray(a, dtype=np.int32)
               for a in (input_ids, input_mask, segment_ids)]
-    batch_size, seq_length = arrays[0].shape
-    rows = (batch_size if self.tokens_per_pass is None
-            else max(1, self.tokens_per_pass // max(1, seq_length)))
-    if batch_size <= rows:
-      return self._run(**dict(zip(FEATURES, arrays)))
-    passes = [self._run(**{name: array[start:start + rows]
-                           for name, array in zip(FEATURES, arrays)})
-              for start in range(0, batch_size, rows)]
-    return {key: np.concatenate([outputs[key] for outputs in passes]) for key in passes[0]}
+    return in_passes(self._run, arrays, self.tokens_per_pass)
+
+
+def in_passes(run, arrays, tokens_per_pass):
+  """run(**{feature: rows}) over the int32 arrays (FEATURES' [B, T]), in passes of
+  max(1, tokens_per_pass // T) rows (tokens_per_pass None: one pass), the outputs concatenated
+  ({output key: array}: batch-major)."""
+  batch_size, seq_length = arrays[0].shape
+  rows = (batch_size if tokens_per_pass is None
+          else max(1, tokens_per_pass // max(1, seq_length)))
+  if batch_size <= rows:
+    return run(**dict(zip(FEATURES, arrays)))
+  passes = [run(**{name: array[start:start + rows] for name, array in zip(FEATURES, arrays)})
+            for start in range(0, batch_size, rows)]
+  return {key: np.concatenate([outputs[key] for outputs in passes]) for key in passes[0]}
 
 
 class ServingModel:

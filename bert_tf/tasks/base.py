@@ -37,6 +37,11 @@ from bert_tf.io import progress
 # Record files in output_dir, per split, unless a task names others (Task.record_files).
 RECORD_FILES = {"train": "train.tf_record", "dev": "eval.tf_record", "test": "predict.tf_record"}
 
+# The help of --data_dir on export_savedmodel.py, for the tasks whose data it names (glue, ner).
+DATA_DIR_EXPORT = ("--task=glue or ner with --quantize or --dtype=bfloat16: the task's data "
+                   "directory, whose dev file checks the reduced-precision model against float32 "
+                   "and whose training file calibrates int8.")
+
 _REGISTRY = {}
 _discovered = False
 

@@ -329,7 +329,7 @@ class NerOptions:
 
   data_dir: Optional[str] = option(
       None, "The input data dir, with train.txt, valid.txt and test.txt in CoNLL column format "
-      "(word first, NER tag last, IOB1 or IOB2).")
+      "(word first, NER tag last, IOB1 or IOB2).", export=base.DATA_DIR_EXPORT)
   feature_based: bool = option(
       False, "Freeze BERT and train a two-layer BiLSTM over --feature_layers (the paper's "
       "feature-based approach) instead of fine-tuning.", group="model")

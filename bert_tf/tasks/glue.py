@@ -350,7 +350,8 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
 class GlueOptions:
   """run_classifier.py's own flags (--task_name also export_savedmodel.py's, for --task=glue)."""
   data_dir: Optional[str] = option(None, "The input data dir. Should contain the .tsv files (or "
-                                      "other data files) for the task.")
+                                      "other data files) for the task.",
+                                      export=base.DATA_DIR_EXPORT)
   task_name: Optional[str] = option(
       None, "The name of the task to train: cola, sst-2, mrpc, qqp, sts-b, mnli, mnli-mm, qnli, "
       "rte, wnli or xnli.", export="--task=glue: the GLUE task the model was fine-tuned on (its "

@@ -385,9 +385,13 @@ class SquadOptions:
   LACKS = ("do_eval", "eval_batch_size")
   DEFAULTS = {"max_seq_length": 384}
 
-  train_file: Optional[str] = option(None, "SQuAD json for training. E.g., train-v1.1.json")
+  train_file: Optional[str] = option(None, "SQuAD json for training. E.g., train-v1.1.json",
+                                     export="--task=squad with --quantize=int8: the SQuAD json "
+                                     "whose questions calibrate int8.")
   predict_file: Optional[str] = option(None, "SQuAD json for predictions. E.g., dev-v1.1.json or "
-                                       "test-v1.1.json")
+                                       "test-v1.1.json", export="--task=squad with --quantize or "
+                                       "--dtype=bfloat16: the SQuAD json (with answers) that "
+                                       "checks the reduced-precision model against float32.")
   doc_stride: int = option(128, "When splitting up a long document into chunks, how much stride "
                            "to take between chunks.", export=True, at_least=1)
   max_query_length: int = option(64, "The maximum number of tokens for the question. Questions "
