@@ -17,7 +17,7 @@ from absl import flags  # noqa: E402
 
 from bert_tf.cli import flags as bert_flags  # noqa: E402
 from bert_tf.io import progress  # noqa: E402
-from bert_tf.serving import export  # noqa: E402
+from bert_tf.drivers import exporting  # noqa: E402
 from bert_tf.serving import guard  # noqa: E402
 from bert_tf.tasks import base  # noqa: E402
 
@@ -36,7 +36,7 @@ def define_flags():
 def main(_):
   values = bert_flags.values()
   task = base.for_export(values.task)
-  path = export.run(task, bert_flags.export_options(values, task))
+  path = exporting.run(task, bert_flags.export_options(values, task))
   progress.summary("Finished", [("SavedModel", path)], figures=guard.figures(path))
 
 

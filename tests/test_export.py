@@ -16,6 +16,7 @@ import tf_keras
 
 from bert_tf.errors import BertTfError
 from bert_tf.drivers import finetune_options
+from bert_tf.drivers import exporting
 from bert_tf.serving import export
 from bert_tf.tasks import conll
 from bert_tf.tasks import glue
@@ -433,7 +434,7 @@ def test_export_checks_max_seq_length_against_the_model_first(tmp_path):
   for length, message in [(4, "expected an integer of at least 5"),
                           (too_long, f"cannot use sequence length {too_long} because")]:
     with pytest.raises(BertTfError, match=re.escape(f"--max_seq_length: {message}")):
-      export.run(glue.GlueTask, finetune_options.ExportOptions(
+      exporting.run(glue.GlueTask, finetune_options.ExportOptions(
           bert_config_file=str(tmp_path / "bert_config.json"),
           vocab_file=str(tmp_path / "vocab.txt"), init_checkpoint=str(tmp_path / "model.ckpt-1"),
           export_dir=str(tmp_path / "x"), max_seq_length=length,

@@ -20,6 +20,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.drivers import finetune_options
 from bert_tf.model.config import BertConfig
 from bert_tf.serving import backends
+from bert_tf.drivers import exporting
 from bert_tf.serving import export
 from bert_tf.serving import guard
 from bert_tf.serving import openvino_runner
@@ -191,7 +192,7 @@ def test_the_guard_refuses_a_broken_quantization(made, monkeypatch):
       quantization_check_file=str(made.tmp / "check.tsv"),
       task=task.options_class(task_name="SST-2"))
   with pytest.raises(BertTfError) as refused:
-    export.export_from_options(task, options, made.config, str(made.tmp / "ckpt"))
+    exporting.export_from_options(task, options, made.config, str(made.tmp / "ckpt"))
   [version] = export.versions(str(made.tmp / "broken"))
   version = os.path.join(str(made.tmp / "broken"), str(version))
   assert str(refused.value) == (

@@ -10,6 +10,7 @@ import pytest
 from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
 from bert_tf.drivers import finetune_options
+from bert_tf.drivers import exporting
 from bert_tf.serving import export
 from bert_tf.serving import predictor
 from bert_tf.tasks import base
@@ -101,11 +102,11 @@ def test_old_task_config_files_still_load(tmp_path, kind, name):
   # the server's default serves it).
   assert set(task.server_class.OPTIONS) - {"doc_stride"} <= set(config)
   own = task.options_class()  # export_savedmodel.py's task options, flags left out
-  export.check_task_config(kind, own, str(tmp_path))  # the run's own kind (an alias): no error
-  export.check_task_config(name, own, str(tmp_path))  # and its registered name
+  exporting.check_task_config(kind, own, str(tmp_path))  # the run's own kind (an alias): no error
+  exporting.check_task_config(name, own, str(tmp_path))  # and its registered name
   other = "ner" if kind != "ner" else "squad"
   with pytest.raises(BertTfError, match=f"^--task: .* not {other}: pass --task={name}$"):
-    export.check_task_config(other, base.get(other).options_class(), str(tmp_path))
+    exporting.check_task_config(other, base.get(other).options_class(), str(tmp_path))
 
 
 @pytest.mark.parametrize("recorded,task,own,expected", [

@@ -278,7 +278,7 @@ class FinetuneOptions(ExportFlags, ModelOptions):
 @dataclasses.dataclass(frozen=True)
 class ExportOptions(ExportFlags, ModelOptions):
   """export_savedmodel.py's options (bert_flags.export_options builds them from its flags), for
-  export.run(task_class, options); `task` holds the task's own options (its options_class, with
+  exporting.run(task_class, options); `task` holds the task's own options (its options_class, with
   the flags it defines for export_savedmodel.py: the classifier's --task_name, NER's
   --label_file, SQuAD's server flags)."""
   max_seq_length: int = option(128, MAX_SEQ_LENGTH_HELP + "Longer inputs are truncated as in "

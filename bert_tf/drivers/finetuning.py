@@ -32,7 +32,7 @@ from bert_tf.io.fileio import write_text_atomically
 from bert_tf.drivers import distillation
 from bert_tf.model.formats import tf_checkpoint
 from bert_tf.model import model_files
-from bert_tf.serving import export
+from bert_tf.drivers import exporting
 from bert_tf.serving import guard
 from bert_tf.serving import reduced
 from bert_tf.tasks import base
@@ -227,8 +227,8 @@ def _run(options, start, strategy, config, task, plan, directory):
     scalars.write_eval_scalars(options.output_dir, results["dev"], loop.global_step(model))
   export_path = None
   if options.export_dir:
-    export_path = export.export_from_options(type(task), options, config, options.output_dir,
-                                            weights=keeper.prefix if keeper else None)
+    export_path = exporting.export_from_options(type(task), options, config, options.output_dir,
+                                               weights=keeper.prefix if keeper else None)
   if chief:
     _summary(options, start, model, task, results, export_path, best)
   return results

@@ -23,12 +23,9 @@ refused in one line naming both figures (refusal).
 The export keeps the document in QUANTIZATION_FILE (read_records); the predictor reads it at load
 (accepted). calibration_inputs are training examples, drawn with a seed.
 """
-import dataclasses
 import json
 import os
 import random
-import types
-from typing import Any, Callable
 
 import numpy as np
 import tensorflow as tf
@@ -36,11 +33,6 @@ import tensorflow as tf
 from bert_tf.errors import BertTfError
 from bert_tf.io import fileio
 from bert_tf.tasks import base
-from bert_tf.tasks import conll
-from bert_tf.tasks import conlleval
-from bert_tf.tasks import glue
-from bert_tf.tasks import squad
-from bert_tf.tasks import squad_metrics
 
 MAX_LOSS = 0.5  # points of the keep-best metric a reduced-precision path may lose by default
 QUANTIZATION_FILE = os.path.join("assets.extra", "quantization.json")
@@ -59,153 +51,33 @@ def describe_path(key):
   return f"{BACKEND_NAMES.get(backend, backend)} {dtype}"
 
 
-@dataclasses.dataclass(frozen=True)
-class CheckSet:
-  """The held-out rows of a task a path is checked on, and how they are scored."""
-  source: str  # the file the rows come from
-  what: str  # what a row is, for messages ("dev examples", "sentences", "questions")
-  inputs: dict  # the predictor call's keyword arguments ({name: [value per row]})
-  metric: str  # the keep-best metric
-  scale: float  # points per unit of the metric (100 for a fraction)
-  scores: Callable[[list], dict]  # the predictor's results -> {metric name: value}
-  same: Callable[[Any, Any], bool]  # whether two results of one row are the same
-
-  @property
-  def count(self):
-    return len(next(iter(self.inputs.values())))
-
-
-# ---------------------------------------------------------------------------- each task's rows
-
-
-def _glue_task(task_options):
-  """The GLUE task of run_classifier's --task_name (its processor, labels and metrics)."""
-  if not task_options.task_name:
-    raise BertTfError("--task_name: needed to read the classifier's check rows")
-  return glue.GlueTask(types.SimpleNamespace(task=task_options), None)
-
-
-def _glue_rows(task_options, path, split):
-  task = _glue_task(task_options)
-  examples = task.processor._create_examples(path, split)  # pylint: disable=protected-access
-  inputs = {"texts": [(e.text_a, e.text_b or "") if task.processor.columns[split][3] is not None
-                      else e.text_a for e in examples]}
-  return task, examples, inputs
-
-
-def _glue_check(task_options, path):
-  task, examples, inputs = _glue_rows(task_options, path, "dev")
-  labels = np.array([e.label if task.regression else task.label_list.index(e.label)
-                     for e in examples], np.float64)
-
-  def scores(results):
-    if task.regression:
-      logits = np.array([[r["score"]] for r in results], np.float64)
-    else:  # the probabilities' logarithms: the logits' argmax and cross-entropy
-      logits = np.log(np.maximum(np.array([[r["scores"][name] for name in task.label_list]
-                                           for r in results], np.float64), 1e-30))
-    return task.eval_metrics(logits, labels)
-
-  def same(a, b):
-    return a.get("label", a.get("score")) == b.get("label", b.get("score"))
-
-  return CheckSet(path, "dev examples", inputs, task.primary_metric, 100.0, scores, same)
-
-
-def _ner_check(task_options, path):
-  sentences = conll.read_conll(path)
-  gold = [s.tags for s in sentences]
-
-  def scores(results):
-    predicted = [[tag for _, tag in result] for result in results]
-    return conlleval.scores_to_results(conlleval.entity_scores(gold, predicted))
-
-  return CheckSet(path, "sentences", {"texts": [" ".join(s.words) for s in sentences]},
-                  "eval_f1", 100.0, scores, lambda a, b: a == b)
-
-
-def _squad_questions(path):
-  """(dataset, [(id, question, context)]) of a SQuAD file."""
-  dataset = squad.load_squad_json(path)
-  return dataset, [(qa["id"], qa["question"], paragraph["context"])
-                   for article in dataset["data"] for paragraph in article["paragraphs"]
-                   for qa in paragraph["qas"]]
-
-
-def _squad_check(task_options, path):
-  dataset, questions = _squad_questions(path)
-  version_2 = task_options.version_2_with_negative or any(
-      qa.get("is_impossible") for article in dataset["data"]
-      for paragraph in article["paragraphs"] for qa in paragraph["qas"])
-
-  def scores(results):
-    predictions = {qid: r["answer"] if r["has_answer"] else ""
-                   for (qid, _, _), r in zip(questions, results)}
-    if version_2:
-      return dict(squad_metrics.evaluate_v2(dataset["data"], predictions))
-    return dict(squad_metrics.evaluate_v1(dataset["data"], predictions))
-
-  def same(a, b):
-    return a["has_answer"] == b["has_answer"] and (not a["has_answer"] or
-                                                  a["answer"] == b["answer"])
-
-  return CheckSet(path, "questions", {"question": [q for _, q, _ in questions],
-                                      "context": [c for _, _, c in questions]},
-                  "f1", 1.0, scores, same)
-
-
-def _dev_file(task_name, task_options):
-  """(flag, the task's dev file) from its options."""
-  if task_name == "squad":
-    return "--predict_file", task_options.predict_file
-  data_dir = task_options.data_dir
-  if task_name == "ner":
-    return "--data_dir", data_dir and os.path.join(data_dir, conll.SPLIT_FILES["dev"])
-  return "--data_dir", data_dir and os.path.join(
-      data_dir, glue.get_processor(task_options.task_name).dev_file)
-
-
-_CHECKS = {"glue": _glue_check, "ner": _ner_check, "squad": _squad_check}
+# ---------------------------------------------------------------------------- the task's rows
 
 
 def check_set(task_class, task_options, check_file=None):
   """The CheckSet of the task (a registered Task class with a server) and its options: the rows
-  of check_file, or else of the task's dev file."""
-  if task_class.name not in _CHECKS:
+  of check_file, or else of the task's dev file (Task.dev_file, Task.check_rows)."""
+  if task_class.name not in base.precision_checked():
     raise BertTfError(f"--quantize: no accuracy check is known for a {task_class.name} model "
-                      f"(only {', '.join(sorted(_CHECKS))})")
-  flag, path = ("--quantization_check_file", check_file) if check_file else _dev_file(
-      task_class.name, task_options)
+                      f"(only {', '.join(base.precision_checked())})")
+  flag, path = (("--quantization_check_file", check_file) if check_file else
+                task_class.dev_file(task_options))
   if not path:
     raise BertTfError(f"{flag}: needed to check a reduced-precision model against float32 "
                       f"(the task's dev rows), or give --quantization_check_file")
   fileio.check_input_file(path, flag)
-  return _CHECKS[task_class.name](task_options, path)
+  return task_class.check_rows(task_options, path)
 
 
 # ---------------------------------------------------------------------------- calibration
 
 
 def _training_inputs(task_class, task_options):
-  """(flag, the training file, the predictor inputs of its examples)."""
-  name = task_class.name
-  if name == "squad":
-    if not task_options.train_file:
-      raise BertTfError("--train_file: needed to calibrate int8 on the task's training examples")
-    _, questions = _squad_questions(task_options.train_file)
-    return task_options.train_file, {"question": [q for _, q, _ in questions],
-                                     "context": [c for _, _, c in questions]}
-  if not task_options.data_dir:
-    raise BertTfError("--data_dir: needed to calibrate int8 on the task's training examples")
-  if name == "ner":
-    path, sentences = conll.read_split(task_options.data_dir, "train")
-    return path, {"texts": [" ".join(s.words) for s in sentences]}
-  if name != "glue":
-    raise BertTfError(f"--quantize: int8 calibration is not known for a {name} model")
-  path = os.path.join(task_options.data_dir,
-                      glue.get_processor(task_options.task_name).train_file)
-  fileio.check_input_file(path, "--data_dir")
-  return path, _glue_rows(task_options, path, "train")[2]
+  """(the training file, the predictor inputs of its examples): Task.calibration_rows."""
+  rows = task_class.calibration_rows(task_options)
+  if rows is None:
+    raise BertTfError(f"--quantize: int8 calibration is not known for a {task_class.name} model")
+  return rows
 
 
 def calibration_inputs(task_class, task_options, count, seed):

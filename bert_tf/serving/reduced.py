@@ -42,7 +42,7 @@ from bert_tf.training import precision
 
 
 def write(task, options, config, checkpoint, server_options):
-  """export.export_from_options for a reduced precision (see the module docstring); returns the
+  """bert_tf.drivers.exporting.export_from_options for a reduced precision (see the module docstring); returns the
   version directory. task: the registered Task class; options: ExportOptions or a run's
   FinetuneOptions; checkpoint: the weights to export."""
   dtype = precision.resolve(options.dtype, warn=False, config=config,

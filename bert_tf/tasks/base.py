@@ -27,8 +27,10 @@ values. get(name) and names() find every module of this package: a new task type
 here (and its run script), nothing else to list; a task registered elsewhere before it is used
 serves as well (tests/test_new_task.py defines one in a test file).
 """
+import dataclasses
 import importlib
 import pkgutil
+from typing import Any, Callable
 
 from bert_tf.data import packing_finetune
 from bert_tf.errors import BertTfError
@@ -257,3 +259,47 @@ class Task:
     """What kind of run a task_config.json of this task is, where a predictor cannot serve it
     (e.g. "feature-based NER"), else None."""
     return None
+
+  # ------------------------------------------------------------------ reduced precision
+  @classmethod
+  def dev_file(cls, task_options):
+    """(flag, the task's dev file from its options, or None): the rows a reduced-precision
+    export is checked on unless a --quantization_check_file is given."""
+    return "--data_dir", None
+
+  @classmethod
+  def check_rows(cls, task_options, path):
+    """The CheckSet of the rows of `path` (a file in the format of the task's dev file) on which
+    bert_tf.serving.guard scores a reduced-precision path against float32; None: the task has
+    no such check."""
+    return None
+
+  @classmethod
+  def calibration_rows(cls, task_options):
+    """(the training file, {predictor input: [value per example]}): the examples int8 is
+    calibrated on; None: the task has none."""
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckSet:
+  """The held-out rows of a task a reduced-precision path is checked on, and how they are
+  scored (Task.check_rows; bert_tf.serving.guard runs them)."""
+  source: str  # the file the rows come from
+  what: str  # what a row is, for messages ("dev examples", "sentences", "questions")
+  inputs: dict  # the predictor call's keyword arguments ({name: [value per row]})
+  metric: str  # the keep-best metric
+  scale: float  # points per unit of the metric (100 for a fraction)
+  scores: Callable[[list], dict]  # the predictor's results -> {metric name: value}
+  same: Callable[[Any, Any], bool]  # whether two results of one row are the same
+
+  @property
+  def count(self):
+    return len(next(iter(self.inputs.values())))
+
+
+def precision_checked():
+  """The registered tasks whose reduced-precision exports have an accuracy check."""
+  _discover()
+  return sorted(name for name, cls in _REGISTRY.items()
+                if cls.check_rows.__func__ is not Task.check_rows.__func__)

@@ -503,6 +503,32 @@ class NerTask(base.Task):
     return {"label_list": list(self.label_list),
             "feature_based": bool(self.options.task.feature_based)}
 
+  # ------------------------------------------------------------------ reduced precision
+  @classmethod
+  def dev_file(cls, task_options):
+    data_dir = task_options.data_dir
+    return "--data_dir", data_dir and os.path.join(data_dir, SPLIT_FILES["dev"])
+
+  @classmethod
+  def check_rows(cls, task_options, path):
+    """Scored by conlleval's entity F1; a sentence differs when one of its tags does."""
+    sentences = read_conll(path)
+    gold = [s.tags for s in sentences]
+
+    def scores(results):
+      predicted = [[tag for _, tag in result] for result in results]
+      return conlleval.scores_to_results(conlleval.entity_scores(gold, predicted))
+
+    return base.CheckSet(path, "sentences", {"texts": [" ".join(s.words) for s in sentences]},
+                         "eval_f1", 100.0, scores, lambda a, b: a == b)
+
+  @classmethod
+  def calibration_rows(cls, task_options):
+    if not task_options.data_dir:
+      raise BertTfError("--data_dir: needed to calibrate int8 on the task's training examples")
+    path, sentences = read_split(task_options.data_dir, "train")
+    return path, {"texts": [" ".join(s.words) for s in sentences]}
+
   @classmethod
   def unservable(cls, config):
     return "feature-based NER" if config.get("feature_based") else None

@@ -10,6 +10,7 @@ import collections
 import csv
 import dataclasses
 import os
+import types
 from typing import Optional
 
 import numpy as np
@@ -530,6 +531,54 @@ class GlueTask(base.Task):
                  causal=False):
     return heads.BertClassifier(config, num_labels=num_labels, trim_padding=trim_padding,
                                 bilstm_units=bilstm_units, causal=causal)
+
+  # ------------------------------------------------------------------ reduced precision
+  @classmethod
+  def _rows(cls, task_options, path, split):
+    """(the task of --task_name, its examples in path, the predictor's inputs of them)."""
+    if not task_options.task_name:
+      raise BertTfError("--task_name: needed to read the classifier's check rows")
+    task = cls(types.SimpleNamespace(task=task_options), None)
+    examples = task.processor._create_examples(path, split)  # pylint: disable=protected-access
+    pair = task.processor.columns[split][3] is not None
+    return task, examples, {"texts": [(e.text_a, e.text_b or "") if pair else e.text_a
+                                      for e in examples]}
+
+  @classmethod
+  def dev_file(cls, task_options):
+    data_dir = task_options.data_dir
+    return "--data_dir", data_dir and os.path.join(
+        data_dir, get_processor(task_options.task_name).dev_file)
+
+  @classmethod
+  def check_rows(cls, task_options, path):
+    """Scored by the run's eval_metrics on the predictor's probabilities (their logarithms as
+    logits: the same argmax and cross-entropy); a row differs when its label (score) does."""
+    task, examples, inputs = cls._rows(task_options, path, "dev")
+    labels = np.array([e.label if task.regression else task.label_list.index(e.label)
+                       for e in examples], np.float64)
+
+    def scores(results):
+      if task.regression:
+        logits = np.array([[r["score"]] for r in results], np.float64)
+      else:
+        logits = np.log(np.maximum(np.array([[r["scores"][name] for name in task.label_list]
+                                             for r in results], np.float64), 1e-30))
+      return task.eval_metrics(logits, labels)
+
+    def same(a, b):
+      return a.get("label", a.get("score")) == b.get("label", b.get("score"))
+
+    return base.CheckSet(path, "dev examples", inputs, task.primary_metric, 100.0, scores, same)
+
+  @classmethod
+  def calibration_rows(cls, task_options):
+    if not task_options.data_dir:
+      raise BertTfError("--data_dir: needed to calibrate int8 on the task's training examples")
+    path = os.path.join(task_options.data_dir,
+                        get_processor(task_options.task_name).train_file)
+    fileio.check_input_file(path, "--data_dir")
+    return path, cls._rows(task_options, path, "train")[2]
 
 
 def logits_and_labels(batches):

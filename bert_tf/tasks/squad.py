@@ -419,6 +419,19 @@ class SquadOptions:
       raise BertTfError("--tune_null_threshold: needs --version_2_with_negative")
 
 
+def _questions(path):
+  """(dataset, [(id, question, context)]) of a SQuAD file."""
+  dataset = load_squad_json(path)
+  return dataset, [(qa["id"], qa["question"], paragraph["context"])
+                   for article in dataset["data"] for paragraph in article["paragraphs"]
+                   for qa in paragraph["qas"]]
+
+
+def _question_inputs(questions):
+  """The predictor's inputs of [(id, question, context)]."""
+  return {"question": [q for _, q, _ in questions], "context": [c for _, _, c in questions]}
+
+
 @base.register("squad")
 class SquadTask(base.Task):
   """SQuAD 1.1 / 2.0: windowed features, BertSpanLabeler, the original's answer files and the
@@ -552,6 +565,39 @@ class SquadTask(base.Task):
     return {name: results[name] for name in names if name in results}
 
   # ------------------------------------------------------------------ serving
+  # ------------------------------------------------------------------ reduced precision
+  @classmethod
+  def dev_file(cls, task_options):
+    return "--predict_file", task_options.predict_file
+
+  @classmethod
+  def check_rows(cls, task_options, path):
+    """Scored by the official script (v2 where the file has unanswerable questions); a question
+    differs when its answer, or its no-answer decision, does."""
+    dataset, questions = _questions(path)
+    version_2 = task_options.version_2_with_negative or any(
+        qa.get("is_impossible") for article in dataset["data"]
+        for paragraph in article["paragraphs"] for qa in paragraph["qas"])
+
+    def scores(results):
+      predictions = {qid: r["answer"] if r["has_answer"] else ""
+                     for (qid, _, _), r in zip(questions, results)}
+      evaluate = squad_metrics.evaluate_v2 if version_2 else squad_metrics.evaluate_v1
+      return dict(evaluate(dataset["data"], predictions))
+
+    def same(a, b):
+      return a["has_answer"] == b["has_answer"] and (not a["has_answer"] or
+                                                    a["answer"] == b["answer"])
+
+    return base.CheckSet(path, "questions", _question_inputs(questions), "f1", 1.0, scores,
+                         same)
+
+  @classmethod
+  def calibration_rows(cls, task_options):
+    if not task_options.train_file:
+      raise BertTfError("--train_file: needed to calibrate int8 on the task's training examples")
+    return task_options.train_file, _question_inputs(_questions(task_options.train_file)[1])
+
   @classmethod
   def serving_options(cls, task_options, init_checkpoint=None):
     own = task_options

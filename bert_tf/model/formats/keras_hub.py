@@ -28,7 +28,7 @@ from bert_tf.model.formats import hugging_face
 from bert_tf.model.formats import output_directory
 from bert_tf.model.formats.base import Described
 from bert_tf.model.formats.base import Source
-from bert_tf.model.formats import tfhub
+from bert_tf.model.formats import tfhub_layout
 from bert_tf.text import tokenization
 
 NAME = "keras_hub"
@@ -172,7 +172,7 @@ def source(described):
                         f"(expected {path})")
     for index, tf1 in enumerate(names):
       datasets[tf1] = h5[path][str(index)]
-  shapes = {tf1: tfhub.tf1_shape(tf1, dataset.shape) for tf1, dataset in datasets.items()}
+  shapes = {tf1: tfhub_layout.tf1_shape(tf1, dataset.shape) for tf1, dataset in datasets.items()}
   return Source(described.weights, shapes,
                 lambda name: _h5_array(datasets[name]).reshape(shapes[name]))
 

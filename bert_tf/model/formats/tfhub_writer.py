@@ -7,7 +7,7 @@ own export_tfhub_lib makes both SavedModels, so that they are what tfhub.dev and
   DIR/preprocess/  strings -> the encoder's inputs (its `tokenize` and `bert_pack_inputs` too),
                    the same ids as FullTokenizer
 
-Our weights go into Model Garden's BertEncoder under its names (tfhub.tf1_name, the inverse of a
+Our weights go into Model Garden's BertEncoder under its names (tfhub_layout.tf1_name, the inverse of a
 reshape), are written as its checkpoint, and export_model restores that as it restores any.
 The next-sentence head has no place in TF Hub's encoder and is left out.
 """
@@ -23,7 +23,7 @@ from official.nlp.tools import export_tfhub_lib
 
 from bert_tf.errors import BertTfError
 from bert_tf.model.formats import output_directory
-from bert_tf.model.formats import tfhub
+from bert_tf.model.formats import tfhub_layout
 
 # bert_config's hidden_act -> what Model Garden's get_activation makes the same function of.
 _ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu", "gelu_exact": tf_keras.activations.gelu,
@@ -64,7 +64,7 @@ def _assign(model, tensors):
   none is an error (a TF Hub encoder is whole)."""
   missing = []
   for variable in model.variables:
-    name = tfhub.tf1_name(variable.name.split(":")[0])
+    name = tfhub_layout.tf1_name(variable.name.split(":")[0])
     if name is None or name not in tensors:
       missing.append(name or variable.name)
       continue
@@ -79,7 +79,7 @@ def write(output, tensors, config, vocab_file, do_lower_case):
   """Writes DIR/encoder and DIR/preprocess (see the module's docstring) from `tensors` (TF1 name
   -> array) of a model of `config`, vocab_file their asset; returns DIR."""
   output_directory.check_new(output)
-  with_mlm = all(name in tensors for name in tfhub.MLM_NAMES)
+  with_mlm = all(name in tensors for name in tfhub_layout.MLM_NAMES)
   if not with_mlm:
     logging.info("%s: no masked-LM head in the input: the encoder has no `mlm` output", output)
   garden_config = model_garden_config(config)
@@ -88,11 +88,11 @@ def write(output, tensors, config, vocab_file, do_lower_case):
   with output_directory.new_directory(output) as tmp:
     weights = checkpoint.save(os.path.join(tmp, "weights", "ckpt"))  # save_counter too
     export_tfhub_lib.export_model(
-        os.path.join(tmp, tfhub.ENCODER_DIR), bert_config=garden_config,
+        os.path.join(tmp, tfhub_layout.ENCODER_DIR), bert_config=garden_config,
         model_checkpoint_path=weights, with_mlm=with_mlm, vocab_file=vocab_file,
         do_lower_case=bool(do_lower_case))
     export_tfhub_lib.export_preprocessing(
-        os.path.join(tmp, tfhub.PREPROCESS_DIR), vocab_file=vocab_file,
+        os.path.join(tmp, tfhub_layout.PREPROCESS_DIR), vocab_file=vocab_file,
         do_lower_case=bool(do_lower_case), tokenize_with_offsets=False,
         default_seq_length=min(DEFAULT_SEQ_LENGTH, config.max_position_embeddings))
     tf.io.gfile.rmtree(os.path.join(tmp, "weights"))
