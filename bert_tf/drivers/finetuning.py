@@ -227,7 +227,7 @@ def _run(options, start, strategy, config, task, plan, directory):
     scalars.write_eval_scalars(options.output_dir, results["dev"], loop.global_step(model))
   export_path = None
   if options.export_dir:
-    export_path = exporting.export_from_options(type(task), options, config, options.output_dir,
+    export_path = exporting.export_from_options(task.name, options, config, options.output_dir,
                                                weights=keeper.prefix if keeper else None)
   if chief:
     _summary(options, start, model, task, results, export_path, best)
