@@ -307,6 +307,8 @@ def _train_steps(strategy, state, manager, train_loop, log, evaluator, loop_opti
       evaluate = not stopped and evaluator is not None and evaluator.due(step, num_train_steps)
       if step % save_checkpoints_steps == 0 or step == num_train_steps or evaluate or stopped:
         _save(strategy, manager, step)
+      if stopped and isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        _barrier(strategy)
       if evaluate:
         stop = evaluator(state.model, step)
   finally:
@@ -497,6 +499,12 @@ def _save(strategy, manager, step):
     logging.info("Saved checkpoint %s", path)
   else:
     tf.io.gfile.rmtree(manager.directory)
+
+
+def _barrier(strategy):
+  """Every worker waits here for the others: after a stop's save, the chief's checkpoint is whole
+  on disk before any worker exits naming the output_dir's latest."""
+  strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
 
 
 # ---------------------------------------------------------------------------- eval and predict
