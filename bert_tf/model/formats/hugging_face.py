@@ -28,16 +28,23 @@ def weights_file(path):
   return None
 
 
-def read_json(path):
-  """A JSON object file of the model's, or None when absent; a one-line error naming it when it
-  does not parse."""
+def read_json_value(path):
+  """A JSON file of the model's (any JSON value), or None when absent; a one-line error naming
+  it when it does not parse."""
   if not tf.io.gfile.exists(path):
     return None
   with tf.io.gfile.GFile(path, "rb") as f:
     try:
-      value = json.loads(f.read().decode("utf-8-sig"))
+      return json.loads(f.read().decode("utf-8-sig"))
     except ValueError as e:
       raise BertTfError(f"{path}: not valid JSON ({e})") from None
+
+
+def read_json(path):
+  """A JSON object file of the model's, or None when absent (read_json_value)."""
+  value = read_json_value(path)
+  if value is None:
+    return None
   if not isinstance(value, dict):
     raise BertTfError(f"{path}: expected a JSON object")
   return value

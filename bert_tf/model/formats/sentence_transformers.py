@@ -18,12 +18,10 @@ sequence_length(...) is --max_seq_length or, left out, the model's own (extract_
 export_savedmodel.py read it, so that their vectors are encode()'s for long texts too).
 """
 import dataclasses
-import json
 import os
 
 import tensorflow as tf
 
-from bert_tf.errors import BertTfError
 from bert_tf.model.formats import hugging_face
 
 NAME = "sentence_transformers"
@@ -45,14 +43,7 @@ SUPPORTED_POOLINGS = ("cls", "mean", "max", "mean_sqrt_len")
 def _modules(directory):
   """modules.json's entries as [(kind, path)] (kind: the class name, e.g. "Pooling"), or None
   when the directory has no modules.json."""
-  path = os.path.join(directory, MODULES_FILE)
-  if not tf.io.gfile.exists(path):
-    return None
-  with tf.io.gfile.GFile(path, "rb") as f:
-    try:
-      entries = json.loads(f.read().decode("utf-8-sig"))
-    except ValueError as e:
-      raise BertTfError(f"{path}: not valid JSON ({e})") from None
+  entries = hugging_face.read_json_value(os.path.join(directory, MODULES_FILE))
   if not isinstance(entries, list):
     return None
   return [(str(e.get("type", "")).rsplit(".", 1)[-1], str(e.get("path", "")))
