@@ -30,6 +30,8 @@ predictor_inputs, predictor_result; bert_tf.tasks.text_server).
 import json
 import os
 
+from absl import logging
+
 from bert_tf.training import machine
 
 machine.prefer_onednn()  # before TensorFlow is imported (it reads the setting once, then)
@@ -46,6 +48,7 @@ from bert_tf.serving import backends  # noqa: E402
 from bert_tf.serving import export  # noqa: E402
 from bert_tf.serving import guard  # noqa: E402
 from bert_tf.tasks import base  # noqa: E402
+from bert_tf.training import precision  # noqa: E402
 
 TASK_CONFIG_FILE = tf_checkpoint.TASK_CONFIG_FILE
 
@@ -111,7 +114,20 @@ def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None,
                       f"nor a fine-tuning output_dir ({TASK_CONFIG_FILE})")
   if task is not None and task != loaded.task:
     raise BertTfError(f"task: {path} holds a {loaded.task} model, not {task}")
+  _warn_if_emulated(loaded)
   return loaded
+
+
+def _warn_if_emulated(loaded, cpuinfo=None):
+  """Warns when TensorFlow serves bfloat16 on a CPU without bfloat16 instructions, where it is
+  emulated and slower than float32 (OpenVINO refuses bfloat16 there; TensorFlow does not)."""
+  if loaded.backend != "savedmodel":
+    return
+  device = "gpu" if tf.config.list_physical_devices("GPU") else "cpu"
+  warning = precision.emulation_warning(
+      loaded.dtype, device, machine.read_cpuinfo() if cpuinfo is None else cpuinfo, name="dtype")
+  if warning:
+    logging.warning(warning)
 
 
 BACKENDS = backends.BACKENDS
