@@ -114,18 +114,16 @@ def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None,
                       f"nor a fine-tuning output_dir ({TASK_CONFIG_FILE})")
   if task is not None and task != loaded.task:
     raise BertTfError(f"task: {path} holds a {loaded.task} model, not {task}")
-  _warn_if_emulated(loaded)
   return loaded
 
 
-def _warn_if_emulated(loaded, cpuinfo=None):
+def _warn_if_emulated(backend, dtype):
   """Warns when TensorFlow serves bfloat16 on a CPU without bfloat16 instructions, where it is
   emulated and slower than float32 (OpenVINO refuses bfloat16 there; TensorFlow does not)."""
-  if loaded.backend != "savedmodel":
+  if backend != "savedmodel":
     return
   device = "gpu" if tf.config.list_physical_devices("GPU") else "cpu"
-  warning = precision.emulation_warning(
-      loaded.dtype, device, machine.read_cpuinfo() if cpuinfo is None else cpuinfo, name="dtype")
+  warning = precision.emulation_warning(dtype, device, machine.read_cpuinfo(), name="dtype")
   if warning:
     logging.warning(warning)
 
@@ -144,6 +142,7 @@ def _from_export(version, backend, batch_size, dtype="float32"):
 
 
 def _predictor(module, serve, batch_size, backend, dtype="float32"):
+  _warn_if_emulated(backend, dtype)
   return Predictor(serve, batch_size=batch_size, module=module, backend=backend, dtype=dtype,
                    **_describe(module, serve))
 
