@@ -120,10 +120,10 @@ def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None,
 def _warn_if_emulated(backend, dtype):
   """Warns when TensorFlow serves bfloat16 on a CPU without bfloat16 instructions, where it is
   emulated and slower than float32 (OpenVINO refuses bfloat16 there; TensorFlow does not)."""
-  if backend != "savedmodel":
+  if backend != "savedmodel" or dtype != "bfloat16":  # float32 loads read nothing more
     return
-  device = "gpu" if tf.config.list_physical_devices("GPU") else "cpu"
-  warning = precision.emulation_warning(dtype, device, machine.read_cpuinfo(), name="dtype")
+  warning = precision.emulation_warning(dtype, precision.device_in_use()[0],
+                                        machine.read_cpuinfo(), name="dtype")
   if warning:
     logging.warning(warning)
 
