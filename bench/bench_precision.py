@@ -137,8 +137,9 @@ def accuracy_lines():
       commands.append(f"- {name}, {took:.0f} s: `{' '.join(command)}` (check rows: "
                       f"{doc['check']['rows']} {doc['check']['what']} of {doc['check']['source']}"
                       f"; calibration: {doc.get('calibration')})")
-      lines += rows_of(name, doc, quantize)
-      print("\n".join(lines[-len(doc["paths"]) - 1:]), flush=True)
+      rows = rows_of(name, doc, quantize)
+      lines += rows
+      print("\n".join(rows), flush=True)
   return lines + ["", "The exports' commands:", ""] + commands
 
 

@@ -140,6 +140,35 @@ def test_bfloat16_that_the_cpu_would_emulate_is_served_with_a_warning(made, monk
       "float32; dtype=float32 (or auto) is faster on this machine"]
 
 
+@needs_openvino
+def test_openvino_int8_without_int8_dot_products_is_served_with_a_warning(made, monkeypatch,
+                                                                        opened):
+  # On an AVX2-only CPU OpenVINO's int8 ran slower than its float32: a load that names it says
+  # so; auto (which times it against TensorFlow Lite's) and CPUs with VNNI or AVX-512 do not.
+  cpu = {"flags": "flags\t\t: fpu sse2 avx avx2 fma\n"}
+  monkeypatch.setattr(predictor.machine, "read_cpuinfo", lambda path="/proc/cpuinfo": cpu["flags"])
+  warnings = []
+  monkeypatch.setattr(predictor.logging, "warning", lambda msg, *a: warnings.append(msg % a))
+  predictor.load(made.version, backend="openvino", dtype="int8")
+  predictor.load(made.version, dtype="int8")
+  predictor.load(made.version, backend="openvino", dtype="float32")
+  cpu["flags"] = "flags\t\t: fpu avx2 avx_vnni\n"
+  predictor.load(made.version, backend="openvino", dtype="int8")
+  assert [w for w in warnings if "int8" in w] == [
+      "dtype=int8 on backend='openvino' on a CPU without int8 dot products (AVX2, no avx_vnni, "
+      "avx512_vnni or amx_int8 in /proc/cpuinfo): OpenVINO's int8 runs slower than its float32 "
+      "here; backend='tflite' (or auto) serves int8 faster on this machine"]
+  for flags in ("flags\t\t: avx2 avx512f avx512bw\n", "Features\t: fp asimd i8mm\n", ""):
+    assert openvino_runner.int8_warning(flags) is None
+  # Its int8 models made without VNNI keep their int8 sums from saturating (the whole suite's
+  # OpenVINO int8 checks pass on such a CPU only so).
+  assert [openvino_runner.overflow_fix(flags) for flags in (
+      "flags\t\t: avx2 fma\n", "flags\t\t: avx2 avx512f avx512bw\n", "flags\t\t: avx2 avx_vnni\n",
+      "flags\t\t: avx2 avx512f avx512_vnni\n", "Features\t: fp asimd\n", "")] == [
+      "enable", "enable", "first_layer_only", "first_layer_only", "first_layer_only",
+      "first_layer_only"]
+
+
 @pytest.fixture
 def opened(monkeypatch, tmp_path):
   """The predictor's opening of an export's backend replaced by a stand-in (opening costs

@@ -31,6 +31,8 @@ import tensorflow as tf
 
 from bert_tf.errors import BertTfError
 from bert_tf.serving import tflite
+from bert_tf.training import machine
+from bert_tf.training import precision
 
 # OpenVINO's INFERENCE_PRECISION_HINT of each dtype the backend serves; int8 models keep their
 # int8 matmuls whatever the hint, which sets the precision of the other ops (INT8_HINT).
@@ -94,6 +96,29 @@ def core():
 def cpu_has_bf16():
   """Whether OpenVINO's CPU plugin computes bfloat16 natively on this CPU."""
   return "BF16" in core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+
+
+# x86's int8 dot-product instructions. OpenVINO's int8 is fast where the CPU has them. On an
+# AVX2-only CPU without them its int8 model ran at 0.7x its own float32, and TensorFlow Lite's int8
+# served the same export 1.6-1.8x faster than it (BENCHMARKS.md, openvino-avx2).
+VNNI_FLAGS = ("avx_vnni", "avx512_vnni", "amx_int8")
+
+
+def lacks_vnni(cpuinfo, without_avx512=False):
+  """Whether /proc/cpuinfo's text names an x86 CPU with AVX2 and none of VNNI_FLAGS (nor AVX-512,
+  with without_avx512); False where its flags are unknown or not x86's."""
+  wanted = ("avx2", *VNNI_FLAGS, *(("avx512f",) if without_avx512 else ()))
+  return precision.cpu_flags(cpuinfo, wanted) == ["avx2"]
+
+
+def int8_warning(cpuinfo):
+  """The one-line warning for int8 asked of backend='openvino' on an AVX2-only CPU (flags known;
+  AVX-512 without VNNI was not measured), else None."""
+  if not lacks_vnni(cpuinfo, without_avx512=True):
+    return None
+  return ("dtype=int8 on backend='openvino' on a CPU without int8 dot products (AVX2, no "
+          "avx_vnni, avx512_vnni or amx_int8 in /proc/cpuinfo): OpenVINO's int8 runs slower than "
+          "its float32 here; backend='tflite' (or auto) serves int8 faster on this machine")
 
 
 def check_precision(dtype, what="dtype"):
@@ -170,6 +195,15 @@ class Runner:
     return tflite.in_passes(self._run, arrays, self.tokens_per_pass)
 
 
+def overflow_fix(cpuinfo):
+  """NNCF's overflow fix for an int8 model made on this CPU. Without VNNI, OpenVINO multiplies
+  int8 in pairs whose 16-bit sums saturate (vpmaddubsw): the tiny test model's scores then moved
+  by up to 0.39 (median 0.11) on an AVX2-only CPU. "enable" quantizes every matmul's weights to
+  half the int8 range, which keeps the sums in (there: up to 0.11, median 0.015); with VNNI, the
+  full range but for the first layer (NNCF's default)."""
+  return "enable" if lacks_vnni(cpuinfo) else "first_layer_only"
+
+
 def quantize_int8(tflite_path, calibration):
   """{file name: bytes} of NNCF's int8 model of the .tflite file (an OpenVINO IR, model.xml and
   model.bin), calibrated on `calibration` (tflite.convert's: {feature: int32 [1, T]} each)."""
@@ -187,7 +221,9 @@ def quantize_int8(tflite_path, calibration):
   with _root_handlers_kept(), contextlib.redirect_stdout(io.StringIO()):
     nncf.set_log_level(logging.WARNING)
     quantized = nncf.quantize(model, data, model_type=nncf.ModelType.TRANSFORMER,
-                              subset_size=len(calibration))
+                              subset_size=len(calibration),
+                              advanced_parameters=nncf.AdvancedQuantizationParameters(
+                                  overflow_fix=nncf.OverflowFix(overflow_fix(machine.read_cpuinfo()))))
   with tempfile.TemporaryDirectory() as tmp:
     # compress_to_fp16=False: the float32 constants (the embeddings) stay float32, as computed.
     ov.save_model(quantized, os.path.join(tmp, "model.xml"), compress_to_fp16=False)

@@ -47,6 +47,7 @@ from bert_tf.model import model_files  # noqa: E402
 from bert_tf.serving import backends  # noqa: E402
 from bert_tf.serving import export  # noqa: E402
 from bert_tf.serving import guard  # noqa: E402
+from bert_tf.serving import openvino_runner  # noqa: E402
 from bert_tf.tasks import base  # noqa: E402
 from bert_tf.training import precision  # noqa: E402
 
@@ -114,6 +115,10 @@ def load(path, task=None, batch_size=32, bert_config_file=None, vocab_file=None,
                       f"nor a fine-tuning output_dir ({TASK_CONFIG_FILE})")
   if task is not None and task != loaded.task:
     raise BertTfError(f"task: {path} holds a {loaded.task} model, not {task}")
+  if (backend, dtype) == ("openvino", "int8"):  # named only: auto times it against TF Lite's
+    warning = openvino_runner.int8_warning(machine.read_cpuinfo())
+    if warning:
+      logging.warning(warning)
   return loaded
 
 
