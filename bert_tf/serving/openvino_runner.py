@@ -215,6 +215,7 @@ def quantize_int8(tflite_path, calibration):
                       "Python (pip install nncf)") from None
   ov = require()
   model = read_model(tflite_path)
+  fix = nncf.OverflowFix(overflow_fix(machine.read_cpuinfo()))
   data = nncf.Dataset([{name: np.asarray(f[name], np.int32) for name in tflite.FEATURES}
                        for f in calibration])
   # Without NNCF's INFO lines and its progress bars (rich's, on stdout).
@@ -223,7 +224,7 @@ def quantize_int8(tflite_path, calibration):
     quantized = nncf.quantize(model, data, model_type=nncf.ModelType.TRANSFORMER,
                               subset_size=len(calibration),
                               advanced_parameters=nncf.AdvancedQuantizationParameters(
-                                  overflow_fix=nncf.OverflowFix(overflow_fix(machine.read_cpuinfo()))))
+                                  overflow_fix=fix))
   with tempfile.TemporaryDirectory() as tmp:
     # compress_to_fp16=False: the float32 constants (the embeddings) stay float32, as computed.
     ov.save_model(quantized, os.path.join(tmp, "model.xml"), compress_to_fp16=False)
