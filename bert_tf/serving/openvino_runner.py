@@ -32,7 +32,6 @@ import tensorflow as tf
 from bert_tf.errors import BertTfError
 from bert_tf.serving import tflite
 from bert_tf.training import machine
-from bert_tf.training import precision
 
 # OpenVINO's INFERENCE_PRECISION_HINT of each dtype the backend serves; int8 models keep their
 # int8 matmuls whatever the hint, which sets the precision of the other ops (INT8_HINT).
@@ -104,17 +103,17 @@ def cpu_has_bf16():
 VNNI_FLAGS = ("avx_vnni", "avx512_vnni", "amx_int8")
 
 
-def lacks_vnni(cpuinfo, without_avx512=False):
-  """Whether /proc/cpuinfo's text names an x86 CPU with AVX2 and none of VNNI_FLAGS (nor AVX-512,
-  with without_avx512); False where its flags are unknown or not x86's."""
-  wanted = ("avx2", *VNNI_FLAGS, *(("avx512f",) if without_avx512 else ()))
-  return precision.cpu_flags(cpuinfo, wanted) == ["avx2"]
+def lacks_vnni(flags):
+  """Whether an x86 CPU's flags (machine.cpu's) have AVX2 and none of VNNI_FLAGS; False where
+  they are unknown (empty) or not x86's."""
+  return "avx2" in flags and flags.isdisjoint(VNNI_FLAGS)
 
 
 def int8_warning(cpuinfo):
-  """The one-line warning for int8 asked of backend='openvino' on an AVX2-only CPU (flags known;
-  AVX-512 without VNNI was not measured), else None."""
-  if not lacks_vnni(cpuinfo, without_avx512=True):
+  """The one-line warning for int8 asked of backend='openvino' on an AVX2-only CPU (flags known
+  from /proc/cpuinfo's text; AVX-512 without VNNI was not measured), else None."""
+  flags = machine.cpu(text=cpuinfo)["flags"]
+  if not lacks_vnni(flags) or "avx512f" in flags:
     return None
   return ("dtype=int8 on backend='openvino' on a CPU without int8 dot products (AVX2, no "
           "avx_vnni, avx512_vnni or amx_int8 in /proc/cpuinfo): OpenVINO's int8 runs slower than "
@@ -201,7 +200,7 @@ def overflow_fix(cpuinfo):
   by up to 0.39 (median 0.11) on an AVX2-only CPU. "enable" quantizes every matmul's weights to
   half the int8 range, which keeps the sums in (there: up to 0.11, median 0.015); with VNNI, the
   full range but for the first layer (NNCF's default)."""
-  return "enable" if lacks_vnni(cpuinfo) else "first_layer_only"
+  return "enable" if lacks_vnni(machine.cpu(text=cpuinfo)["flags"]) else "first_layer_only"
 
 
 def quantize_int8(tflite_path, calibration):

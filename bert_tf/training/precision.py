@@ -4,7 +4,6 @@
                each concrete --dtype and its tf_keras mixed-precision policy
   CHOICES      the values --dtype takes: PRECISIONS and "auto"
   AUTO_RULE    --dtype=auto's rule, as --help states it
-  cpu_flags(cpuinfo, wanted)                which of `wanted` /proc/cpuinfo's text names
   cpu_bf16_flags(cpuinfo)                   the bfloat16 instructions /proc/cpuinfo's text names
   choose(dtype, device, compute_capabilities, cpuinfo, timings=None) -> (dtype, why or None)
       the concrete dtype and, for auto, why; pure (no TensorFlow), so tests can pass any
@@ -45,8 +44,8 @@ MIN_BF16_COMPUTE_CAPABILITY = (8, 0)
 MIN_BF16_SPEEDUP = 1.1
 
 
-def cpu_flags(cpuinfo, wanted):
-  """Which of the flags `wanted` the text of /proc/cpuinfo names (its x86 `flags` or Arm
+def cpu_bf16_flags(cpuinfo):
+  """The bfloat16 instructions the text of /proc/cpuinfo names (its x86 `flags` or Arm
   `Features` lines), sorted; None when the text names no flags at all (no /proc/cpuinfo)."""
   if not cpuinfo:
     return None
@@ -55,13 +54,8 @@ def cpu_flags(cpuinfo, wanted):
     key, _, value = line.partition(":")
     if key.strip() in ("flags", "Features"):
       any_flags = True
-      found.update(flag for flag in value.split() if flag in wanted)
+      found.update(flag for flag in value.split() if flag in BF16_CPU_FLAGS)
   return sorted(found) if any_flags else None
-
-
-def cpu_bf16_flags(cpuinfo):
-  """The bfloat16 instructions /proc/cpuinfo's text names, sorted; None where it names no flags."""
-  return cpu_flags(cpuinfo, BF16_CPU_FLAGS)
 
 
 def _check(dtype):
