@@ -497,7 +497,7 @@ def model_dir_of(model):
 def ensure_prepared(model):
   directory = model_dir_of(model)
   if not os.path.exists(os.path.join(directory, "model_opt.onnx")) or not glob.glob(
-      os.path.join(directory, "export_int8", "*", "saved_model.pb")) or not all(
+      os.path.join(directory, "export_dynamic", "*", "saved_model.pb")) or not all(
       glob.glob(os.path.join(directory, export_name(task), "*", "assets.extra", "server.json"))
       for task in PREDICTOR_TASKS):  # export.TFLITE_SERVER_FILE (no TensorFlow imported here)
     subprocess.run(_self_command(f"--prepare={model}", f"--model_dir={directory}",

@@ -8,6 +8,7 @@ A tiny one-layer classifier on synthetic SST-2 rows, whose check rows are labell
 float32 predictions (float32 scores 100 on them: any path that flips labels loses)."""
 import json
 import os
+import shutil
 import sys
 import types
 
@@ -18,6 +19,7 @@ import tf_keras
 
 from bert_tf.errors import BertTfError
 from bert_tf.drivers import finetune_options
+from bert_tf.io import integrity
 from bert_tf.model.config import BertConfig
 from bert_tf.serving import backends
 from bert_tf.drivers import exporting
@@ -27,6 +29,7 @@ from bert_tf.serving import openvino_runner
 from bert_tf.serving import predictor
 from bert_tf.serving import tflite
 from bert_tf.tasks import base
+from bert_tf.training import machine
 from support import models
 from support import task_data
 from support import tiny
@@ -142,18 +145,19 @@ def test_bfloat16_that_the_cpu_would_emulate_is_served_with_a_warning(made, monk
 
 @needs_openvino
 def test_openvino_int8_without_int8_dot_products_is_served_with_a_warning(made, monkeypatch,
-                                                                        opened):
+                                                                        opened, tmp_path):
   # On an AVX2-only CPU OpenVINO's int8 ran slower than its float32: a load that names it says
   # so; auto (which times it against TensorFlow Lite's) and CPUs with VNNI or AVX-512 do not.
+  version = _quantized_with(made, tmp_path, "enable")  # as such a CPU makes it
   cpu = {"flags": "flags\t\t: fpu sse2 avx avx2 fma\n"}
   monkeypatch.setattr(predictor.machine, "read_cpuinfo", lambda path="/proc/cpuinfo": cpu["flags"])
   warnings = []
   monkeypatch.setattr(predictor.logging, "warning", lambda msg, *a: warnings.append(msg % a))
-  predictor.load(made.version, backend="openvino", dtype="int8")
-  predictor.load(made.version, dtype="int8")
-  predictor.load(made.version, backend="openvino", dtype="float32")
+  predictor.load(version, backend="openvino", dtype="int8")
+  predictor.load(version, dtype="int8")
+  predictor.load(version, backend="openvino", dtype="float32")
   cpu["flags"] = "flags\t\t: fpu avx2 avx_vnni\n"
-  predictor.load(made.version, backend="openvino", dtype="int8")
+  predictor.load(version, backend="openvino", dtype="int8")
   assert [w for w in warnings if "int8" in w] == [
       "dtype=int8 on backend='openvino' on a CPU without int8 dot products (AVX2, no avx_vnni, "
       "avx512_vnni or amx_int8 in /proc/cpuinfo): OpenVINO's int8 runs slower than its float32 "
@@ -167,6 +171,45 @@ def test_openvino_int8_without_int8_dot_products_is_served_with_a_warning(made, 
       "flags\t\t: avx2 avx512f avx512_vnni\n", "Features\t: fp asimd\n", "")] == [
       "enable", "enable", "first_layer_only", "first_layer_only", "first_layer_only",
       "first_layer_only"]
+
+
+def _quantized_with(made, tmp_path, fix):
+  """A copy of the export's version whose OpenVINO int8 model records NNCF's overflow fix `fix`
+  (the model is the same: the record is what the load reads)."""
+  version = tmp_path / fix / os.path.basename(made.version)
+  shutil.copytree(made.version, version)
+  xml = version / export.OPENVINO_INT8_FILES["model.xml"]
+  text, made_with = xml.read_text(), openvino_runner.made_overflow_fix(str(xml))
+  assert made_with == openvino_runner.overflow_fix(machine.read_cpuinfo())  # as this CPU made it
+  xml.write_text(text.replace(f"'overflow_fix': '{made_with}'", f"'overflow_fix': '{fix}'"))
+  os.remove(version / integrity.CHECKSUMS_FILE)  # the export's record of its files, made anew
+  integrity.write_checksums(str(version))
+  assert openvino_runner.made_overflow_fix(str(xml)) == fix
+  return str(version)
+
+
+@needs_openvino
+def test_openvino_int8_made_with_the_full_range_is_refused_where_it_would_saturate(
+    made, monkeypatch, opened, tmp_path):
+  # A model quantized on a CPU with VNNI (NNCF's full int8 range) may saturate its int8 sums on
+  # one without VNNI, where its check never ran: the load refuses it there in one line; auto
+  # serves TensorFlow Lite's; a model made with the fix, another CPU, or an unchecked load serve.
+  full, fixed = (_quantized_with(made, tmp_path, fix) for fix in ("first_layer_only", "enable"))
+  cpu = {"flags": "flags\t\t: fpu sse2 avx avx2 fma\n"}
+  monkeypatch.setattr(backends.machine, "read_cpuinfo", lambda path="/proc/cpuinfo": cpu["flags"])
+  with pytest.raises(BertTfError, match=r"^backend='openvino' dtype=int8: .*openvino_int8\.xml "
+                                        r"was quantized without NNCF's overflow fix .* export it "
+                                        r"again on this kind of CPU"):
+    predictor.load(full, backend="openvino", dtype="int8")
+  assert predictor.load(full, dtype="int8").backend == "tflite"
+  for version, max_loss in ((fixed, guard.MAX_LOSS), (full, None)):
+    assert predictor.load(version, backend="openvino", dtype="int8",
+                          max_quantization_loss=max_loss).backend == "openvino"
+  cpu["flags"] = "flags\t\t: fpu avx2 avx512f avx512_vnni\n"
+  assert predictor.load(full, backend="openvino", dtype="int8").backend == "openvino"
+  os.remove(os.path.join(full, export.OPENVINO_INT8_FILES["model.xml"]))
+  assert openvino_runner.made_overflow_fix(
+      os.path.join(full, export.OPENVINO_INT8_FILES["model.xml"])) is None
 
 
 @pytest.fixture

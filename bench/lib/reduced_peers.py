@@ -16,9 +16,10 @@ our encoder (sequence + pooled output) in each path bert_tf serves, and the peer
   ort_int8         ONNX Runtime on onnxruntime.quantization.quantize_dynamic of model_opt.onnx
   torch_int8       torch.ao.quantization.quantize_dynamic of transformers' BertModel (nn.Linear
                    in qint8; fbgemm / oneDNN's int8 kernels)
-  predictor_bf16, predictor_int8, predictor_ov_bf16, predictor_ov_int8: bert_tf.serving.predictor
-                   on the classifier export's reduced precisions (bfloat16 SavedModel; TensorFlow
-                   Lite int8; OpenVINO), prepare_exports' files, unchecked (random weights)
+  predictor_bf16, predictor_int8, predictor_dynamic, predictor_ov_bf16, predictor_ov_int8:
+                   bert_tf.serving.predictor on the classifier export's reduced precisions
+                   (bfloat16 SavedModel; TensorFlow Lite int8, calibrated and dynamic; OpenVINO),
+                   prepare_exports' files, unchecked (random weights)
 
 The int8 files are calibrated on CALIBRATION random-id rows of the bench's own inputs.
 """
@@ -156,8 +157,9 @@ def torch_int8_worker(bench, model_dir, batch_size):
 
 def prepare_exports(bench, model_dir):
   """The classifier's reduced-precision exports beside bench.prepare's: export_bf16 (its
-  SavedModel in bfloat16) and export_int8 (float32 SavedModel, model.tflite, the --quantize=int8
-  file and, with nncf, OpenVINO's int8 model), as export_savedmodel.py writes them, their accuracy
+  SavedModel in bfloat16), export_int8 (float32 SavedModel, model.tflite, the --quantize=int8
+  file and, with nncf, OpenVINO's int8 model) and export_dynamic (the same with the
+  --quantize=dynamic file, no OpenVINO), as export_savedmodel.py writes them, their accuracy
   check left out (random weights; the predictor peers load them unchecked)."""
   from bert_tf.model.config import BertConfig  # pylint: disable=g-import-not-at-top
   from bert_tf.serving import export  # pylint: disable=g-import-not-at-top
@@ -186,6 +188,10 @@ def prepare_exports(bench, model_dir):
     for name, data in openvino_runner.quantize_int8(tflite_path, rows).items():
       files[export.OPENVINO_INT8_FILES[name]] = data
   export.save(server, os.path.join(model_dir, "export_int8"), files)
+  dynamic = {name: data for name, data in files.items()
+             if name not in export.OPENVINO_INT8_FILES.values()}
+  dynamic[export.TFLITE_INT8_FILE] = tflite.convert(server.model, quantize="dynamic")
+  export.save(server, os.path.join(model_dir, "export_dynamic"), dynamic)
   for quantize in tflite.QUANTIZE:  # the encoder's files, before the workers that read them start
     encoder_file(bench, model_dir, quantize)
   if openvino_runner.nncf_available():
@@ -195,6 +201,7 @@ def prepare_exports(bench, model_dir):
 # peer -> (export, backend, dtype)
 PREDICTOR_PEERS = {"predictor_bf16": ("export_bf16", "savedmodel", "bfloat16"),
                    "predictor_int8": ("export_int8", "tflite", "int8"),
+                   "predictor_dynamic": ("export_dynamic", "tflite", "int8"),
                    "predictor_ov": ("export_int8", "openvino", "float32"),
                    "predictor_ov_bf16": ("export_int8", "openvino", "bfloat16"),
                    "predictor_ov_int8": ("export_int8", "openvino", "int8")}

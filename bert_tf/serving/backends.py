@@ -18,6 +18,8 @@ is the user's trade, asked for with dtype: "bfloat16" (the SavedModel of an expo
 --dtype=bfloat16, OpenVINO on a CPU with bfloat16 instructions) or "int8" (the --quantize model
 in TensorFlow Lite, OpenVINO's int8 model); auto then times the backends that serve it here and
 that the export's accuracy check accepted (guard.accepted; max_quantization_loss), the same way.
+The check holds only where the model computes as it did: OpenVINO's int8 model quantized with the
+full int8 range is refused on a CPU without VNNI (openvino_runner.saturation_reason).
 """
 import os
 import time
@@ -89,6 +91,11 @@ def unavailable(version, backend, dtype, max_loss=guard.MAX_LOSS):
     return f"backend='{backend}': {version} holds no {missing[0]} (export with {how})"
   if dtype == "float32":
     return None
+  if (backend, dtype) == ("openvino", "int8") and max_loss is not None:
+    reason = openvino_runner.saturation_reason(
+        os.path.join(version, export.OPENVINO_INT8_FILES["model.xml"]), machine.read_cpuinfo())
+    if reason:
+      return reason
   return guard.accepted(version, backend, dtype, max_loss)
 
 

@@ -18,6 +18,7 @@ every task's server runs around it unchanged. Output keys are the TensorFlow Lit
 keys, which OpenVINO's tensor names do not carry: they are read from the file's signature.
 Without `openvino`, require() raises one BertTfError line saying so.
 """
+import ast
 import contextlib
 import importlib.util
 import io
@@ -25,6 +26,7 @@ import logging
 import os
 import tempfile
 import warnings
+from xml.etree import ElementTree
 
 import numpy as np
 import tensorflow as tf
@@ -201,6 +203,31 @@ def overflow_fix(cpuinfo):
   half the int8 range, which keeps the sums in (there: up to 0.11, median 0.015); with VNNI, the
   full range but for the first layer (NNCF's default)."""
   return "enable" if lacks_vnni(machine.cpu(text=cpuinfo)["flags"]) else "first_layer_only"
+
+
+def made_overflow_fix(xml_path):
+  """The overflow fix NNCF quantized an int8 model with ("enable", "first_layer_only",
+  "disable"), as its IR's rt_info records NNCF's parameters; None where it records none."""
+  try:
+    node = ElementTree.parse(xml_path).getroot().find(
+        "rt_info/nncf/quantization/advanced_parameters")
+    return ast.literal_eval(node.get("value")).get("overflow_fix")
+  # No such node, or not NNCF's dict (ElementTree's ParseError is a SyntaxError).
+  except (OSError, AttributeError, ValueError, SyntaxError):
+    return None
+
+
+def saturation_reason(xml_path, cpuinfo):
+  """Why an int8 model's accuracy check does not hold on this CPU (one line), or None. A model
+  quantized with the full int8 range (NNCF's default, as on a CPU with VNNI) may saturate its
+  int8 sums on a CPU without VNNI, which the check, run where it was made, never saw."""
+  if not lacks_vnni(machine.cpu(text=cpuinfo)["flags"]) or made_overflow_fix(xml_path) == "enable":
+    return None
+  return (f"backend='openvino' dtype=int8: {xml_path} was quantized without NNCF's overflow fix "
+          f"(the full int8 range, as on a CPU with int8 dot products), and this CPU has none "
+          f"(no avx_vnni, avx512_vnni or amx_int8 in /proc/cpuinfo): its int8 sums may saturate "
+          f"here, which the export's accuracy check did not see; export it again on this kind "
+          f"of CPU, or serve backend='tflite' (max_quantization_loss=None serves it unchecked)")
 
 
 def quantize_int8(tflite_path, calibration):
