@@ -220,8 +220,9 @@ def made_overflow_fix(xml_path):
 def saturation_reason(xml_path, cpuinfo):
   """Why an int8 model's accuracy check does not hold on this CPU (one line), or None. A model
   quantized with the full int8 range (NNCF's default, as on a CPU with VNNI) may saturate its
-  int8 sums on a CPU without VNNI, which the check, run where it was made, never saw."""
-  if not lacks_vnni(machine.cpu(text=cpuinfo)["flags"]) or made_overflow_fix(xml_path) == "enable":
+  int8 sums on a CPU without VNNI, which the check, run where it was made, never saw: this CPU
+  needs the fix that overflow_fix would give a model made on it, and the model lacks it."""
+  if overflow_fix(cpuinfo) != "enable" or made_overflow_fix(xml_path) == "enable":
     return None
   return (f"backend='openvino' dtype=int8: {xml_path} was quantized without NNCF's overflow fix "
           f"(the full int8 range, as on a CPU with int8 dot products), and this CPU has none "
